@@ -1,0 +1,1 @@
+"""Intake, assembly, extraction and the evaluation pipeline."""

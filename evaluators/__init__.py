@@ -1,0 +1,1 @@
+"""Cheap, model and judge evaluators, one metric family per module."""

@@ -1,0 +1,106 @@
+"""The evaluator contract and the shared work every evaluator gets for free."""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC
+from collections.abc import Sequence
+from enum import Enum
+from typing import ClassVar
+
+from ragpulse.record import EvalResult, RagRecord
+
+log = logging.getLogger(__name__)
+
+
+class Tier(str, Enum):
+    """Cost class of an evaluator; sampling decides per tier."""
+
+    CHEAP = "cheap"  # lexical / rules: microseconds, all traffic
+    MODEL = "model"  # local CPU models, on a sample
+    JUDGE = "judge"  # LLM judges, on a budgeted sample
+
+
+class Evaluator(ABC):
+    """Turns records into one :class:`EvalResult` each.
+
+    Contract: ``evaluate`` is called from the collector's evaluation worker
+    thread (never from the intake path), may block, and never raises: failures
+    become error results. Subclasses fill :meth:`_score_batch` (or only
+    :meth:`_score` for per-record metrics) and hold no per-call state, so one
+    instance may score concurrently from several threads.
+    """
+
+    metric: ClassVar[str]
+    method: ClassVar[str]
+    tier: ClassVar[Tier] = Tier.CHEAP
+
+    @classmethod
+    def name(cls) -> str:
+        return f"{cls.metric}/{cls.method}"
+
+    def evaluate(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        """Score a batch; the i-th result belongs to the i-th record."""
+        if not records:
+            return []
+        start = time.perf_counter()
+        try:
+            results = self._score_batch(records)
+            if len(results) != len(records):
+                raise RuntimeError(
+                    f"{self.name()} returned {len(results)} results for {len(records)} records"
+                )
+        except Exception:
+            # The batch failed as a whole: retry one by one so that one bad record
+            # costs only its own result.
+            log.debug("batch failed in %s, retrying per record", self.name(), exc_info=True)
+            results = [self._evaluate_one_safely(r) for r in records]
+        per_record_ms = (time.perf_counter() - start) * 1000 / len(records)
+        return [
+            r if r.duration_ms is not None else r.model_copy(update={"duration_ms": per_record_ms})
+            for r in results
+        ]
+
+    def _evaluate_one_safely(self, record: RagRecord) -> EvalResult:
+        start = time.perf_counter()
+        try:
+            return self._score_batch([record])[0]
+        except Exception as exc:
+            log.warning("%s failed on trace %s: %r", self.name(), record.trace_id, exc)
+            return self.error_result(exc, duration_ms=(time.perf_counter() - start) * 1000)
+
+    def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        return [self._score(r) for r in records]
+
+    def _score(self, record: RagRecord) -> EvalResult:
+        raise NotImplementedError(f"{type(self).__name__} must implement _score or _score_batch")
+
+    def result(
+        self,
+        score: float | None,
+        label: str | None = None,
+        explanation: str | None = None,
+        **details: object,
+    ) -> EvalResult:
+        """Build a result stamped with this evaluator's metric and method."""
+        return EvalResult(
+            metric=self.metric,
+            method=self.method,
+            score=None if score is None else min(1.0, max(0.0, float(score))),
+            label=label,
+            explanation=explanation,
+            details=dict(details),
+        )
+
+    def not_applicable(self, why: str) -> EvalResult:
+        return self.result(None, label="not_applicable", explanation=why)
+
+    def error_result(self, exc: BaseException, duration_ms: float | None = None) -> EvalResult:
+        return EvalResult(
+            metric=self.metric,
+            method=self.method,
+            label="error",
+            error=f"{type(exc).__name__}: {exc}"[:500],
+            duration_ms=duration_ms,
+        )

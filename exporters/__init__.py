@@ -1,0 +1,1 @@
+"""Sinks: Prometheus, OTel evaluation signals, JSONL files."""

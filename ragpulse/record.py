@@ -1,0 +1,126 @@
+"""Core shapes that cross every boundary: spans after decode, RAG records, results.
+
+Protobuf never travels past the decoder: everything downstream sees these
+pydantic models only.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AttributeValue = str | bool | int | float | list[Any] | dict[str, Any] | None
+
+
+class Document(BaseModel):
+    """One retrieved document, as the app saw it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str | None = None
+    content: str = ""
+    score: float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpanStatus(str, Enum):
+    UNSET = "unset"
+    OK = "ok"
+    ERROR = "error"
+
+
+class Span(BaseModel):
+    """A finished span, decoded from OTLP (ids are lower-case hex)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None = None
+    name: str = ""
+    kind: str = "internal"
+    start_time_ns: int = 0
+    end_time_ns: int = 0
+    status: SpanStatus = SpanStatus.UNSET
+    status_message: str | None = None
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    resource: dict[str, AttributeValue] = Field(default_factory=dict)
+    scope: str | None = None
+
+    @property
+    def is_root(self) -> bool:
+        return not self.parent_span_id
+
+    @property
+    def duration_ms(self) -> float:
+        return max(0, self.end_time_ns - self.start_time_ns) / 1e6
+
+    @property
+    def service(self) -> str:
+        name = self.resource.get("service.name")
+        return str(name) if name else "unknown_service"
+
+
+class RagRecord(BaseModel):
+    """One question -> retrieval -> answer exchange, extracted from a trace.
+
+    ``span_id`` is the span the scores are about (the pipeline span); evaluation
+    signals are parented to it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str = ""
+    span_id: str = ""
+    service: str = "unknown_service"
+    route: str | None = None
+    question: str = ""
+    documents: list[Document] = Field(default_factory=list)
+    answer: str = ""
+    model: str | None = None
+    retrieval_span_ids: list[str] = Field(default_factory=list)
+    generation_span_id: str | None = None
+    latency_ms: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    error: bool = False
+    start_time_ns: int = 0
+    end_time_ns: int = 0
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+
+    @property
+    def contexts(self) -> list[str]:
+        return [d.content for d in self.documents]
+
+
+class EvalResult(BaseModel):
+    """What one evaluator says about one record.
+
+    ``score`` is in [0, 1]; higher is better except for ``injection``, where it is
+    the detected risk. ``score`` is None when the metric does not apply (e.g. no
+    documents) or the evaluator failed (``error`` says why).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    method: str
+    score: float | None = None
+    label: str | None = None
+    explanation: str | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    duration_ms: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}/{self.method}"
+
+
+class EvaluatedRecord(BaseModel):
+    """A record with its results: the unit sinks receive and files store."""
+
+    record: RagRecord
+    results: list[EvalResult]

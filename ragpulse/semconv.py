@@ -1,0 +1,108 @@
+"""Every span attribute name ragpulse reads or writes, in one place.
+
+Two vocabularies are spoken: OpenInference (Arize; read by Phoenix, Langfuse
+and most LLM observability backends) and the OpenTelemetry GenAI semantic
+conventions. ragpulse writes both on its own spans and reads either on spans
+written by other instrumentations. No imports: this module is plain constants.
+"""
+
+from __future__ import annotations
+
+# --- OpenInference -----------------------------------------------------------
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+"""CHAIN, RETRIEVER, LLM, EMBEDDING, RERANKER, TOOL, AGENT, EVALUATOR, ..."""
+
+KIND_CHAIN = "CHAIN"
+KIND_RETRIEVER = "RETRIEVER"
+KIND_RERANKER = "RERANKER"
+KIND_LLM = "LLM"
+KIND_AGENT = "AGENT"
+KIND_EVALUATOR = "EVALUATOR"
+
+INPUT_VALUE = "input.value"
+INPUT_MIME_TYPE = "input.mime_type"
+OUTPUT_VALUE = "output.value"
+OUTPUT_MIME_TYPE = "output.mime_type"
+MIME_JSON = "application/json"
+MIME_TEXT = "text/plain"
+
+RETRIEVAL_DOCUMENTS = "retrieval.documents"
+"""Prefix; documents are flattened as ``retrieval.documents.<i>.document.<field>``."""
+RERANKER_OUTPUT_DOCUMENTS = "reranker.output_documents"
+DOCUMENT_ID = "document.id"
+DOCUMENT_CONTENT = "document.content"
+DOCUMENT_SCORE = "document.score"
+DOCUMENT_METADATA = "document.metadata"
+
+LLM_MODEL_NAME = "llm.model_name"
+LLM_INPUT_MESSAGES = "llm.input_messages"
+LLM_OUTPUT_MESSAGES = "llm.output_messages"
+MESSAGE_ROLE = "message.role"
+MESSAGE_CONTENT = "message.content"
+LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
+
+SESSION_ID = "session.id"
+USER_ID = "user.id"
+
+
+def document_attr(index: int, field: str, prefix: str = RETRIEVAL_DOCUMENTS) -> str:
+    """``retrieval.documents.<index>.<field>`` (field is e.g. DOCUMENT_CONTENT)."""
+    return f"{prefix}.{index}.{field}"
+
+
+def message_attr(prefix: str, index: int, field: str) -> str:
+    """``llm.input_messages.<index>.<field>`` (field is e.g. MESSAGE_CONTENT)."""
+    return f"{prefix}.{index}.{field}"
+
+
+# --- OpenTelemetry GenAI -----------------------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_OP_CHAT = "chat"
+GEN_AI_OP_TEXT_COMPLETION = "text_completion"
+GEN_AI_OP_GENERATE_CONTENT = "generate_content"
+GEN_AI_OP_RETRIEVAL = "retrieval"
+GEN_AI_OP_INVOKE_AGENT = "invoke_agent"
+GEN_AI_GENERATION_OPS = frozenset(
+    {GEN_AI_OP_CHAT, GEN_AI_OP_TEXT_COMPLETION, GEN_AI_OP_GENERATE_CONTENT}
+)
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_DATA_SOURCE_ID = "gen_ai.data_source.id"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_PROMPT = "gen_ai.prompt"
+"""Deprecated in semconv, still written by older instrumentations."""
+GEN_AI_COMPLETION = "gen_ai.completion"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+# Evaluation results (GenAI semconv, event ``gen_ai.evaluation.result``).
+GEN_AI_EVALUATION_EVENT = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+
+# --- Generic OTel --------------------------------------------------------------
+SERVICE_NAME = "service.name"
+HTTP_ROUTE = "http.route"
+ERROR_TYPE = "error.type"
+
+# --- ragpulse's own ------------------------------------------------------------
+RAGPULSE_ROLE = "ragpulse.role"
+"""pipeline | retrieval | generation: which decorator wrote the span."""
+ROLE_PIPELINE = "pipeline"
+ROLE_RETRIEVAL = "retrieval"
+ROLE_GENERATION = "generation"
+RAGPULSE_ROUTE = "ragpulse.route"
+RAGPULSE_TRUNCATED = "ragpulse.truncated"
+"""True when a recorded text was cut to the configured maximum size."""
+RAGPULSE_CONTENT_CAPTURED = "ragpulse.content_captured"
+RAGPULSE_EVAL_METRIC = "ragpulse.evaluation.metric"
+RAGPULSE_EVAL_METHOD = "ragpulse.evaluation.method"
+RAGPULSE_EVAL_DETAILS = "ragpulse.evaluation.details"
+RAGPULSE_EVAL_ERROR = "ragpulse.evaluation.error"
+RAGPULSE_EVAL_SPAN_ID = "ragpulse.evaluation.target_span_id"
