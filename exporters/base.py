@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ragpulse.record import EvalResult, RagRecord
+
+if TYPE_CHECKING:
+    from ragpulse.collector.telemetry import CollectorMetrics
+    from ragpulse.config import Settings
 
 
 class Sink(ABC):
@@ -19,6 +24,11 @@ class Sink(ABC):
     """
 
     name: str = "sink"
+
+    @classmethod
+    def from_settings(cls, settings: Settings, metrics: CollectorMetrics) -> Sink | None:
+        """Build the sink ``ragpulse serve`` uses; None when settings do not enable it."""
+        return None
 
     @abstractmethod
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None: ...

@@ -2,42 +2,55 @@
 
 Third-party packages add their own under the ``ragpulse.evaluators`` and
 ``ragpulse.sinks`` entry-point groups; ragpulse's own are registered the same way
-in pyproject.toml (one line each).
+in pyproject.toml (one line each). A plug-in that fails to import is skipped
+with a warning unless it is asked for by name, then it is a ConfigError.
 """
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import entry_points
+from typing import TypeVar
 
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.exporters.base import Sink
 
+log = logging.getLogger(__name__)
+
 EVALUATOR_GROUP = "ragpulse.evaluators"
 SINK_GROUP = "ragpulse.sinks"
 
+T = TypeVar("T")
+
+
+def _load_group(group: str, base: type[T]) -> tuple[dict[str, type[T]], dict[str, str]]:
+    found: dict[str, type[T]] = {}
+    broken: dict[str, str] = {}
+    for ep in entry_points(group=group):
+        try:
+            cls = ep.load()
+        except Exception as exc:
+            broken[ep.name] = f"{ep.value} failed to import: {type(exc).__name__}: {exc}"
+            log.warning("skipping %s plug-in %s", group, broken[ep.name])
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise ConfigError(f"entry point {ep.name!r} -> {ep.value} is not a {base.__name__}")
+        found[ep.name] = cls
+    return found, broken
+
 
 def evaluator_classes() -> dict[str, type[Evaluator]]:
-    """All registered evaluators by ``metric/method`` name."""
-    found: dict[str, type[Evaluator]] = {}
-    for ep in entry_points(group=EVALUATOR_GROUP):
-        cls = ep.load()
-        if not (isinstance(cls, type) and issubclass(cls, Evaluator)):
-            raise ConfigError(f"entry point {ep.name!r} -> {ep.value} is not an Evaluator subclass")
-        if cls.name() != ep.name:
-            raise ConfigError(f"entry point {ep.name!r} loads {cls.name()!r}: names must agree")
-        found[ep.name] = cls
+    """All importable evaluators by ``metric/method`` name."""
+    found, _ = _load_group(EVALUATOR_GROUP, Evaluator)
+    for name, cls in found.items():
+        if cls.name() != name:
+            raise ConfigError(f"entry point {name!r} loads {cls.name()!r}: names must agree")
     return found
 
 
 def sink_classes() -> dict[str, type[Sink]]:
-    found: dict[str, type[Sink]] = {}
-    for ep in entry_points(group=SINK_GROUP):
-        cls = ep.load()
-        if not (isinstance(cls, type) and issubclass(cls, Sink)):
-            raise ConfigError(f"entry point {ep.name!r} -> {ep.value} is not a Sink subclass")
-        found[ep.name] = cls
-    return found
+    return _load_group(SINK_GROUP, Sink)[0]
 
 
 def resolve_evaluator_names(
@@ -47,24 +60,21 @@ def resolve_evaluator_names(
 
     Accepts full names (``faithfulness/lexical``) and bare metric names
     (``faithfulness`` = every registered method of it within ``tiers``).
-    ``None`` selects everything in ``tiers`` (default: the cheap tier).
+    ``None`` or empty selects everything in ``tiers`` (default: the cheap tier).
     """
-    registry = evaluator_classes()
+    registry, broken = _load_group(EVALUATOR_GROUP, Evaluator)
     tiers = tiers or {Tier.CHEAP}
     in_tiers = [name for name, cls in sorted(registry.items()) if cls.tier in tiers]
     if not selection:
         return in_tiers
     chosen: list[str] = []
-    for item in selection:
-        item = item.strip()
-        if item in registry:
-            matches = [item]
-        else:
-            matches = [n for n in in_tiers if n.split("/")[0] == item]
+    for item in (s.strip() for s in selection):
+        if item in broken:
+            raise ConfigError(f"evaluator {item!r} is registered but {broken[item]}")
+        matches = [item] if item in registry else [n for n in in_tiers if n.split("/")[0] == item]
         if not matches:
-            raise ConfigError(
-                f"unknown evaluator {item!r}; registered: {', '.join(sorted(registry))}"
-            )
+            known = ", ".join(sorted(registry))
+            raise ConfigError(f"unknown evaluator {item!r}; registered: {known}")
         chosen.extend(m for m in matches if m not in chosen)
     return chosen
 

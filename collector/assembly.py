@@ -1,0 +1,202 @@
+"""Group spans into traces and decide when a trace is complete.
+
+A trace is complete when its root span has arrived (spans arrive only once
+ended, so the root has ended) and no new span came for ``grace_s``; or when
+``timeout_s`` has passed since its first span, whatever arrived. Memory is
+bounded by ``max_open_traces`` and ``max_spans_per_trace``; whatever
+overflows is dropped and counted by reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ragpulse import semconv
+from ragpulse.collector.telemetry import (
+    DROP_LATE_SPAN,
+    DROP_OPEN_TRACES,
+    DROP_SPANS_PER_TRACE,
+    CollectorMetrics,
+)
+from ragpulse.config import AssemblySettings
+from ragpulse.record import Span
+
+
+class Ack:
+    """Acknowledgement of one source batch, fired once every trace it fed is finished.
+
+    The assembler ``hold``s it once per trace the batch touched and ``seal``s it
+    after intake; each finished (evaluated, exported or dropped) trace releases
+    its holds. The HTTP source needs none; the Kafka source commits offsets from it.
+    """
+
+    __slots__ = ("_done", "_lock", "_on_done", "_pending", "_sealed")
+
+    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
+        self._on_done = on_done
+        self._pending = 0
+        self._sealed = False
+        self._done = False
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        with self._lock:
+            self._pending += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._pending -= 1
+            fire = self._sealed and self._pending <= 0 and not self._done
+            self._done = self._done or fire
+        if fire and self._on_done:
+            self._on_done()
+
+    def seal(self) -> None:
+        with self._lock:
+            self._sealed = True
+            fire = self._pending <= 0 and not self._done
+            self._done = self._done or fire
+        if fire and self._on_done:
+            self._on_done()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+
+@dataclass
+class CompletedTrace:
+    trace_id: str
+    spans: list[Span]
+    trigger: str  # quiet | timeout | shutdown
+    first_seen: float
+    acks: list[Ack] = field(default_factory=list)
+
+    def release(self) -> None:
+        for ack in self.acks:
+            ack.release()
+        self.acks = []
+
+
+@dataclass
+class _OpenTrace:
+    first_seen: float
+    last_seen: float
+    spans: list[Span] = field(default_factory=list)
+    root_seen: bool = False
+    acks: dict[int, Ack] = field(default_factory=dict)
+
+
+def is_local_root(span: Span) -> bool:
+    """A span after which the trace is likely finished.
+
+    A true root, or a ragpulse pipeline span: its parent may be a remote span
+    (an upstream HTTP server) that never reaches this collector.
+    """
+    return span.is_root or span.attributes.get(semconv.RAGPULSE_ROLE) == semconv.ROLE_PIPELINE
+
+
+class Assembler:
+    """Thread-safe: ``add`` is called from intake, ``pop_complete`` from a ticker."""
+
+    def __init__(
+        self,
+        settings: AssemblySettings,
+        metrics: CollectorMetrics,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._open: OrderedDict[str, _OpenTrace] = OrderedDict()
+        # Recently closed traces, so stragglers are counted as late, not opened anew.
+        self._closed: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def add(self, spans: Iterable[Span], ack: Ack | None = None) -> int:
+        """Add spans; returns how many were rejected (dropped and counted)."""
+        now = self._clock()
+        rejected: dict[str, int] = {}
+        with self._lock:
+            for span in spans:
+                reason = self._add_one(span, now, ack)
+                if reason:
+                    rejected[reason] = rejected.get(reason, 0) + 1
+            self._metrics.open_traces.set(len(self._open))
+        for reason, n in rejected.items():
+            self._metrics.dropped.labels(reason).inc(n)
+        return sum(rejected.values())
+
+    def _add_one(self, span: Span, now: float, ack: Ack | None) -> str | None:
+        trace = self._open.get(span.trace_id)
+        if trace is None:
+            if span.trace_id in self._closed:
+                return DROP_LATE_SPAN
+            if len(self._open) >= self._settings.max_open_traces:
+                return DROP_OPEN_TRACES
+            trace = self._open[span.trace_id] = _OpenTrace(first_seen=now, last_seen=now)
+        if len(trace.spans) >= self._settings.max_spans_per_trace:
+            return DROP_SPANS_PER_TRACE
+        trace.spans.append(span)
+        trace.last_seen = now
+        trace.root_seen = trace.root_seen or is_local_root(span)
+        if ack is not None and id(ack) not in trace.acks:
+            ack.hold()
+            trace.acks[id(ack)] = ack
+        return None
+
+    def pop_complete(self, now: float | None = None) -> list[CompletedTrace]:
+        now = self._clock() if now is None else now
+        grace, timeout = self._settings.grace_s, self._settings.timeout_s
+        done: list[tuple[str, str]] = []
+        with self._lock:
+            for trace_id, trace in self._open.items():
+                if trace.root_seen and now - trace.last_seen >= grace:
+                    done.append((trace_id, "quiet"))
+                elif now - trace.first_seen >= timeout:
+                    done.append((trace_id, "timeout"))
+            completed = [self._close(trace_id, trigger) for trace_id, trigger in done]
+            self._metrics.open_traces.set(len(self._open))
+        return completed
+
+    def drain(self) -> list[CompletedTrace]:
+        """Close every open trace (shutdown): evaluate what we have rather than lose it."""
+        with self._lock:
+            completed = [self._close(trace_id, "shutdown") for trace_id in list(self._open)]
+            self._metrics.open_traces.set(0)
+        return completed
+
+    def abandon(self, predicate: Callable[[str], bool]) -> int:
+        """Forget open traces whose id matches, without releasing their acks.
+
+        For a source that lost ownership of the data (a revoked Kafka
+        partition): the new owner re-reads it, so nothing is acknowledged here.
+        """
+        with self._lock:
+            gone = [t for t in self._open if predicate(t)]
+            for trace_id in gone:
+                del self._open[trace_id]
+            self._metrics.open_traces.set(len(self._open))
+        return len(gone)
+
+    def _close(self, trace_id: str, trigger: str) -> CompletedTrace:
+        trace = self._open.pop(trace_id)
+        self._closed[trace_id] = None
+        while len(self._closed) > self._settings.remember_closed:
+            self._closed.popitem(last=False)
+        self._metrics.traces_completed.labels(trigger).inc()
+        self._metrics.trace_assembly_seconds.observe(max(0.0, self._clock() - trace.first_seen))
+        return CompletedTrace(
+            trace_id=trace_id,
+            spans=trace.spans,
+            trigger=trigger,
+            first_seen=trace.first_seen,
+            acks=list(trace.acks.values()),
+        )

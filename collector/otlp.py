@@ -1,0 +1,198 @@
+"""OTLP trace payloads -> ragpulse :class:`Span` models (the decode boundary).
+
+Protobuf stops here: callers get pydantic spans and a count of spans rejected
+as invalid. OTLP/JSON is normalised into the protobuf message (hex ids become
+bytes) so both encodings share one conversion path.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
+from ragpulse.record import AttributeValue, Span, SpanStatus
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+_KINDS = {
+    trace_pb2.Span.SPAN_KIND_INTERNAL: "internal",
+    trace_pb2.Span.SPAN_KIND_SERVER: "server",
+    trace_pb2.Span.SPAN_KIND_CLIENT: "client",
+    trace_pb2.Span.SPAN_KIND_PRODUCER: "producer",
+    trace_pb2.Span.SPAN_KIND_CONSUMER: "consumer",
+}
+_STATUS = {
+    trace_pb2.Status.STATUS_CODE_OK: SpanStatus.OK,
+    trace_pb2.Status.STATUS_CODE_ERROR: SpanStatus.ERROR,
+}
+
+
+@dataclass
+class DecodedTraces:
+    spans: list[Span] = field(default_factory=list)
+    rejected: int = 0
+    """Spans present in the payload but unusable (bad ids); reported as partial success."""
+    errors: list[str] = field(default_factory=list)
+
+
+def media_type(content_type: str | None) -> str:
+    """``application/x-protobuf`` or ``application/json``; anything else is refused."""
+    base = (content_type or "").split(";")[0].strip().lower()
+    if base in (PROTOBUF, "application/protobuf"):
+        return PROTOBUF
+    if base == JSON:
+        return JSON
+    raise UnsupportedMediaType(
+        f"unsupported Content-Type {content_type!r}; OTLP/HTTP accepts {PROTOBUF} or {JSON}"
+    )
+
+
+def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
+    """Undo Content-Encoding, refusing output beyond ``max_bytes`` (gzip bombs)."""
+    enc = (encoding or "identity").strip().lower()
+    if enc in ("", "identity"):
+        if len(body) > max_bytes:
+            raise PayloadTooLarge(f"body of {len(body)} bytes exceeds limit of {max_bytes}")
+        return body
+    if enc not in ("gzip", "deflate"):
+        raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; use gzip")
+    # wbits 32+15 auto-detects gzip or zlib headers.
+    inflater = zlib.decompressobj(32 + zlib.MAX_WBITS if enc == "gzip" else zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, max_bytes + 1)
+    except zlib.error as exc:
+        raise DecodeError(f"invalid {enc} stream: {exc}") from exc
+    if len(out) > max_bytes or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"decompressed body exceeds limit of {max_bytes} bytes")
+    if not inflater.eof:
+        raise DecodeError(f"truncated {enc} stream")
+    return out
+
+
+def parse_request(body: bytes, mtype: str) -> trace_service_pb2.ExportTraceServiceRequest:
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    if mtype == PROTOBUF:
+        try:
+            request.ParseFromString(body)
+        except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
+            raise DecodeError(f"invalid protobuf ExportTraceServiceRequest: {exc}") from exc
+        return request
+    try:
+        payload = json.loads(body)
+        _hex_ids_to_base64(payload)
+        json_format.ParseDict(payload, request, ignore_unknown_fields=True)
+    except (ValueError, TypeError, AttributeError, json_format.ParseError) as exc:
+        raise DecodeError(f"invalid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    return request
+
+
+def decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> DecodedTraces:
+    out = DecodedTraces()
+    for resource_spans in request.resource_spans:
+        resource = _attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name or None
+            for pb in scope_spans.spans:
+                if len(pb.trace_id) != 16 or len(pb.span_id) != 8 or not any(pb.trace_id):
+                    out.rejected += 1
+                    if len(out.errors) < 5:
+                        out.errors.append(f"span {pb.name!r} has an invalid trace or span id")
+                    continue
+                out.spans.append(_span(pb, resource, scope))
+    return out
+
+
+def decode_body(
+    body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
+) -> tuple[DecodedTraces, str]:
+    """Full HTTP decode: media type, decompression, parse, conversion."""
+    mtype = media_type(content_type)
+    raw = decompress(body, content_encoding, max_bytes)
+    return decode_request(parse_request(raw, mtype)), mtype
+
+
+def encode_response(mtype: str, rejected: int = 0, message: str = "") -> bytes:
+    response = trace_service_pb2.ExportTraceServiceResponse()
+    if rejected or message:
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = message
+    return _encode(response, mtype)
+
+
+def encode_status(mtype: str, code: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` error body, as OTLP/HTTP asks for failures."""
+    return _encode(status_pb2.Status(code=code, message=message), mtype)
+
+
+def _encode(message: Any, mtype: str) -> bytes:
+    if mtype == JSON:
+        return json_format.MessageToJson(message, indent=None).encode()
+    return bytes(message.SerializeToString())
+
+
+def _span(pb: trace_pb2.Span, resource: dict[str, AttributeValue], scope: str | None) -> Span:
+    return Span(
+        trace_id=pb.trace_id.hex(),
+        span_id=pb.span_id.hex(),
+        parent_span_id=pb.parent_span_id.hex() if any(pb.parent_span_id) else None,
+        name=pb.name,
+        kind=_KINDS.get(pb.kind, "internal"),
+        start_time_ns=pb.start_time_unix_nano,
+        end_time_ns=pb.end_time_unix_nano,
+        status=_STATUS.get(pb.status.code, SpanStatus.UNSET),
+        status_message=pb.status.message or None,
+        attributes=_attributes(pb.attributes),
+        resource=resource,
+        scope=scope,
+    )
+
+
+def _attributes(kvs: Any) -> dict[str, AttributeValue]:
+    return {kv.key: _value(kv.value) for kv in kvs}
+
+
+def _value(v: common_pb2.AnyValue) -> AttributeValue:
+    which = v.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [_value(x) for x in v.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in v.kvlist_value.values}
+    if which == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode()
+    value: AttributeValue = getattr(v, which)
+    return value
+
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _hex_ids_to_base64(payload: Any) -> None:
+    """OTLP/JSON encodes ids as hex, proto3 JSON as base64: translate in place."""
+    if not isinstance(payload, dict):
+        raise TypeError("OTLP/JSON body must be an object")
+    for rs in payload.get("resourceSpans", payload.get("resource_spans")) or []:
+        for ss in rs.get("scopeSpans", rs.get("scope_spans")) or []:
+            for span in ss.get("spans") or []:
+                for obj in [span, *(span.get("links") or [])]:
+                    for key in _ID_KEYS:
+                        value = obj.get(key)
+                        if isinstance(value, str) and value:
+                            try:
+                                obj[key] = base64.b64encode(bytes.fromhex(value)).decode()
+                            except ValueError:
+                                # Not hex: leave it, the span is rejected by id length.
+                                obj[key] = ""

@@ -1,0 +1,193 @@
+"""OTLP/HTTP trace receiver (``POST /v1/traces``), the embedded default source.
+
+Answers follow the OTLP/HTTP specification: 200 with an
+``ExportTraceServiceResponse`` (``partial_success`` when spans were refused),
+400 for undecodable bodies (not retryable), 413 for bodies over the limit,
+415 for other media types, 401 without the bearer token, and 503 with
+``Retry-After`` when evaluation is behind, so senders retry instead of losing
+data. Error bodies are ``google.rpc.Status`` in the request's encoding.
+Decompression is done here, bounded, so a gzip bomb costs at most the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from aiohttp import web
+
+from ragpulse.collector import otlp
+from ragpulse.collector.telemetry import (
+    DROP_INVALID_SPAN,
+    DROP_MALFORMED,
+    DROP_TOO_LARGE,
+    DROP_UNAUTHORIZED,
+    DROP_UNSUPPORTED,
+    CollectorMetrics,
+)
+from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
+from ragpulse.record import Span
+
+log = logging.getLogger(__name__)
+
+TRACES_PATH = "/v1/traces"
+Ingest = Callable[[Sequence[Span]], int]
+"""Takes decoded spans, returns how many were refused (already counted by reason)."""
+Overloaded = Callable[[], bool]
+
+# gRPC status codes used in google.rpc.Status bodies.
+_INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 16, 8, 14
+
+
+class OtlpHttpReceiver:
+    """Runs an aiohttp server on its own event-loop thread; ``start``/``stop`` from any thread."""
+
+    def __init__(
+        self,
+        ingest: Ingest,
+        metrics: CollectorMetrics,
+        host: str = "127.0.0.1",
+        port: int = 4318,
+        max_body_bytes: int = 16 * 1024 * 1024,
+        auth_token: str | None = None,
+        overloaded: Overloaded = lambda: False,
+    ) -> None:
+        self._ingest = ingest
+        self._metrics = metrics
+        self._host, self._port = host, port
+        self._max_body = max_body_bytes
+        self._token = auth_token
+        self._overloaded = overloaded
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    def app(self) -> web.Application:
+        # client_max_size bounds the compressed body; decompress() bounds the rest.
+        app = web.Application(client_max_size=self._max_body)
+        app.router.add_post(TRACES_PATH, self._handle)
+        app.router.add_get("/healthz", self._health)
+        return app
+
+    def start(self) -> None:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._serve())
+            except BaseException as exc:  # reported to start()'s caller
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="ragpulse-otlp-http", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if errors:
+            raise errors[0]
+
+    async def _serve(self) -> None:
+        self._runner = web.AppRunner(self.app(), auto_decompress=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])  # port 0 -> the port the OS chose
+
+    async def _cleanup(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._thread = None
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        try:
+            mtype = otlp.media_type(request.content_type)
+        except UnsupportedMediaType as exc:
+            # Answer in protobuf: the client's encoding is unknown.
+            return self._refuse(415, otlp.PROTOBUF, DROP_UNSUPPORTED, str(exc))
+        if self._token is not None and not self._authorized(request):
+            return self._refuse(401, mtype, DROP_UNAUTHORIZED, "missing or invalid bearer token")
+        if self._overloaded():
+            self._metrics.requests.labels("overloaded").inc()
+            return self._error(503, mtype, "evaluation backlog full, retry later", retry_after=1)
+        if request.content_length is not None and request.content_length > self._max_body:
+            return self._refuse(413, mtype, DROP_TOO_LARGE, "body exceeds the size limit")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._refuse(413, mtype, DROP_TOO_LARGE, "body exceeds the size limit")
+        try:
+            decoded, _ = otlp.decode_body(
+                body, request.content_type, request.headers.get("Content-Encoding"), self._max_body
+            )
+        except PayloadTooLarge as exc:
+            return self._refuse(413, mtype, DROP_TOO_LARGE, str(exc))
+        except UnsupportedMediaType as exc:
+            return self._refuse(415, mtype, DROP_UNSUPPORTED, str(exc))
+        except DecodeError as exc:
+            return self._refuse(400, mtype, DROP_MALFORMED, str(exc))
+
+        self._metrics.spans_received.inc(len(decoded.spans) + decoded.rejected)
+        if decoded.rejected:
+            self._metrics.dropped.labels(DROP_INVALID_SPAN).inc(decoded.rejected)
+        refused = self._ingest(decoded.spans) if decoded.spans else 0
+        rejected = decoded.rejected + refused
+        messages = list(decoded.errors)
+        if refused:
+            messages.append(f"{refused} spans refused by collector limits")
+        self._metrics.requests.labels("partial" if rejected else "ok").inc()
+        return web.Response(
+            status=200,
+            body=otlp.encode_response(mtype, rejected, "; ".join(messages)),
+            content_type=mtype,
+        )
+
+    def _authorized(self, request: web.Request) -> bool:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), (self._token or "").encode()
+        )
+
+    def _refuse(self, status: int, mtype: str, reason: str, message: str) -> web.Response:
+        self._metrics.dropped.labels(reason).inc()
+        self._metrics.requests.labels(reason).inc()
+        log.debug("refused OTLP request (%s): %s", status, message)
+        return self._error(status, mtype, message)
+
+    @staticmethod
+    def _error(
+        status: int, mtype: str, message: str, retry_after: int | None = None
+    ) -> web.Response:
+        code = {401: _UNAUTHENTICATED, 413: _RESOURCE_EXHAUSTED, 503: _UNAVAILABLE}.get(
+            status, _INVALID_ARGUMENT
+        )
+        response = web.Response(
+            status=status, body=otlp.encode_status(mtype, code, message), content_type=mtype
+        )
+        if status == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        if retry_after:
+            response.headers["Retry-After"] = str(retry_after)
+        return response

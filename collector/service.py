@@ -1,0 +1,155 @@
+"""The collector process: intake -> assembly -> evaluation -> sinks, wired from settings."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from ragpulse.collector.assembly import Ack, Assembler
+from ragpulse.collector.pipeline import Pipeline
+from ragpulse.collector.receiver import OtlpHttpReceiver
+from ragpulse.collector.telemetry import CollectorMetrics
+from ragpulse.config import Settings
+from ragpulse.evaluators.base import Evaluator
+from ragpulse.exporters.base import Sink
+from ragpulse.plugins import load_evaluators, sink_classes
+from ragpulse.record import Span
+
+log = logging.getLogger(__name__)
+
+
+def build_sinks(settings: Settings, metrics: CollectorMetrics) -> list[Sink]:
+    """Every registered sink that the settings enable."""
+    sinks = []
+    for cls in sink_classes().values():
+        sink = cls.from_settings(settings, metrics)
+        if sink is not None:
+            sinks.append(sink)
+    return sinks
+
+
+class Collector:
+    """One process worth of ragpulse.
+
+    ``ingest`` is the single entry for every source (thread-safe, never
+    blocks on evaluation). ``start`` launches the OTLP/HTTP receiver (unless
+    ``receiver=False``), the metrics endpoint (unless ``metrics_server=False``),
+    the completion ticker and the evaluation worker; ``stop`` drains open
+    traces through evaluation before returning.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        evaluators: Sequence[Evaluator] | None = None,
+        sinks: Sequence[Sink] | None = None,
+        extra_sinks: Sequence[Sink] = (),
+        registry: CollectorRegistry | None = None,
+        receiver: bool = True,
+        metrics_server: bool = True,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = CollectorMetrics(registry)
+        self.assembler = Assembler(settings.assembly, self.metrics, clock or time.monotonic)
+        chosen = list(evaluators) if evaluators is not None else load_evaluators(
+            settings.evaluation.evaluators
+        )
+        all_sinks = list(sinks) if sinks is not None else build_sinks(settings, self.metrics)
+        ev = settings.evaluation
+        self.pipeline = Pipeline(
+            chosen,
+            [*all_sinks, *extra_sinks],
+            self.metrics,
+            batch_size=ev.batch_size,
+            max_wait_s=ev.max_wait_s,
+            max_backlog=ev.max_backlog,
+        )
+        self.receiver = (
+            OtlpHttpReceiver(
+                self.ingest,
+                self.metrics,
+                host=settings.host,
+                port=settings.otlp_http_port,
+                max_body_bytes=settings.max_body_bytes,
+                auth_token=settings.auth_token.get_secret_value() if settings.auth_token else None,
+                overloaded=lambda: self.pipeline.overloaded,
+            )
+            if receiver
+            else None
+        )
+        self._want_metrics_server = metrics_server
+        self._metrics_server: WSGIServer | None = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    # -- intake ---------------------------------------------------------------
+    def ingest(self, spans: Sequence[Span], ack: Ack | None = None) -> int:
+        """Add decoded spans; returns how many were refused (counted by reason)."""
+        try:
+            return self.assembler.add(spans, ack)
+        finally:
+            if ack is not None:
+                ack.seal()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Close every open trace now and wait until it is exported (tests, demo, replay)."""
+        self.pipeline.submit(self.assembler.drain())
+        return self.pipeline.wait_idle(timeout)
+
+    # -- lifecycle --------------------------------------------------------------
+    def start(self) -> Collector:
+        self.pipeline.start()
+        self._ticker = threading.Thread(target=self._tick, name="ragpulse-assembly", daemon=True)
+        self._ticker.start()
+        if self._want_metrics_server:
+            self._metrics_server, _ = start_http_server(
+                self.settings.metrics_port, addr=self.settings.host, registry=self.metrics.registry
+            )
+        if self.receiver is not None:
+            self.receiver.start()
+        return self
+
+    def stop(self) -> None:
+        if self.receiver is not None:
+            self.receiver.stop()
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(5)
+        self.pipeline.submit(self.assembler.drain())
+        self.pipeline.stop()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
+
+    def __enter__(self) -> Collector:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def otlp_url(self) -> str | None:
+        return self.receiver.url if self.receiver is not None else None
+
+    @property
+    def metrics_url(self) -> str | None:
+        if self._metrics_server is None:
+            return None
+        return f"http://{self.settings.host}:{self._metrics_server.server_port}/metrics"
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.settings.assembly.tick_s):
+            try:
+                completed = self.assembler.pop_complete()
+                if completed:
+                    self.pipeline.submit(completed)
+            except Exception:  # the ticker must survive anything
+                log.exception("assembly tick failed")

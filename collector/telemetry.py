@@ -1,0 +1,122 @@
+"""The collector's own Prometheus series (intake, assembly, evaluation health).
+
+Every series is created against an injected registry so tests use a fresh
+``CollectorRegistry()``; label values are fixed enumerations or bounded by the
+caller (see :class:`LabelLimiter`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Dropped-data reasons (bounded enumeration for ragpulse_dropped_total{reason}).
+DROP_MALFORMED = "malformed_body"
+DROP_TOO_LARGE = "body_too_large"
+DROP_UNSUPPORTED = "unsupported_media_type"
+DROP_UNAUTHORIZED = "unauthorized"
+DROP_INVALID_SPAN = "invalid_span"
+DROP_OPEN_TRACES = "open_traces_limit"
+DROP_SPANS_PER_TRACE = "spans_per_trace_limit"
+DROP_LATE_SPAN = "late_span"
+DROP_SINK_ERROR = "sink_error"
+
+LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
+
+
+class CollectorMetrics:
+    """Counters, gauges and histograms describing the collector itself."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "ragpulse_receiver_requests",
+            "OTLP export requests received, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.spans_received = Counter(
+            "ragpulse_spans_received", "Spans decoded from any source.", registry=r
+        )
+        self.traces_completed = Counter(
+            "ragpulse_traces_completed",
+            "Traces closed by the assembler, by what closed them (quiet, timeout, shutdown).",
+            ["trigger"],
+            registry=r,
+        )
+        self.traces_skipped = Counter(
+            "ragpulse_traces_skipped",
+            "Completed traces that yielded no RAG record, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.records_evaluated = Counter(
+            "ragpulse_records_evaluated", "RAG records scored and handed to sinks.", registry=r
+        )
+        self.dropped = Counter(
+            "ragpulse_dropped",
+            "Spans, bodies or records deliberately dropped, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.evaluator_errors = Counter(
+            "ragpulse_evaluator_errors",
+            "Evaluator failures (the record gets an error result).",
+            ["metric", "method"],
+            registry=r,
+        )
+        self.evaluator_duration = Histogram(
+            "ragpulse_evaluator_duration_seconds",
+            "Wall time of one evaluator call over one batch of records.",
+            ["metric", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.sink_errors = Counter(
+            "ragpulse_sink_errors", "Exceptions raised by sinks.", ["sink"], registry=r
+        )
+        self.open_traces = Gauge(
+            "ragpulse_open_traces", "Traces being assembled right now.", registry=r
+        )
+        self.eval_backlog = Gauge(
+            "ragpulse_eval_backlog_traces",
+            "Completed traces waiting for evaluation.",
+            registry=r,
+        )
+        self.trace_assembly_seconds = Histogram(
+            "ragpulse_trace_assembly_seconds",
+            "Time from a trace's first span arriving to its completion.",
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+
+
+class LabelLimiter:
+    """Bounds a label's cardinality: an allow-list, else the first ``max_values`` seen.
+
+    Values beyond the bound fold into ``other`` so that a route built from user
+    input (``/item/123``) cannot explode the series count.
+    """
+
+    OTHER = "other"
+
+    def __init__(self, allow: list[str] | None = None, max_values: int = 50) -> None:
+        self._allow = frozenset(allow or ())
+        self._max = max_values
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str | None) -> str:
+        if not value:
+            return "none"
+        if self._allow:
+            return value if value in self._allow else self.OTHER
+        if value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) < self._max:
+                self._seen.add(value)
+                return value
+        return self.OTHER

@@ -1,0 +1,139 @@
+"""Collector settings: defaults < config file (YAML or TOML) < ``RAGPULSE_*`` env < flags.
+
+Resolved once into a frozen, validated object. Every top-level field is also an
+environment variable named ``RAGPULSE_<FIELD>`` (``RAGPULSE_METRICS_PORT``);
+nested ones use ``__`` (``RAGPULSE_ASSEMBLY__GRACE_S``). The config file is
+named by ``--config`` or ``RAGPULSE_CONFIG``.
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import tomllib
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ragpulse.errors import ConfigError
+
+CONFIG_ENV = "RAGPULSE_CONFIG"
+_config_file: ContextVar[Path | None] = ContextVar("ragpulse_config_file", default=None)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AssemblySettings(_Section):
+    grace_s: float = Field(1.0, gt=0, description="Quiet period after the root span arrives.")
+    timeout_s: float = Field(30.0, gt=0, description="Hard limit from a trace's first span.")
+    max_open_traces: int = Field(10_000, ge=1)
+    max_spans_per_trace: int = Field(1_000, ge=1)
+    remember_closed: int = Field(
+        10_000, ge=0, description="Closed trace ids kept to count stragglers as late spans."
+    )
+    tick_s: float = Field(0.1, gt=0, description="How often completion is checked.")
+
+
+class EvaluationSettings(_Section):
+    evaluators: list[str] | None = Field(
+        None, description="metric/method names or bare metric names; empty = every cheap one."
+    )
+    batch_size: int = Field(64, ge=1)
+    max_wait_s: float = Field(0.05, ge=0, description="Longest wait to fill a batch.")
+    max_backlog: int = Field(
+        5_000, ge=1, description="Completed traces waiting; beyond it intake answers 503."
+    )
+
+
+class PrometheusSettings(_Section):
+    routes: list[str] = Field(default_factory=list, description="Route allow-list (else first N).")
+    max_routes: int = Field(50, ge=1)
+    services: list[str] = Field(default_factory=list)
+    max_services: int = Field(20, ge=1)
+
+
+class OtelExportSettings(_Section):
+    events: bool = Field(True, description="Emit gen_ai.evaluation.result log events.")
+    spans: bool = Field(True, description="Emit an EVALUATOR span per evaluated record.")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(10.0, gt=0)
+
+
+class Settings(BaseSettings):
+    """Everything ``ragpulse serve`` needs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGPULSE_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    host: str = "127.0.0.1"
+    otlp_http_port: int = Field(4318, ge=0, le=65535)
+    metrics_port: int = Field(9464, ge=0, le=65535)
+    results_jsonl: Path | None = None
+    otlp_export_endpoint: str | None = Field(
+        None, description="Base URL of an OTLP/HTTP receiver for evaluation signals."
+    )
+    auth_token: SecretStr | None = Field(
+        None, description="Bearer token the OTLP receiver requires (none = open)."
+    )
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="After decompression.")
+    service_name: str = Field("ragpulse", description="service.name of the evaluation signals.")
+    assembly: AssemblySettings = AssemblySettings()
+    evaluation: EvaluationSettings = EvaluationSettings()
+    prometheus: PrometheusSettings = PrometheusSettings()
+    otel_export: OtelExportSettings = OtelExportSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ returns the whole file
+
+    def __call__(self) -> dict[str, Any]:
+        path = _config_file.get()
+        return read_config_file(path) if path else {}
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(
+            f"config file {path} is not valid {path.suffix or 'YAML'}: {exc}"
+        ) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return data
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Resolve settings; ``overrides`` (from CLI flags) win, ``None`` values are ignored."""
+    path = config_file or os.environ.get(CONFIG_ENV)
+    token = _config_file.set(Path(path) if path else None)
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid ragpulse settings:\n{exc}") from exc
+    finally:
+        _config_file.reset(token)
