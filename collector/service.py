@@ -58,8 +58,10 @@ class Collector:
         self.settings = settings
         self.metrics = CollectorMetrics(registry)
         self.assembler = Assembler(settings.assembly, self.metrics, clock or time.monotonic)
-        chosen = list(evaluators) if evaluators is not None else load_evaluators(
-            settings.evaluation.evaluators
+        chosen = (
+            list(evaluators)
+            if evaluators is not None
+            else load_evaluators(settings.evaluation.evaluators)
         )
         all_sinks = list(sinks) if sinks is not None else build_sinks(settings, self.metrics)
         ev = settings.evaluation

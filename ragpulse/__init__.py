@@ -1,6 +1,30 @@
 """ragpulse: evaluate live RAG traffic from its OpenTelemetry traces."""
 
+from ragpulse.instrument import (
+    InstrumentConfig,
+    configure,
+    generation,
+    generation_span,
+    pipeline,
+    pipeline_span,
+    retrieval,
+    retrieval_span,
+    shutdown,
+)
 from ragpulse.record import Document, EvalResult, RagRecord
 
-__all__ = ["Document", "EvalResult", "RagRecord"]
+__all__ = [
+    "Document",
+    "EvalResult",
+    "InstrumentConfig",
+    "RagRecord",
+    "configure",
+    "generation",
+    "generation_span",
+    "pipeline",
+    "pipeline_span",
+    "retrieval",
+    "retrieval_span",
+    "shutdown",
+]
 __version__ = "0.1.0"

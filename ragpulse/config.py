@@ -117,9 +117,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(
-            f"config file {path} is not valid {path.suffix or 'YAML'}: {exc}"
-        ) from exc
+        raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

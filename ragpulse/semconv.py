@@ -106,3 +106,9 @@ RAGPULSE_EVAL_METHOD = "ragpulse.evaluation.method"
 RAGPULSE_EVAL_DETAILS = "ragpulse.evaluation.details"
 RAGPULSE_EVAL_ERROR = "ragpulse.evaluation.error"
 RAGPULSE_EVAL_SPAN_ID = "ragpulse.evaluation.target_span_id"
+RAGPULSE_DOCUMENT_COUNT = "ragpulse.retrieval.document_count"
+"""How many documents the retriever returned (also written when content is not
+captured, and counting documents beyond the recorded maximum)."""
+RAGPULSE_STREAM_CLOSED_EARLY = "ragpulse.stream.closed_early"
+"""True when a streamed answer was closed or abandoned before it was exhausted:
+the recorded answer is partial."""

@@ -1,0 +1,141 @@
+"""Measure injection/rules on the development split and print a table.
+
+Each row becomes a RagRecord: ``where=question`` rows are the question,
+``where=document`` rows are the only document behind a neutral question, so
+the numbers show what the evaluator sees in production.
+
+    .venv/bin/python bench/injection_dev.py [--threshold 0.5] [--data PATH] [--misses]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragpulse.evaluators.injection_rules import InjectionRules
+from ragpulse.record import Document, RagRecord
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/dev/injection_dev.jsonl"
+NEUTRAL_QUESTION = "Summarize the key facts in the provided document."
+
+
+@dataclass
+class Counts:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+
+    def add(self, label: int, predicted: bool) -> None:
+        if label:
+            self.tp += predicted
+            self.fn += not predicted
+        else:
+            self.fp += predicted
+            self.tn += not predicted
+
+    @property
+    def n(self) -> int:
+        return self.tp + self.fp + self.fn + self.tn
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def _fmt(x: float | None) -> str:
+    return "   -  " if x is None else f"{x:6.3f}"
+
+
+def to_record(row: dict[str, object]) -> RagRecord:
+    text = str(row["text"])
+    if row["where"] == "question":
+        return RagRecord(trace_id=str(row["id"]), question=text)
+    return RagRecord(
+        trace_id=str(row["id"]), question=NEUTRAL_QUESTION, documents=[Document(content=text)]
+    )
+
+
+def load(path: Path) -> list[dict[str, object]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def metrics(c: Counts) -> tuple[float | None, float | None, float | None, float | None]:
+    precision = _ratio(c.tp, c.tp + c.fp)
+    recall = _ratio(c.tp, c.tp + c.fn)
+    f1 = (
+        2 * precision * recall / (precision + recall)
+        if precision is not None and recall is not None and precision + recall > 0
+        else None
+    )
+    fpr = _ratio(c.fp, c.fp + c.tn)
+    return precision, recall, f1, fpr
+
+
+def table(rows: Iterable[tuple[str, Counts]]) -> str:
+    lines = [f"{'slice':<12} {'n':>4} {'prec':>6} {'recall':>6} {'f1':>6} {'FPR':>6}  tp/fp/fn/tn"]
+    for name, c in rows:
+        p, r, f, fpr = metrics(c)
+        lines.append(
+            f"{name:<12} {c.n:>4} {_fmt(p)} {_fmt(r)} {_fmt(f)} {_fmt(fpr)}  "
+            f"{c.tp}/{c.fp}/{c.fn}/{c.tn}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threshold", type=float, default=0.5)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--misses", action="store_true", help="list false positives/negatives")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(
+            f"data file not found: {args.data} (see /work/shared/data/README.md)", file=sys.stderr
+        )
+        return 2
+
+    rows = load(args.data)
+    evaluator = InjectionRules(threshold=args.threshold)
+    start = time.perf_counter()
+    results = evaluator.evaluate([to_record(r) for r in rows])
+    elapsed = time.perf_counter() - start
+
+    overall, by_where = Counts(), defaultdict(Counts)
+    by_variant: dict[str, Counts] = defaultdict(Counts)
+    misses: list[str] = []
+    for row, res in zip(rows, results, strict=True):
+        label = int(row["label"])  # type: ignore[call-overload]
+        predicted = res.label == "injection"
+        overall.add(label, predicted)
+        by_where[str(row["where"])].add(label, predicted)
+        if label:
+            meta = row.get("meta") or {}
+            variant = str(meta.get("injection_variant", "unknown"))  # type: ignore[union-attr]
+            by_variant[variant].add(label, predicted)
+        if predicted != bool(label):
+            kind = "FP" if predicted else "FN"
+            text = str(row["text"]).replace("\n", " ")[:160]
+            misses.append(f"{kind} {row['id']} score={res.score:.2f} {res.explanation} | {text}")
+
+    print(f"injection/rules on {args.data.name}: {len(rows)} rows, threshold {args.threshold}")
+    print(f"{elapsed * 1000 / max(1, len(rows)):.3f} ms per record\n")
+    print(table([("overall", overall), *sorted(by_where.items())]))
+    print("\nrecall per injection_variant")
+    print(f"{'variant':<32} {'n':>4} {'recall':>6}")
+    for variant, c in sorted(by_variant.items(), key=lambda kv: (-(metrics(kv[1])[1] or 0), kv[0])):
+        print(f"{variant:<32} {c.n:>4} {_fmt(metrics(c)[1])}")
+    if args.misses:
+        print("\n" + "\n".join(misses))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""The ``ragpulse`` command: serve | eval | demo.
+
+Every ``serve`` flag is also a config-file key and a ``RAGPULSE_*`` environment
+variable (flag > env > file > default); see ragpulse/config.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ragpulse.config import load_settings
+from ragpulse.errors import ConfigError
+
+console = Console(stderr=True)
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ragpulse", description="Evaluate live RAG traffic from its OpenTelemetry traces."
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the collector: OTLP/HTTP in, scores out",
+        description="Receive OTLP traces, evaluate RAG records, export scores. "
+        "Each flag is also settable in the config file and as RAGPULSE_<NAME>.",
+    )
+    serve.add_argument("--config", type=Path, help="YAML or TOML settings file (RAGPULSE_CONFIG)")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--otlp-http-port", type=int, help="OTLP/HTTP receiver port (default 4318)")
+    serve.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (default 9464)")
+    serve.add_argument("--results-jsonl", type=Path, help="append one line per evaluated record")
+    serve.add_argument(
+        "--otlp-export-endpoint", help="OTLP/HTTP base URL for evaluation events and spans"
+    )
+    serve.add_argument(
+        "--evaluators", type=_csv, help="comma-separated metric or metric/method names"
+    )
+    serve.add_argument("--max-body-bytes", type=int, help="OTLP body limit after decompression")
+
+    ev = sub.add_parser(
+        "eval",
+        help="score a JSONL file of {question, contexts, answer} rows",
+        description="Score rows offline; each row is written back with `results` added.",
+    )
+    ev.add_argument("input", type=Path, help="input JSONL (one row per line)")
+    ev.add_argument("-o", "--output", type=Path, required=True, help="output JSONL")
+    ev.add_argument("--metrics", type=_csv, help="metric or metric/method names (default: cheap)")
+    ev.add_argument("--batch-size", type=int, default=256)
+
+    demo = sub.add_parser(
+        "demo",
+        help="run the collector and an instrumented demo RAG app, print live scores",
+    )
+    demo.add_argument("--duration", type=float, default=20.0, help="seconds of traffic")
+    demo.add_argument("--rate", type=float, default=8.0, help="questions per second")
+    demo.add_argument("--otlp-http-port", type=int, default=4318)
+    demo.add_argument("--metrics-port", type=int, default=9464)
+    demo.add_argument("--results-jsonl", type=Path, help="also write results here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "serve":
+            return serve(args)
+        if args.command == "eval":
+            return evaluate_file(args)
+        if args.command == "demo":
+            from ragpulse.demo import run_demo
+
+            return run_demo(args, console)
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}")
+        return 2
+    return 1
+
+
+def serve(args: argparse.Namespace) -> int:
+    from ragpulse.collector.service import Collector
+
+    overrides: dict[str, Any] = {
+        "host": args.host,
+        "otlp_http_port": args.otlp_http_port,
+        "metrics_port": args.metrics_port,
+        "results_jsonl": args.results_jsonl,
+        "otlp_export_endpoint": args.otlp_export_endpoint,
+        "max_body_bytes": args.max_body_bytes,
+        "evaluation": {"evaluators": args.evaluators} if args.evaluators else None,
+    }
+    settings = load_settings(args.config, **overrides)
+    collector = Collector(settings)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    collector.start()
+    log = logging.getLogger("ragpulse")
+    log.info("OTLP/HTTP receiver on %s/v1/traces", collector.otlp_url)
+    log.info("Prometheus metrics on %s", collector.metrics_url)
+    log.info("evaluators: %s", ", ".join(e.name() for e in collector.pipeline.evaluators))
+    log.info("sinks: %s", ", ".join(s.name for s in collector.pipeline.sinks))
+    stop.wait()
+    log.info("shutting down: evaluating open traces")
+    collector.stop()
+    return 0
+
+
+def evaluate_file(args: argparse.Namespace) -> int:
+    from ragpulse.offline import Summary, parse_lines, score_rows
+    from ragpulse.plugins import load_evaluators
+
+    if not args.input.is_file():
+        console.print(f"[red]no such input file:[/red] {args.input}")
+        return 2
+    evaluators = load_evaluators(args.metrics)
+    with args.input.open(encoding="utf-8", errors="replace") as f:
+        lines = f.readlines()
+    summary = Summary()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    parsed = list(parse_lines(lines))
+    columns = (
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with (
+        args.output.open("w", encoding="utf-8") as out,
+        Progress(*columns, console=console) as progress,
+    ):
+        task = progress.add_task("rows", total=len(parsed))
+        for start in range(0, len(parsed), args.batch_size):
+            chunk = parsed[start : start + args.batch_size]
+            for line in score_rows(chunk, evaluators, summary):
+                out.write(line + "\n")
+            progress.advance(task, len(chunk))
+    print_summary(summary.table(), title=f"{summary.rows} rows scored -> {args.output}")
+    if summary.bad_rows:
+        console.print(f"[yellow]{summary.bad_rows} unreadable lines kept with an error field[/]")
+    return 0
+
+
+def print_summary(rows: list[dict[str, Any]], title: str) -> None:
+    table = Table(title=title)
+    for col in ("evaluator", "scored", "mean", "p50", "not_applicable", "errors"):
+        table.add_column(col, justify="left" if col == "evaluator" else "right")
+    for row in rows:
+        table.add_row(*(_fmt(row[c]) for c in row))
+    Console().print(table)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

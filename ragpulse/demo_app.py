@@ -1,0 +1,62 @@
+"""A small instrumented RAG app for the demo (and as an example of the decorators).
+
+Keyword retrieval over a tiny corpus shipped with the package, and an
+extractive answerer that copies the best-matching sentence. To give the
+evaluators something to find, a share of answers is deliberately ungrounded,
+two documents carry prompt injections, and one question is an injection.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from functools import lru_cache
+from importlib.resources import files
+from typing import Any
+
+import ragpulse
+from ragpulse.evaluators.text import content_token_set, sentences
+
+MODEL = "extractive-demo-v1"
+
+
+@lru_cache(maxsize=1)
+def corpus() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        files("ragpulse").joinpath("demo_data/corpus.json").read_text(encoding="utf-8")
+    )
+    return data
+
+
+def _overlap(question: str, text: str) -> int:
+    return len(content_token_set(question) & content_token_set(text))
+
+
+@ragpulse.retrieval(data_source="nimbus-help-center")
+def retrieve(query: str, k: int = 3) -> list[dict[str, Any]]:
+    ranked = sorted(
+        corpus()["documents"], key=lambda d: _overlap(query, d["content"]), reverse=True
+    )
+    hits = [d for d in ranked[:k] if _overlap(query, d["content"]) > 0]
+    return [
+        {"id": d["id"], "content": d["content"], "score": float(_overlap(query, d["content"]))}
+        for d in hits
+    ]
+
+
+@ragpulse.generation(model=MODEL, system="ragpulse-demo")
+def generate(question: str, documents: list[dict[str, Any]], ungrounded: bool = False) -> str:
+    if ungrounded:
+        return random.choice(corpus()["ungrounded_answers"])
+    if not documents:
+        return "I'm sorry, I don't know: the help center has nothing about that."
+    candidates = [s for d in documents for s in sentences(d["content"])]
+    best = max(candidates, key=lambda s: _overlap(question, s))
+    return re.sub(r"\s+", " ", best).strip()
+
+
+@ragpulse.pipeline(route="/ask")
+def answer(question: str, ungrounded_rate: float = 0.25) -> str:
+    documents = retrieve(question)
+    return generate(question, documents, ungrounded=random.random() < ungrounded_rate)

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragpulse.collector.telemetry import CollectorMetrics
+
+DEV_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def metrics() -> CollectorMetrics:
+    return CollectorMetrics()  # fresh registry per test
+
+
+@pytest.fixture
+def dev_data() -> Iterator[Path]:
+    if not DEV_DATA.is_dir():
+        pytest.skip(f"dev data not found at {DEV_DATA}")
+    yield DEV_DATA

@@ -1,0 +1,124 @@
+"""Test helpers: span builders and an OTLP/HTTP capture server (a test double of a
+trace/log backend such as Jaeger or Tempo, which cannot run here)."""
+
+from __future__ import annotations
+
+import gzip
+import secrets
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from ragpulse.record import Span
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(16)
+
+
+def new_span_id() -> str:
+    return secrets.token_hex(8)
+
+
+def make_span(
+    trace_id: str,
+    name: str,
+    attributes: dict[str, Any] | None = None,
+    parent: str | None = None,
+    span_id: str | None = None,
+    start: int = 1_000,
+    end: int = 2_000,
+    service: str = "svc",
+    **kw: Any,
+) -> Span:
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id or new_span_id(),
+        parent_span_id=parent,
+        name=name,
+        start_time_ns=start,
+        end_time_ns=end,
+        attributes=attributes or {},
+        resource={"service.name": service},
+        **kw,
+    )
+
+
+@dataclass
+class Captured:
+    traces: list[trace_service_pb2.ExportTraceServiceRequest] = field(default_factory=list)
+    logs: list[logs_service_pb2.ExportLogsServiceRequest] = field(default_factory=list)
+
+    def spans(self) -> list[Any]:
+        return [
+            s
+            for req in self.traces
+            for rs in req.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+        ]
+
+    def log_records(self) -> list[Any]:
+        return [
+            lr
+            for req in self.logs
+            for rl in req.resource_logs
+            for sl in rl.scope_logs
+            for lr in sl.log_records
+        ]
+
+
+class CaptureServer:
+    """Accepts OTLP/HTTP protobuf on /v1/traces and /v1/logs and keeps what it got."""
+
+    def __init__(self) -> None:
+        self.captured = Captured()
+        captured = self.captured
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if self.path == "/v1/traces":
+                    req: Any = trace_service_pb2.ExportTraceServiceRequest()
+                    req.ParseFromString(body)
+                    captured.traces.append(req)
+                    resp = trace_service_pb2.ExportTraceServiceResponse()
+                elif self.path == "/v1/logs":
+                    req = logs_service_pb2.ExportLogsServiceRequest()
+                    req.ParseFromString(body)
+                    captured.logs.append(req)
+                    resp = logs_service_pb2.ExportLogsServiceResponse()
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                payload = resp.SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def __enter__(self) -> CaptureServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

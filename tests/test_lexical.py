@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+
+from ragpulse.evaluators.lexical import (
+    LexicalAnswerRelevance,
+    LexicalContextRelevance,
+    LexicalFaithfulness,
+)
+from ragpulse.evaluators.text import content_tokens
+from ragpulse.record import Document, RagRecord
+
+DOCS = [
+    Document(content="The Eiffel Tower is in Paris. It was completed in 1889."),
+    Document(content="Bananas are rich in potassium."),
+]
+
+
+def rec(question: str = "", answer: str = "", docs: list[Document] | None = None) -> RagRecord:
+    return RagRecord(question=question, answer=answer, documents=DOCS if docs is None else docs)
+
+
+def test_content_tokens_drop_stop_words_and_punctuation() -> None:
+    assert content_tokens("The Eiffel Tower, it's in PARIS!") == ("eiffel", "tower", "paris")
+
+
+def test_faithfulness_grounded_beats_ungrounded() -> None:
+    ev = LexicalFaithfulness()
+    grounded, ungrounded = ev.evaluate(
+        [
+            rec(answer="The Eiffel Tower was completed in 1889."),
+            rec(answer="The Eiffel Tower was built by Napoleon in 1650."),
+        ]
+    )
+    assert grounded.score == 1.0
+    assert ungrounded.score is not None and ungrounded.score < 0.6
+    assert set(ungrounded.details["unsupported_tokens"]) == {"built", "napoleon", "1650"}
+    assert (grounded.metric, grounded.method) == ("faithfulness", "lexical")
+
+
+@pytest.mark.parametrize(
+    ("record", "why"),
+    [(rec(answer="x", docs=[]), "no documents"), (rec(answer="the of and"), "no content")],
+)
+def test_faithfulness_not_applicable(record: RagRecord, why: str) -> None:
+    [r] = LexicalFaithfulness().evaluate([record])
+    assert r.score is None and r.label == "not_applicable" and why in (r.explanation or "")
+
+
+def test_context_relevance_max_over_documents_with_per_document_details() -> None:
+    [r] = LexicalContextRelevance().evaluate([rec(question="When was the Eiffel Tower completed?")])
+    assert r.score == 1.0
+    assert r.details["per_document"] == [1.0, 0.0] and r.details["best_document"] == 0
+    assert r.details["mean"] == 0.5
+
+
+def test_answer_relevance() -> None:
+    ev = LexicalAnswerRelevance()
+    on, off, empty = ev.evaluate(
+        [
+            rec(question="Where is the Eiffel Tower?", answer="The Eiffel Tower is in Paris."),
+            rec(question="Where is the Eiffel Tower?", answer="Bananas are yellow."),
+            rec(question="Where is the Eiffel Tower?", answer="  "),
+        ]
+    )
+    assert on.score == 1.0 and off.score == 0.0 and empty.label == "empty_answer"
+
+
+def test_giant_document_is_fine() -> None:
+    big = Document(content="word " * 200_000 + "Paris")
+    [r] = LexicalFaithfulness().evaluate([rec(answer="Paris word", docs=[big])])
+    assert r.score == 1.0
