@@ -239,7 +239,8 @@ def _dig(value: Any, keys: tuple[str, ...], depth: int = 0) -> str:
 
 def _generation_output(attrs: dict[str, AttributeValue]) -> str:
     text = _text_in(attrs, sc.OUTPUT_VALUE, _ANSWER_KEYS)
-    text = text or _first_str(attrs, sc.message_attr(sc.LLM_OUTPUT_MESSAGES, 0, sc.MESSAGE_CONTENT))
+    first_message = sc.message_attr(sc.LLM_OUTPUT_MESSAGES, 0, sc.MESSAGE_CONTENT)
+    text = text or _first_str(attrs, first_message) or ""
     text = text or _messages_text(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES), role=None)
     return text or _messages_text(attrs.get(sc.GEN_AI_COMPLETION), role=None)
 
@@ -263,9 +264,9 @@ def _messages_text(value: Any, role: str | None) -> str:
         try:
             value = json.loads(value)
         except ValueError:
-            return value.strip()
+            return str(value).strip()
     if isinstance(value, str):
-        return value.strip()
+        return str(value).strip()
     if not isinstance(value, list):
         return ""
     for message in reversed(value):

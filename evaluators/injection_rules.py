@@ -147,12 +147,12 @@ def _words(words: str) -> tuple[str, ...]:
 
 def _gap(n: int) -> str:
     """Up to ``n`` whole words; \\w and \\W are disjoint and bounded, so this is linear."""
-    return rf"(?:\w{{1,40}}\W{{1,20}}){{0,{n}}}?"
+    return rf"(?:\w{{1,30}}\W{{1,10}}){{0,{n}}}?"
 
 
 def _then(n: int) -> str:
     """Up to ``n`` more words after a word (the mirror of :func:`_gap`)."""
-    return rf"(?:\W{{1,20}}\w{{1,40}}){{0,{n}}}?"
+    return rf"(?:\W{{1,10}}\w{{1,30}}){{0,{n}}}?"
 
 
 # ---------------------------------------------------------------------------
@@ -229,7 +229,7 @@ _RULES: tuple[Rule, ...] = (
         OVERRIDE,
         0.9,
         _rx(
-            rf"\b{_OVERRIDE_VERBS}\W{{1,20}}{_gap(3)}{_PRIOR}\W{{1,20}}{_gap(2)}{_INSTRUCTION_NOUNS}\b"
+            rf"\b{_OVERRIDE_VERBS}\W{{1,10}}{_gap(3)}{_PRIOR}\W{{1,10}}{_gap(2)}{_INSTRUCTION_NOUNS}\b"
         ),
         _OVERRIDE_VERB_ANCHORS,
     ),
@@ -238,8 +238,8 @@ _RULES: tuple[Rule, ...] = (
         OVERRIDE,
         0.75,
         _rx(
-            rf"\b{_OVERRIDE_VERBS}\W{{1,20}}(?:all\W{{1,20}})?(?:of\W{{1,20}})?(?:everything|"
-            rf"anything|all|what)\W{{1,20}}{_gap(4)}(?:above|before|earlier|previously|prior|"
+            rf"\b{_OVERRIDE_VERBS}\W{{1,10}}(?:all\W{{1,10}})?(?:of\W{{1,10}})?(?:everything|"
+            rf"anything|all|what)\W{{1,10}}{_gap(4)}(?:above|before|earlier|previously|prior|"
             r"so far|until now|up to now|you(?:'ve| have)? (?:been|were) (?:told|given|instructed|"
             r"taught|programmed))\b"
         ),
@@ -261,8 +261,8 @@ _RULES: tuple[Rule, ...] = (
         OVERRIDE,
         0.7,
         _rx(
-            rf"\b{_OVERRIDE_VERBS}\s(?:the|this|that|these|those|my|all)\s(?:\w{{1,40}}\s){{0,2}}?"
-            r"\w{1,40}\s?,?\s(?:and|but|instead|then|just)\s(?:instead\s|just\s|only\s)?(?:say|"
+            rf"\b{_OVERRIDE_VERBS}\s(?:the|this|that|these|those|my|all)\s(?:\w{{1,30}}\s){{0,2}}?"
+            r"\w{1,30}\s?,?\s(?:and|but|instead|then|just)\s(?:instead\s|just\s|only\s)?(?:say|"
             r"state|print|output|respond|reply|write|tell|answer|claim|declare|return|repeat|"
             r"give me)\b"
         ),
@@ -469,7 +469,7 @@ _RULES: tuple[Rule, ...] = (
         0.75,
         _rx(
             r"\b(?:act|behave|respond|answer|reply|operate|function|roleplay|pretend|speak|talk|"
-            rf"write|generate)\b{_then(4)}\W{{1,20}}(?:without|with no|free (?:of|from)|ignoring|"
+            rf"write|generate)\b{_then(4)}\W{{1,10}}(?:without|with no|free (?:of|from)|ignoring|"
             r"bypassing|regardless of|unbound by|not bound by|unconstrained by)\s(?:any\s|all\s)?"
             # What an assistant is bound by, not restrictions in general ("a catalyst
             # without any restrictions on temperature").
@@ -531,7 +531,7 @@ _RULES: tuple[Rule, ...] = (
         HIJACK,
         0.45,
         _rx(
-            r"\b(?:i am|i'm|im|this is)\s(?:actually\s|really\s)?(?:your\s(?:\w{1,40}\s)?(?:"
+            r"\b(?:i am|i'm|im|this is)\s(?:actually\s|really\s)?(?:your\s(?:\w{1,30}\s)?(?:"
             r"developer|creator|administrator|admin|owner|programmer|maker|operator|supervisor|"
             r"boss|master|trainer)|the\s(?:system\s)?(?:developer|administrator|admin|operator)"
             r"\sof\s(?:this|the)\s(?:system|model|ai|assistant|bot)|god|openai|anthropic|"
@@ -545,7 +545,7 @@ _RULES: tuple[Rule, ...] = (
         0.5,
         _rx(
             r"\byou\s(?:must|have to|will|shall|need to)\s(?:now\s|always\s)?(?:obey|"
-            r"listen to|follow|comply with|do)\s(?:me|my\s(?:\w{1,40}\s)?(?:instructions|commands|"
+            r"listen to|follow|comply with|do)\s(?:me|my\s(?:\w{1,30}\s)?(?:instructions|commands|"
             r"orders|rules)|everything i say|what i say|whatever i say|all of my)\b"
         ),
         _words("you must|you have to|you will|you shall|you need to"),
@@ -579,7 +579,7 @@ _RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.75,
         _rx(
-            rf"\b{_EXTRACT_VERBS}\W{{1,20}}{_gap(4)}your\s{_gap(2)}(?:prompt|instructions|"
+            rf"\b{_EXTRACT_VERBS}\W{{1,10}}{_gap(4)}your\s{_gap(2)}(?:prompt|instructions|"
             r"directives|system message|programming|(?:initial|original|hidden|secret|internal)"
             r" (?:prompt|instructions|directives|rules|guidelines|message|configuration))\b"
         ),
@@ -593,7 +593,7 @@ _RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.75,
         _rx(
-            rf"\b{_EXTRACT_VERBS}\W{{1,20}}{_gap(4)}(?:the\s|your\s|its\s|my\s)?(?:system|hidden|"
+            rf"\b{_EXTRACT_VERBS}\W{{1,10}}{_gap(4)}(?:the\s|your\s|its\s|my\s)?(?:system|hidden|"
             r"secret|internal|developer|confidential|initial|pre|meta)[- ]?(?:prompt|"
             r"instructions|directives)\b"
         ),
@@ -605,8 +605,8 @@ _RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.6,
         _rx(
-            r"\b(?:repeat|print|output|echo|recite|reproduce|write out|spell out)\W{1,20}"
-            rf"{_gap(3)}(?:words|everything|instructions|prompt)\W{{1,20}}{_gap(2)}(?:above|"
+            r"\b(?:repeat|print|output|echo|recite|reproduce|write out|spell out)\W{1,10}"
+            rf"{_gap(3)}(?:words|everything|instructions|prompt)\W{{1,10}}{_gap(2)}(?:above|"
             r"before this|preceding|prior to this|that came before|at the (?:start|beginning))\b"
         ),
         _words(
@@ -629,7 +629,7 @@ _RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.6,
         _rx(
-            rf"{_NOT_NEGATED}\b{_ASK_VERBS}\W{{1,20}}{_gap(3)}(?:your|ur)\s(?:\w{{1,40}}\s)?"
+            rf"{_NOT_NEGATED}\b{_ASK_VERBS}\W{{1,10}}{_gap(3)}(?:your|ur)\s(?:\w{{1,30}}\s)?"
             rf"{_SECRET_OBJECTS}\b{_NOT_A_TOPIC}"
         ),
         _SECRET_ANCHORS,
@@ -639,7 +639,7 @@ _RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.5,
         _rx(
-            rf"{_NOT_NEGATED}\b{_ASK_VERBS}\W{{1,20}}{_gap(3)}(?:the|that|this)\s(?:secret|hidden|"
+            rf"{_NOT_NEGATED}\b{_ASK_VERBS}\W{{1,10}}{_gap(3)}(?:the|that|this)\s(?:secret|hidden|"
             rf"confidential)\s(?:key|password|passcode|word|code|phrase|token|value)\b{_NOT_A_TOPIC}"
         ),
         ("secret", "hidden", "confidential"),
@@ -650,7 +650,7 @@ _RULES: tuple[Rule, ...] = (
         0.55,
         _rx(
             r"\b(?:tu|su|votre|ton|ta|dein|deine|deinen|ihr|ihren|il tuo|la tua|seu|sua|"
-            r"твой|твоя|ваш|ваша|twoje|twój)\s(?:\w{1,40}\s)?(?:clave(?: secreta)?|contraseña|"
+            r"твой|твоя|ваш|ваша|twoje|twój)\s(?:\w{1,30}\s)?(?:clave(?: secreta)?|contraseña|"
             r"mot de passe|clé(?: secrète)?|passwort|geheimer? schlüssel|schlüssel|"
             r"chiave(?: segreta)?|senha|chave(?: secreta)?|секретный ключ|ключ|пароль|"
             r"hasło|klucz)\b|(?:你的|您的|あなたの|君の|당신의|너의)\s?(?:秘密|密钥|密码|"
@@ -677,11 +677,11 @@ _RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.45,
         _rx(
-            r"\b(?:the|a|another|other)\susers?'?s?\s(?:\w{1,40}\s)?(?:email(?: address)?|"
+            r"\b(?:the|a|another|other)\susers?'?s?\s(?:\w{1,30}\s)?(?:email(?: address)?|"
             r"address|phone(?: number)?|password|location|city|residence|birth ?(?:date|day|year|"
             r"month)|date of birth|initials|name|credit card|ssn|social security number|bank "
             r"(?:balance|account)|account (?:number|details)|personal (?:data|information|details)|"
-            r"favou?rite \w{1,40}|age)\b"
+            r"favou?rite \w{1,30}|age)\b"
         ),
         ("user",),
         where="question",
@@ -716,7 +716,7 @@ _RULES: tuple[Rule, ...] = (
         "llama_sys_tag",
         DELIMITER,
         0.85,
-        _rx(r"<</?sys>>|\[system\]\(#\w{1,40}\)"),
+        _rx(r"<</?sys>>|\[system\]\(#\w{1,30}\)"),
         ("sys>>", "[system]("),
     ),
     Rule(
@@ -772,7 +772,7 @@ _RULES: tuple[Rule, ...] = (
         0.5,
         _rx(
             r"(?:-{3}|={3}|\*{3}|#{3}|\[|\()[ \t]?(?:end of|begin|beginning of|start of|new)"
-            r"[ \t](?:the[ \t])?(?:document|context|user input|search results?|retrieved \w{1,40}|"
+            r"[ \t](?:the[ \t])?(?:document|context|user input|search results?|retrieved \w{1,30}|"
             r"instructions|system prompt|conversation|prompt|input)\b"
         ),
         _words("end of|begin|start of|new "),
@@ -795,7 +795,7 @@ _RULES: tuple[Rule, ...] = (
         0.55,
         _rx(
             r"\b(?:decode|decrypt|decipher|unscramble|deobfuscate|base64[- ]?decode|rot13|"
-            rf"reverse)\b{_then(8)}\W{{1,20}}(?:and|then)\W{{1,20}}{_gap(3)}(?:follow|execute|run|"
+            rf"reverse)\b{_then(8)}\W{{1,10}}(?:and|then)\W{{1,10}}{_gap(3)}(?:follow|execute|run|"
             r"obey|perform|do what|carry out|act on|comply|respond to|answer|do it|do as)\b"
         ),
         _words("decod|decrypt|deciph|unscrambl|deobfusc|rot13|revers|base64"),
@@ -806,7 +806,7 @@ _RULES: tuple[Rule, ...] = (
         0.2,
         _rx(
             r"\b(?:base64|base-64|rot13|rot-13|hexadecimal|morse code|caesar cipher|leetspeak|"
-            rf"binary)\b{_then(4)}\W{{1,20}}(?:encoded|string|text|message|payload|instruction)"
+            rf"binary)\b{_then(4)}\W{{1,10}}(?:encoded|string|text|message|payload|instruction)"
         ),
         _words("base64|base-64|rot13|rot-13|hexadecimal|morse|caesar|leet|binary"),
     ),
@@ -874,12 +874,12 @@ _RULES: tuple[Rule, ...] = (
         0.75,
         _rx(
             r"\b(?:send|post|forward|transmit|upload|exfiltrate|leak|submit|append|attach|"
-            rf"include|encode|embed|add|put|insert|email|e-mail)\b{_then(8)}\W{{1,20}}"
+            rf"include|encode|embed|add|put|insert|email|e-mail)\b{_then(8)}\W{{1,10}}"
             r"(?:conversation|chat history|chat log|dialogue|message history|previous messages|"
             r"password|secret|api[ -]?key|credentials|the user'?s? (?:data|information|details|"
             r"email|address|name|input|question|query|messages?|files?)|system prompt|session|"
-            rf"cookies?|access tokens?|everything above)\b{_then(8)}\W{{1,20}}"
-            rf"(?:to|into|in|at|via|using|as)\W{{1,20}}{_gap(3)}(?:https?://|www\.|the (?:url|link|"
+            rf"cookies?|access tokens?|everything above)\b{_then(8)}\W{{1,10}}"
+            rf"(?:to|into|in|at|via|using|as)\W{{1,10}}{_gap(3)}(?:https?://|www\.|the (?:url|link|"
             r"endpoint|webhook|server|address)|this (?:url|link|endpoint|webhook|address)|"
             r"[\w.+-]{1,64}@[\w-]{1,63}\.[a-z]{2,24}|webhook|query (?:string|parameter))"
         ),
@@ -893,8 +893,8 @@ _RULES: tuple[Rule, ...] = (
         EXFIL,
         0.3,
         _rx(
-            rf"\b(?:send|post|forward|transmit|upload|exfiltrate|submit)\b{_then(6)}\W{{1,20}}"
-            r"to\W{1,20}(?:https?://|www\.)"
+            rf"\b(?:send|post|forward|transmit|upload|exfiltrate|submit)\b{_then(6)}\W{{1,10}}"
+            r"to\W{1,10}(?:https?://|www\.)"
         ),
         ("http", "www."),
     ),
@@ -903,7 +903,7 @@ _RULES: tuple[Rule, ...] = (
         EXFIL,
         0.35,
         _rx(
-            rf"\b(?:send|forward|email|e-mail|cc|bcc|mail)\b{_then(8)}\W{{1,20}}to\s"
+            rf"\b(?:send|forward|email|e-mail|cc|bcc|mail)\b{_then(8)}\W{{1,10}}to\s"
             r"[\w.+-]{1,64}@[\w-]{1,63}\.[a-z]{2,24}"
         ),
         ("@",),
@@ -924,7 +924,7 @@ _RULES: tuple[Rule, ...] = (
         EXFIL,
         0.3,
         _rx(
-            rf"\b(?:render|display|show|output|include|print|embed|insert)\b{_then(4)}\W{{1,20}}"
+            rf"\b(?:render|display|show|output|include|print|embed|insert)\b{_then(4)}\W{{1,10}}"
             r"(?:this|the following|an?)\s(?:markdown|image|img|tracking pixel)\b"
         ),
         _words("markdown|image|img|tracking pixel"),
@@ -970,7 +970,7 @@ _RULES: tuple[Rule, ...] = (
         _rx(
             r"\b(?:the|this|you,?\sthe)\s(?:ai|assistant|ai assistant|llm|language model|chatbot|"
             r"ai model|ai agent|agent|bot)\s(?:must|should|shall|will|needs? to|has to|"
-            r"is (?:required|instructed|expected|supposed) to|is to)\s(?:\w{1,40}\s){0,2}?"
+            r"is (?:required|instructed|expected|supposed) to|is to)\s(?:\w{1,30}\s){0,2}?"
             r"(?:call|invoke|execute|run|trigger|send|email|e-mail|delete|transfer|open|click|"
             r"fetch|browse|visit|download|upload|forward|ignore|disregard|respond|reply|say|"
             r"output|print|include|tell|recommend|insert|append|reveal|disclose|share)\b"
@@ -999,7 +999,7 @@ _RULES: tuple[Rule, ...] = (
         TOOL,
         0.15,
         _rx(
-            r"\b(?:call|invoke|execute|trigger|use)\s(?:the\s|a\s|this\s)?(?:\w{1,40}\s)?"
+            r"\b(?:call|invoke|execute|trigger|use)\s(?:the\s|a\s|this\s)?(?:\w{1,30}\s)?"
             r"(?:function|tool|plugin|api|shell command|terminal command|script|action)\b"
         ),
         _words("function|tool|plugin|api|command|script|action"),
@@ -1008,7 +1008,7 @@ _RULES: tuple[Rule, ...] = (
         "send_email_imperative",
         TOOL,
         0.2,
-        _rx(r"\b(?:send|write|compose|draft|forward)\s(?:\w{1,40}\s){0,2}?(?:email|e-mail)\sto\b"),
+        _rx(r"\b(?:send|write|compose|draft|forward)\s(?:\w{1,30}\s){0,2}?(?:email|e-mail)\sto\b"),
         ("email", "e-mail"),
     ),
     Rule(
@@ -1028,7 +1028,7 @@ _RULES: tuple[Rule, ...] = (
         0.3,
         _rx(
             r"\b(?:transfer|wire|send)\s(?:\$?[\d,.]{1,20}\s?(?:dollars|usd|eur|btc|eth|bitcoin)?|"
-            rf"money|funds|crypto|bitcoin|the balance)\b{_then(5)}\W{{1,20}}to\b"
+            rf"money|funds|crypto|bitcoin|the balance)\b{_then(5)}\W{{1,10}}to\b"
         ),
         ("transfer", "wire", "send"),
     ),
@@ -1397,10 +1397,45 @@ _FOLDED_ASCII_ANCHORS: frozenset[str] = frozenset(
     a for rule in _RULES if rule.space == "folded" for a in rule.anchors if a.isascii()
 )
 _ANCHOR_TRIE = re.compile(f"(?:{_trie(sorted(_FOLDED_ASCII_ANCHORS))})")
-# Every anchor that also starts where a longer anchor matched ("the user" -> "the user").
+# The anchors that start where a longer one matched ("your answer" -> "your answer", "your").
 _ANCHOR_PREFIXES: dict[str, tuple[str, ...]] = {
     a: tuple(b for b in _FOLDED_ASCII_ANCHORS if a.startswith(b)) for a in _FOLDED_ASCII_ANCHORS
 }
+# Anchors that count anywhere, not only at a word start.
+_LOOSE_ANCHORS = frozenset(
+    a
+    for rule in _RULES
+    if rule.space == "folded"
+    for a in rule.anchors
+    if a.isascii() and not (a[0].isalpha() and rule.word_anchors)
+)
+
+
+_ALL_HEADS = frozenset(a[:i] for a in _FOLDED_ASCII_ANCHORS for i in range(1, len(a) + 1))
+_LOOSE_HEADS = frozenset(a[:i] for a in _LOOSE_ANCHORS for i in range(1, len(a) + 1))
+
+
+def _inner_offsets(anchor: str) -> tuple[int, ...]:
+    """Offsets inside ``anchor`` where another anchor may start ("the user" -> 4 for "user").
+
+    An anchor that must start a word can only start after a non-letter; a loose
+    one can start anywhere.
+    """
+    offsets = []
+    for k in range(1, len(anchor)):
+        tail = anchor[k:]
+        at_word_start = not (anchor[k - 1].isascii() and anchor[k - 1].isalpha())
+        pool, heads = (
+            (_FOLDED_ASCII_ANCHORS, _ALL_HEADS) if at_word_start else (_LOOSE_ANCHORS, _LOOSE_HEADS)
+        )
+        # Another anchor continues past this one's end, or lies within it.
+        if tail in heads or any(tail[:i] in pool for i in range(1, len(tail) + 1)):
+            offsets.append(k)
+    return tuple(offsets)
+
+
+# Non-overlapping matches hide anchors that start inside a match: look there explicitly.
+_ANCHOR_INNER: dict[str, tuple[int, ...]] = {a: _inner_offsets(a) for a in _FOLDED_ASCII_ANCHORS}
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
@@ -1421,14 +1456,7 @@ class _Haystack:
     def _raw_positions(self, anchor: str) -> list[int]:
         if self.use_trie and anchor in _FOLDED_ASCII_ANCHORS:
             if self._all_ascii is None:
-                self._all_ascii = {}
-                text, search = self.text, _ANCHOR_TRIE.search
-                m = search(text)
-                while m is not None:
-                    at = m.start()
-                    for a in _ANCHOR_PREFIXES[m.group()]:
-                        self._all_ascii.setdefault(a, []).append(at)
-                    m = search(text, at + 1)
+                self._all_ascii = self._locate_ascii_anchors()
             return self._all_ascii.get(anchor, [])
         if not anchor.isascii():
             # Skip the scan when the text lacks the anchor's script entirely.
@@ -1441,6 +1469,22 @@ class _Haystack:
         while i != -1:
             found.append(i)
             i = find(anchor, i + 1)
+        return found
+
+    def _locate_ascii_anchors(self) -> dict[str, list[int]]:
+        """Offsets of every ASCII anchor, from one C-speed pass of the anchor trie."""
+        found: dict[str, list[int]] = {}
+        text, match = self.text, _ANCHOR_TRIE.match
+        for m in _ANCHOR_TRIE.finditer(text):
+            at, anchor = m.start(), m.group()
+            for a in _ANCHOR_PREFIXES[anchor]:
+                found.setdefault(a, []).append(at)
+            for k in _ANCHOR_INNER[anchor]:
+                if (inner := match(text, at + k)) is not None:
+                    for a in _ANCHOR_PREFIXES[inner.group()]:
+                        found.setdefault(a, []).append(at + k)
+        for offsets in found.values():
+            offsets.sort()
         return found
 
     def positions(self, anchor: str, *, word_start: bool) -> list[int]:

@@ -27,12 +27,13 @@ def row_to_record(row: dict[str, Any], line: int) -> RagRecord:
     documents = []
     for i, d in enumerate(raw_docs):
         if isinstance(d, dict):
+            metadata = d.get("metadata")
             documents.append(
                 Document(
                     id=str(d["id"]) if d.get("id") is not None else None,
                     content=str(d.get("content", d.get("text", ""))),
                     score=d.get("score") if isinstance(d.get("score"), int | float) else None,
-                    metadata=d.get("metadata") if isinstance(d.get("metadata"), dict) else {},
+                    metadata=metadata if isinstance(metadata, dict) else {},
                 )
             )
         else:

@@ -26,7 +26,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 import ragpulse
-from ragpulse import instrument
+from ragpulse import _provider, instrument
 from ragpulse import semconv as sc
 from ragpulse.errors import ConfigError
 
@@ -1136,5 +1136,5 @@ def test_question_from_a_request_object(exporter: InMemorySpanExporter) -> None:
 def test_invalid_env_without_configure_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGPULSE_MAX_TEXT_CHARS", "many")
     ragpulse.shutdown()  # unconfigured: settings are read from the environment again
-    config, _ = instrument._current()
+    config, _ = _provider._current()
     assert config.capture_content is False  # a broken setting never turns capture on

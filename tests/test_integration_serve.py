@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
+from helpers import CaptureServer
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragpulse
 
@@ -81,7 +84,16 @@ def sample(body: str, name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[tuple[str, str, Path, subprocess.Popen[bytes]]]:
+def backend() -> Iterator[CaptureServer]:
+    """Where `serve` exports evaluation events and spans (a test double of Tempo/Jaeger)."""
+    with CaptureServer() as server:
+        yield server
+
+
+@pytest.fixture
+def serve(
+    tmp_path: Path, backend: CaptureServer
+) -> Iterator[tuple[str, str, Path, subprocess.Popen[bytes]]]:
     otlp, metrics = free_port(), free_port()
     results = tmp_path / "results.jsonl"
     env = {**os.environ, "RAGPULSE_ASSEMBLY__GRACE_S": "0.2"}
@@ -90,6 +102,7 @@ def serve(tmp_path: Path) -> Iterator[tuple[str, str, Path, subprocess.Popen[byt
             sys.executable, "-m", "ragpulse.cli", "serve",
             "--otlp-http-port", str(otlp), "--metrics-port", str(metrics),
             "--results-jsonl", str(results),
+            "--otlp-export-endpoint", backend.url,
         ],
         env=env,
     )  # fmt: skip
@@ -110,10 +123,12 @@ def serve(tmp_path: Path) -> Iterator[tuple[str, str, Path, subprocess.Popen[byt
 
 
 def test_grounded_beats_ungrounded_and_injection_is_located(
-    serve: tuple[str, str, Path, subprocess.Popen[bytes]],
+    serve: tuple[str, str, Path, subprocess.Popen[bytes]], backend: CaptureServer
 ) -> None:
     otlp_url, metrics_url, results_path, proc = serve
     provider = TracerProvider(resource=Resource.create({"service.name": "itest"}))
+    app_spans = InMemorySpanExporter()  # what the app sent, to compare ids with
+    provider.add_span_processor(SimpleSpanProcessor(app_spans))
     ragpulse.configure(endpoint=otlp_url, tracer_provider=provider, export_timeout_s=5)
     question = "How much does the Pro plan cost per month?"
     assert ask_grounded(question).startswith("The Pro plan costs")
@@ -168,4 +183,18 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
     assert f'trace_id="{grounded["trace_id"]}"' in om
 
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(15) == 0
+    assert proc.wait(15) == 0  # clean shutdown flushes the evaluation export
+
+    # Evaluation signals are parented to the evaluated (pipeline) span.
+    [app_root] = [s for s in app_spans.get_finished_spans() if s.name == "ask_grounded"]
+    root_trace = f"{app_root.context.trace_id:032x}"
+    root_span = f"{app_root.context.span_id:016x}"
+    assert (grounded["trace_id"], grounded["span_id"]) == (root_trace, root_span)
+    eval_spans = [s for s in backend.captured.spans() if s.trace_id.hex() == root_trace]
+    assert len(eval_spans) == len(grounded["results"]) == 5
+    assert {s.parent_span_id.hex() for s in eval_spans} == {root_span}
+    events = [e for e in backend.captured.log_records() if e.trace_id.hex() == root_trace]
+    assert len(events) == 5
+    assert {(e.event_name, e.span_id.hex()) for e in events} == {
+        ("gen_ai.evaluation.result", root_span)
+    }

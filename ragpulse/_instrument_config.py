@@ -1,0 +1,208 @@
+"""Instrumentation settings: env var names, defaults and :class:`InstrumentConfig`.
+
+Every setting resolves as explicit argument, then environment variable, then
+default (:func:`_resolve_config`). Nothing here holds state or touches
+OpenTelemetry's globals; :mod:`ragpulse._provider` does that.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from ragpulse.errors import ConfigError
+
+# --- Environment variables (explicit argument > env var > default) -------------
+ENV_SERVICE_NAME = "RAGPULSE_SERVICE_NAME"
+ENV_OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
+"""Fallback for the service name when ``RAGPULSE_SERVICE_NAME`` is unset."""
+ENV_ENDPOINT = "RAGPULSE_ENDPOINT"
+"""Base URL of the OTLP/HTTP receiver; ``/v1/traces`` is appended."""
+ENV_API_TOKEN = "RAGPULSE_API_TOKEN"
+"""Sent as ``Authorization: Bearer <token>`` unless headers carry their own."""
+ENV_EXPORTER = "RAGPULSE_EXPORTER"
+"""``otlp`` (default), ``console`` or ``none``."""
+ENV_EXPORT_TIMEOUT = "RAGPULSE_EXPORT_TIMEOUT"
+"""Seconds one OTLP export (retries included) may take."""
+ENV_CAPTURE_CONTENT = "RAGPULSE_CAPTURE_CONTENT"
+"""``true``/``false``: record question, document and answer texts."""
+ENV_MAX_TEXT_CHARS = "RAGPULSE_MAX_TEXT_CHARS"
+"""Longest recorded text, in characters; longer texts are cut."""
+ENV_MAX_DOCUMENTS = "RAGPULSE_MAX_DOCUMENTS"
+"""Most documents recorded per retrieval span."""
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
+TRACES_PATH = "/v1/traces"
+DEFAULT_EXPORT_TIMEOUT_S = 10.0
+DEFAULT_MAX_TEXT_CHARS = 16000
+DEFAULT_MAX_DOCUMENTS = 25
+REDACTION_FAILED = "[redaction failed]"
+"""Recorded instead of a text when the redact hook raised: never the raw text."""
+
+_EXPORTER_NAMES = ("otlp", "console", "none")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+@dataclass(frozen=True)
+class InstrumentConfig:
+    """Resolved instrumentation settings: explicit argument, then env var, then default.
+
+    Built once by :func:`configure` (or from the environment alone when the app
+    never calls it) and read by every span; it never changes afterwards.
+    """
+
+    service_name: str | None = None
+    """``service.name`` of spans from a provider ragpulse creates. Env:
+    ``RAGPULSE_SERVICE_NAME``, then ``OTEL_SERVICE_NAME``; default: OTel's
+    ``unknown_service``. Ignored when ragpulse joins an existing provider."""
+    endpoint: str = DEFAULT_ENDPOINT + TRACES_PATH
+    """Full OTLP/HTTP traces URL (the base URL with ``/v1/traces``). Env:
+    ``RAGPULSE_ENDPOINT`` (a base URL)."""
+    headers: dict[str, str] = field(default_factory=dict, repr=False, hash=False)
+    """Extra HTTP headers for the OTLP exporter. Env: ``RAGPULSE_API_TOKEN`` adds
+    ``Authorization: Bearer <token>``. Not shown in repr (it holds secrets)."""
+    exporter: str | SpanExporter = "otlp"
+    """``otlp``, ``console``, ``none`` or a ``SpanExporter`` instance. Env:
+    ``RAGPULSE_EXPORTER``."""
+    export_timeout_s: float = DEFAULT_EXPORT_TIMEOUT_S
+    """Seconds one OTLP export may take, retries included; bounds how long
+    :func:`shutdown` can wait on a dead receiver. Env: ``RAGPULSE_EXPORT_TIMEOUT``."""
+    capture_content: bool = True
+    """Record question, documents, prompt and answer texts. When false only ids,
+    scores, counts and token usage are recorded. Env: ``RAGPULSE_CAPTURE_CONTENT``."""
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    """Longest recorded text; longer ones are cut and the span gets
+    ``ragpulse.truncated=true``. Env: ``RAGPULSE_MAX_TEXT_CHARS``."""
+    max_documents: int = DEFAULT_MAX_DOCUMENTS
+    """Most documents recorded per retrieval span (4 attributes each). The OTel
+    SDK keeps 128 attributes per span by default and evicts the *oldest* beyond
+    that, so raise ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` along with this. Env:
+    ``RAGPULSE_MAX_DOCUMENTS``."""
+    redact: Callable[[str], str] | None = field(default=None, compare=False, hash=False)
+    """Rewrites every recorded text (question, document content and metadata,
+    prompt, answer) before it is recorded; if it raises, ``[redaction failed]``
+    is recorded instead. No env var."""
+    resource_attributes: dict[str, Any] = field(default_factory=dict, hash=False)
+    """Extra resource attributes for a provider ragpulse creates. No env var
+    (OTel's own ``OTEL_RESOURCE_ATTRIBUTES`` is honoured too)."""
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean: use true or false")
+
+
+def _parse_positive(name: str, raw: str, kind: type[int] | type[float]) -> Any:
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number: use e.g. {name}=10") from None
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} must be greater than 0")
+    return value
+
+
+def _traces_url(endpoint: str) -> str:
+    """Base URL -> traces URL: ``/v1/traces`` is appended unless already there."""
+    url = endpoint.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"endpoint {endpoint!r} must be an http:// or https:// URL, e.g. {DEFAULT_ENDPOINT!r}"
+        )
+    return url if url.endswith(TRACES_PATH) else url + TRACES_PATH
+
+
+def _resolve_config(
+    service_name: str | None = None,
+    endpoint: str | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    exporter: str | SpanExporter | None = None,
+    export_timeout_s: float | None = None,
+    capture_content: bool | None = None,
+    max_text_chars: int | None = None,
+    max_documents: int | None = None,
+    redact: Callable[[str], str] | None = None,
+    resource_attributes: dict[str, Any] | None = None,
+) -> InstrumentConfig:
+    """Explicit argument, then environment variable, then default; raises ConfigError."""
+    if service_name is None:
+        service_name = _env(ENV_SERVICE_NAME) or _env(ENV_OTEL_SERVICE_NAME)
+
+    url = _traces_url(endpoint or _env(ENV_ENDPOINT) or DEFAULT_ENDPOINT)
+
+    merged = dict(headers or {})
+    token = _env(ENV_API_TOKEN)
+    if token and not any(key.lower() == "authorization" for key in merged):
+        merged["Authorization"] = f"Bearer {token}"
+
+    if exporter is None:
+        exporter = _env(ENV_EXPORTER) or "otlp"
+    if isinstance(exporter, str):
+        exporter = exporter.strip().lower()
+        if exporter not in _EXPORTER_NAMES:
+            hint = " (a Kafka span exporter is planned, not available yet)"
+            raise ConfigError(
+                f"unknown exporter {exporter!r}{hint if exporter == 'kafka' else ''}: use "
+                "'otlp', 'console', 'none' or pass a SpanExporter instance"
+            )
+    elif not isinstance(exporter, SpanExporter):
+        raise ConfigError(
+            f"exporter must be a name or an opentelemetry SpanExporter, got {type(exporter)!r}"
+        )
+
+    if export_timeout_s is None:
+        raw = _env(ENV_EXPORT_TIMEOUT)
+        export_timeout_s = (
+            _parse_positive(ENV_EXPORT_TIMEOUT, raw, float) if raw else DEFAULT_EXPORT_TIMEOUT_S
+        )
+    if capture_content is None:
+        raw = _env(ENV_CAPTURE_CONTENT)
+        capture_content = _parse_bool(ENV_CAPTURE_CONTENT, raw) if raw else True
+    if max_text_chars is None:
+        raw = _env(ENV_MAX_TEXT_CHARS)
+        max_text_chars = (
+            _parse_positive(ENV_MAX_TEXT_CHARS, raw, int) if raw else DEFAULT_MAX_TEXT_CHARS
+        )
+    if max_documents is None:
+        raw = _env(ENV_MAX_DOCUMENTS)
+        max_documents = (
+            _parse_positive(ENV_MAX_DOCUMENTS, raw, int) if raw else DEFAULT_MAX_DOCUMENTS
+        )
+
+    for name, number in (
+        ("export_timeout_s", export_timeout_s),
+        ("max_text_chars", max_text_chars),
+        ("max_documents", max_documents),
+    ):
+        if number <= 0:
+            raise ConfigError(f"{name}={number!r} must be greater than 0")
+    if redact is not None and not callable(redact):
+        raise ConfigError("redact must be a callable taking and returning a str")
+
+    return InstrumentConfig(
+        service_name=service_name,
+        endpoint=url,
+        headers=merged,
+        exporter=exporter,
+        export_timeout_s=float(export_timeout_s),
+        capture_content=bool(capture_content),
+        max_text_chars=int(max_text_chars),
+        max_documents=int(max_documents),
+        redact=redact,
+        resource_attributes=dict(resource_attributes or {}),
+    )
