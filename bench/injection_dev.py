@@ -2,7 +2,8 @@
 
 Each row becomes a RagRecord: ``where=question`` rows are the question,
 ``where=document`` rows are the only document behind a neutral question, so
-the numbers show what the evaluator sees in production.
+the numbers show what the evaluator sees in production. Data:
+injection_dev.jsonl in ../shared/data/dev (or $RAGPULSE_DEV_DATA).
 
     .venv/bin/python bench/injection_dev.py [--threshold 0.5] [--data PATH] [--misses]
 """
@@ -11,17 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ragpulse.evaluators.injection_rules import InjectionRules
 from ragpulse.record import Document, RagRecord
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/dev/injection_dev.jsonl"
+DEV = Path(
+    os.environ.get("RAGPULSE_DEV_DATA") or Path(__file__).resolve().parents[2] / "shared/data/dev"
+)
+DEFAULT_DATA = DEV / "injection_dev.jsonl"
 NEUTRAL_QUESTION = "Summarize the key facts in the provided document."
 
 
@@ -53,7 +59,7 @@ def _fmt(x: float | None) -> str:
     return "   -  " if x is None else f"{x:6.3f}"
 
 
-def to_record(row: dict[str, object]) -> RagRecord:
+def to_record(row: dict[str, Any]) -> RagRecord:
     text = str(row["text"])
     if row["where"] == "question":
         return RagRecord(trace_id=str(row["id"]), question=text)
@@ -62,7 +68,7 @@ def to_record(row: dict[str, object]) -> RagRecord:
     )
 
 
-def load(path: Path) -> list[dict[str, object]]:
+def load(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
@@ -108,17 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     results = evaluator.evaluate([to_record(r) for r in rows])
     elapsed = time.perf_counter() - start
 
-    overall, by_where = Counts(), defaultdict(Counts)
+    overall = Counts()
+    by_where: dict[str, Counts] = defaultdict(Counts)
     by_variant: dict[str, Counts] = defaultdict(Counts)
     misses: list[str] = []
     for row, res in zip(rows, results, strict=True):
-        label = int(row["label"])  # type: ignore[call-overload]
+        label = int(row["label"])
         predicted = res.label == "injection"
         overall.add(label, predicted)
         by_where[str(row["where"])].add(label, predicted)
         if label:
             meta = row.get("meta") or {}
-            variant = str(meta.get("injection_variant", "unknown"))  # type: ignore[union-attr]
+            variant = str(meta.get("injection_variant", "unknown"))
             by_variant[variant].add(label, predicted)
         if predicted != bool(label):
             kind = "FP" if predicted else "FN"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,7 +9,11 @@ import pytest
 
 from ragpulse.collector.telemetry import CollectorMetrics
 
-DEV_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"
+# $RAGPULSE_DEV_DATA (a directory) first, else the shared checkout's dev split.
+DEV_DATA = Path(
+    os.environ.get("RAGPULSE_DEV_DATA")
+    or Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"
+)
 
 
 def free_port() -> int:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ragpulse.evaluators.injection.normalize import _normalize
+from ragpulse.evaluators.injection.search import _Haystack
 from ragpulse.evaluators.injection_rules import (
     FAMILIES,
     RULES,
@@ -19,7 +21,6 @@ from ragpulse.evaluators.injection_rules import (
 )
 from ragpulse.record import Document, RagRecord
 
-DEV_DATA = Path(__file__).resolve().parents[2] / "shared/data/dev/injection_dev.jsonl"
 NEUTRAL_QUESTION = "Summarize the key facts in the provided document."
 
 
@@ -377,7 +378,7 @@ def test_two_megabyte_document_scans_fast_and_finds_a_buried_attack() -> None:
     assert "ignore_previous_instructions" in scan.rules
 
 
-@pytest.mark.parametrize(("text", "document", "family"), POSITIVES[::3])
+@pytest.mark.parametrize(("text", "document", "family"), POSITIVES)
 def test_large_texts_find_the_same_rules_as_small_ones(
     text: str, document: bool, family: str
 ) -> None:
@@ -389,12 +390,33 @@ def test_large_texts_find_the_same_rules_as_small_ones(
     assert set(small.rules) <= set(big.rules)
 
 
+def test_anchor_trie_finds_what_str_find_finds() -> None:
+    # Large texts locate anchors with one regex-trie pass; small ones with str.find.
+    text = _normalize(
+        _prose(60_000)
+        + " aiinstructions the useruser <|im_start|> don't follow; ignore ignored ignoring"
+        + " ![x](http://a/?q={x}) your response must; systemprompt a.i. os.system("
+    ).folded
+    fast = _Haystack(text, folded=True)
+    slow = _Haystack(text, folded=True)
+    slow.use_trie = False
+    assert fast.use_trie
+    for rule in RULES:
+        if rule.space != "folded":
+            continue
+        for anchor in rule.anchors:
+            got = fast.positions(anchor, word_start=rule.word_anchors)
+            assert got == slow.positions(anchor, word_start=rule.word_anchors), anchor
+
+
 # --- development split ----------------------------------------------------------
 
 
-@pytest.mark.skipif(not DEV_DATA.is_file(), reason=f"dev data not found at {DEV_DATA}")
-def test_dev_set_precision_and_false_positive_rate() -> None:
-    rows = [json.loads(line) for line in DEV_DATA.read_text(encoding="utf-8").splitlines() if line]
+def test_dev_set_precision_and_false_positive_rate(dev_data: Path) -> None:
+    path = dev_data / "injection_dev.jsonl"
+    if not path.is_file():
+        pytest.skip(f"dev data not found at {path}")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     records = [
         RagRecord(question=r["text"])
         if r["where"] == "question"

@@ -1,0 +1,100 @@
+"""Text normalisation, look-alike folding and hidden-character detection."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+_TAG_FLAG = re.compile("\U0001f3f4[\U000e0020-\U000e007e]{1,10}\U000e007f")  # 🏴 subdivision flags
+_ANY_HIDDEN = re.compile(
+    "[\u200b-\u200d\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufe00-\ufe0f\ufeff"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef]"
+)
+_TAG_CHARS = re.compile("[\U000e0000-\U000e007f]+")
+_ZERO_WIDTH = re.compile("[\u200b-\u200d\u2060-\u2064\ufeff]+")
+_BIDI_OVERRIDE = re.compile("[\u202d\u202e]")
+_BIDI_OTHER = re.compile("[\u202a-\u202c\u2066-\u2069]")
+_VARIATION_RUN = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{4,}")
+_INVISIBLE = re.compile(
+    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]+"
+)
+# Cyrillic/Greek look-alikes of Latin letters, folded only when a word mixes scripts.
+_CONFUSABLES = str.maketrans(
+    {
+        "а": "a",
+        "е": "e",
+        "о": "o",
+        "р": "p",
+        "с": "c",
+        "у": "y",
+        "х": "x",
+        "і": "i",
+        "ѕ": "s",
+        "ј": "j",
+        "ԁ": "d",
+        "ɡ": "g",
+        "ο": "o",
+        "ν": "v",
+        "ι": "i",
+        "α": "a",
+    }
+)
+# Starts with the rare class so that the search skips Latin text at C speed.
+_MIXED_SCRIPT = re.compile("[аеорсухіѕјԁɡονια](?:(?<=[a-z].)|(?=[a-z]))")
+_QUOTES = (("’", "'"), ("‘", "'"), ("“", '"'), ("”", '"'))
+
+
+@dataclass(frozen=True)
+class _Normalized:
+    plain: str  # invisible characters stripped, NFKC, whitespace collapsed
+    folded: str  # plain, casefolded (and look-alikes folded in mixed-script words)
+    mixed_script: str | None  # excerpt of a mixed-script word, if any
+
+
+def _normalize(text: str) -> _Normalized:
+    """Strip invisible characters, NFKC, collapse whitespace, casefold."""
+    if not text.isascii():
+        text = _INVISIBLE.sub("", text)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
+        for fancy, ascii_quote in _QUOTES:
+            text = text.replace(fancy, ascii_quote)
+    # Collapse whitespace with C-speed split/join: one space inside lines, no blank lines.
+    plain = "\n".join(line for line in map(" ".join, map(str.split, text.splitlines())) if line)
+    folded = plain.lower() if plain.isascii() else plain.casefold()
+    mixed = None
+    if not folded.isascii() and (m := _MIXED_SCRIPT.search(folded)) is not None:
+        mixed = folded[max(0, m.start() - 20) : m.end() + 20]
+        folded = folded.translate(_CONFUSABLES)
+    return _Normalized(plain, folded, mixed)
+
+
+def _visible(text: str) -> str:
+    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
+
+
+def _hidden_characters(text: str, hits: dict[str, str]) -> str:
+    """Flag invisible characters on the raw text; return ASCII smuggled in tag characters."""
+    if _ANY_HIDDEN.search(text) is None:
+        return ""
+    smuggled = ""
+    tags_text = _TAG_FLAG.sub("", text) if "\U0001f3f4" in text else text
+    for m in _TAG_CHARS.finditer(tags_text):
+        smuggled += "".join(chr(ord(c) - 0xE0000) for c in m.group()) + " "
+    if smuggled.strip():
+        hits["unicode_tag_chars"] = smuggled.strip()
+    for zw in _ZERO_WIDTH.finditer(text):
+        # Between two Latin letters: splitting a word, not joining emoji or Indic script.
+        s, e = zw.start(), zw.end()
+        before, after = text[s - 1 : s], text[e : e + 1]
+        if before.isascii() and before.isalpha() and after.isascii() and after.isalpha():
+            hits["zero_width_in_word"] = _visible(text[max(0, s - 20) : e + 20])
+            break
+    if (bidi := _BIDI_OVERRIDE.search(text)) is not None:
+        hits["bidi_override"] = _visible(text[max(0, bidi.start() - 20) : bidi.end() + 40])
+    elif (bidi := _BIDI_OTHER.search(text)) is not None:
+        hits["bidi_control"] = _visible(text[max(0, bidi.start() - 20) : bidi.end() + 40])
+    if (vs := _VARIATION_RUN.search(text)) is not None:
+        hits["variation_selector_run"] = _visible(text[max(0, vs.start() - 10) : vs.end()])
+    return smuggled

@@ -1,0 +1,102 @@
+"""Scan one text: hidden characters, every rule, decoded payloads, memoised."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ragpulse.evaluators.injection.normalize import _hidden_characters, _normalize, _Normalized
+from ragpulse.evaluators.injection.payloads import _token_payloads
+from ragpulse.evaluators.injection.rules import _FAMILY_OF, _RULES, _WEIGHTS
+from ragpulse.evaluators.injection.search import _Haystack, _search
+
+EXCERPT_CHARS = 120
+_CACHE_MAX_CHARS = 8_000  # memoise only short texts: documents repeat, giant ones rarely do
+
+
+@dataclass(frozen=True)
+class TextScan:
+    """What the rules found in one text; model-tier code can reuse it as features."""
+
+    rules: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
+    risk: float = 0.0
+    excerpt: str = ""
+    weights: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def fired(self) -> bool:
+        return bool(self.rules)
+
+    def features(self) -> dict[str, float]:
+        """Rule name -> weight, for every rule that fired."""
+        return dict(zip(self.rules, self.weights, strict=True))
+
+
+def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nested: bool) -> None:
+    """Fill ``hits`` (rule name -> matched text) from the regex and token rules."""
+    haystacks = {
+        "folded": _Haystack(norm.folded, folded=True),
+        "plain": _Haystack(norm.plain, folded=False),
+    }
+    skip_where = "question" if document else "document"
+    for rule in _RULES:
+        if rule.name in hits or rule.where == skip_where:
+            continue
+        if (m := _search(rule, haystacks[rule.space])) is not None:
+            hits[rule.name] = m.group()
+    if norm.mixed_script is not None:
+        hits.setdefault("mixed_script_word", norm.mixed_script)
+    if nested:
+        return
+    for name, excerpt, decoded in _token_payloads(norm.plain, norm.folded):
+        hits.setdefault(name, excerpt)
+        if decoded is not None:
+            _match_rules(_normalize(decoded), document=document, hits=hits, nested=True)
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
+
+
+def _scan(text: str, document: bool) -> TextScan:
+    if not text or text.isspace():
+        return TextScan()
+    hits: dict[str, str] = {}
+    if not text.isascii():
+        smuggled = _hidden_characters(text, hits)
+        if smuggled.strip():
+            text = text + "\n" + smuggled
+    _match_rules(_normalize(text), document=document, hits=hits, nested=False)
+    if not hits:
+        return TextScan()
+    names = sorted(hits, key=lambda n: (-_WEIGHTS[n], n))
+    weights = tuple(_WEIGHTS[n] for n in names)
+    survive = 1.0
+    for w in weights:
+        survive *= 1.0 - w
+    return TextScan(
+        rules=tuple(names),
+        families=tuple(dict.fromkeys(_FAMILY_OF[n] for n in names)),
+        risk=round(min(1.0, max(0.0, 1.0 - survive)), 4),
+        excerpt=_excerpt(hits[names[0]]),
+        weights=weights,
+    )
+
+
+_scan_cached = lru_cache(maxsize=2048)(_scan)
+
+
+def scan_text(text: str, *, document: bool = False) -> TextScan:
+    """Run every rule over one text.
+
+    ``document=True`` adds the rules for imperatives addressed to the assistant
+    (normal in a user's question, suspicious in retrieved content) and drops
+    the question-only ones (asking for a password or another user's data is
+    what a question does, not a document). Pure and thread-safe; short texts
+    are memoised because the same documents are retrieved again and again.
+    """
+    if len(text) <= _CACHE_MAX_CHARS:
+        return _scan_cached(text, document)
+    return _scan(text, document)

@@ -1,0 +1,90 @@
+"""Pattern-building helpers and the vocabulary the rule table is written in."""
+
+from __future__ import annotations
+
+import re
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _alt(words: str) -> str:
+    """A non-capturing group of ``|``-separated alternatives."""
+    return f"(?:{words})"
+
+
+def _words(words: str) -> tuple[str, ...]:
+    """Anchors or keywords written as one ``|``-separated string."""
+    return tuple(words.split("|"))
+
+
+def _gap(n: int) -> str:
+    """Up to ``n`` whole words; \\w and \\W are disjoint and bounded, so this is linear."""
+    return rf"(?:\w{{1,30}}\W{{1,10}}){{0,{n}}}?"
+
+
+def _then(n: int) -> str:
+    """Up to ``n`` more words after a word (the mirror of :func:`_gap`)."""
+    return rf"(?:\W{{1,10}}\w{{1,30}}){{0,{n}}}?"
+
+
+# Vocabulary shared by the rule tables: ``*_ANCHORS`` are literals, the rest regex groups.
+_OVERRIDE_VERB_ANCHORS = _words(
+    "ignor|disregard|forget|overlook|bypass|overrid|overwrit|neglect|abandon|discard|dismiss|"
+    "set aside|put aside|not follow|'t follow|stop following|longer follow"
+)
+_OVERRIDE_VERBS = _alt(
+    "ignore|ignoring|disregard|disregarding|forget|forgetting|overlook|bypass|override|overwrite|"
+    "neglect|abandon|discard|dismiss|set aside|put aside|do not follow|don't follow|"
+    "stop following|no longer follow"
+)
+_PRIOR = _alt(
+    "previous|previously|prior|preceding|above|earlier|foregoing|former|original|initial|all|any|"
+    "your|system|developer|safety"
+)
+_INSTRUCTION_NOUNS = _alt(
+    "instructions?|instructed|directives?|directions|prompts?|commands?|orders|rules|guidelines|"
+    "guidance|constraints|restrictions|programming|training|policies|messages|context|"
+    "conversation|text|input"
+)
+_AI_ANCHORS = _words(
+    "ai|a.i.|assistant|llm|language model|chatbot|gpt|chatgpt|claude|gemini|bard|copilot"
+)
+_AI_NOUNS = _alt(
+    r"ai|a\.i\.|ai assistants?|virtual assistants?|digital assistants?|llms?|"
+    r"large language models?|language models?|chatbots?|ai models?|ai agents?|ai systems?|"
+    r"gpt(?:-?\d)?|chatgpt|claude|gemini|bard|copilot"
+)
+_SECRET_ANCHORS = _words(
+    "secret|password|passcode|passphrase|pass phrase|pin|api|private key|access|auth|credential|"
+    "key|token|code word|codeword"
+)
+_SECRET_OBJECTS = _alt(
+    "secret(?: key| word| code| phrase| token| password)?|password|passcode|passphrase|"
+    "pass phrase|pin|api[ -]?key|private key|access (?:key|token|code)|auth(?:entication)? token|"
+    "credentials|key|token|code ?word"
+)
+# "Never share your password" is advice, not a request: no negation right before the verb.
+_NOT_NEGATED = r"(?<!never )(?<!not )(?<!n't )(?<!no )(?<!to )"
+# "your password policy", "your secret to success": talking about the thing, not asking for it.
+_NOT_A_TOPIC = (
+    r"(?!\s(?:to|for|of|policy|policies|rotation|format|length|requirements?|rules|reset|"
+    r"manager|strength|expir\w{1,10}|settings|page|field|hint|recovery|change|ingredient|"
+    r"recipe|sauce)\b)"
+)
+_ASK_VERBS = _alt(
+    "what is|what's|whats|what are|what was|tell me|tell us|reveal|give me|disclose|leak|print|"
+    "output|spell|say|repeat|hint|divulge|expose|dump|show me|share|provide|type|write|display|"
+    "list|recite|return|confirm"
+)
+_EXTRACT_VERBS = _alt(
+    "reveal|show|print|output|display|repeat|tell|give|share|disclose|leak|dump|write|list|expose|"
+    "recite|provide|return|copy|paste|spell|summari[sz]e|translate|divulge|what is|what's|"
+    "what are|what were|what was"
+)
+_MODE_NAMES = _alt(
+    "developer|dev|god|admin|administrator|system|sudo|root|maintenance|debug|debugging|test|"
+    "testing|super ?user|override|diagnostic|security|verification|training|unrestricted|"
+    "unfiltered|dan|jailbreak"
+)
