@@ -34,10 +34,11 @@ class Ack:
     its holds. The HTTP source needs none; the Kafka source commits offsets from it.
     """
 
-    __slots__ = ("_done", "_lock", "_on_done", "_pending", "_sealed")
+    __slots__ = ("_done", "_lock", "_on_done", "_pending", "_sealed", "source")
 
-    def __init__(self, on_done: Callable[[], None] | None = None) -> None:
+    def __init__(self, on_done: Callable[[], None] | None = None, source: object = None) -> None:
         self._on_done = on_done
+        self.source = source  # where the batch came from, e.g. a Kafka TopicPartition
         self._pending = 0
         self._sealed = False
         self._done = False
@@ -173,14 +174,14 @@ class Assembler:
             self._metrics.open_traces.set(0)
         return completed
 
-    def abandon(self, predicate: Callable[[str], bool]) -> int:
-        """Forget open traces whose id matches, without releasing their acks.
+    def abandon(self, predicate: Callable[[list[Ack]], bool]) -> int:
+        """Forget open traces whose acks match, without releasing the acks.
 
         For a source that lost ownership of the data (a revoked Kafka
         partition): the new owner re-reads it, so nothing is acknowledged here.
         """
         with self._lock:
-            gone = [t for t in self._open if predicate(t)]
+            gone = [t for t, trace in self._open.items() if predicate(list(trace.acks.values()))]
             for trace_id in gone:
                 del self._open[trace_id]
             self._metrics.open_traces.set(len(self._open))

@@ -91,6 +91,9 @@ def parse_request(body: bytes, mtype: str) -> trace_service_pb2.ExportTraceServi
         return request
     try:
         payload = json.loads(body)
+        if isinstance(payload, list):
+            # Some collectors (rotel's Kafka exporter) write a bare ResourceSpans array.
+            payload = {"resourceSpans": payload}
         _hex_ids_to_base64(payload)
         json_format.ParseDict(payload, request, ignore_unknown_fields=True)
     except (ValueError, TypeError, AttributeError, json_format.ParseError) as exc:

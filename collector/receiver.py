@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from aiohttp import web
 
 from ragpulse.collector import otlp
+from ragpulse.collector.source import Source
 from ragpulse.collector.telemetry import (
     DROP_INVALID_SPAN,
     DROP_MALFORMED,
@@ -42,8 +43,10 @@ Overloaded = Callable[[], bool]
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 16, 8, 14
 
 
-class OtlpHttpReceiver:
+class OtlpHttpReceiver(Source):
     """Runs an aiohttp server on its own event-loop thread; ``start``/``stop`` from any thread."""
+
+    name = "otlp_http"
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from ragpulse.collector.assembly import Ack, Assembler
 from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.receiver import OtlpHttpReceiver
+from ragpulse.collector.source import Source
 from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import Settings
 from ragpulse.evaluators.base import Evaluator
@@ -37,10 +38,11 @@ class Collector:
     """One process worth of ragpulse.
 
     ``ingest`` is the single entry for every source (thread-safe, never
-    blocks on evaluation). ``start`` launches the OTLP/HTTP receiver (unless
-    ``receiver=False``), the metrics endpoint (unless ``metrics_server=False``),
-    the completion ticker and the evaluation worker; ``stop`` drains open
-    traces through evaluation before returning.
+    blocks on evaluation). ``start`` launches the evaluation worker, the
+    completion ticker, the metrics endpoint (unless ``metrics_server=False``)
+    and the source chosen by ``settings.source`` (the OTLP/HTTP receiver or
+    Kafka; none when ``receiver=False``); ``stop`` drains open traces through
+    evaluation before the sources make their final acknowledgements.
     """
 
     def __init__(
@@ -73,8 +75,10 @@ class Collector:
             max_wait_s=ev.max_wait_s,
             max_backlog=ev.max_backlog,
         )
-        self.receiver = (
-            OtlpHttpReceiver(
+        self.receiver: OtlpHttpReceiver | None = None
+        self.sources: list[Source] = []
+        if receiver and settings.source == "otlp_http":
+            self.receiver = OtlpHttpReceiver(
                 self.ingest,
                 self.metrics,
                 host=settings.host,
@@ -83,9 +87,11 @@ class Collector:
                 auth_token=settings.auth_token.get_secret_value() if settings.auth_token else None,
                 overloaded=lambda: self.pipeline.overloaded,
             )
-            if receiver
-            else None
-        )
+            self.sources.append(self.receiver)
+        elif receiver and settings.source == "kafka":
+            from ragpulse.collector.kafka_source import KafkaSource
+
+            self.sources.append(KafkaSource(settings.kafka, self, self.metrics))
         self._want_metrics_server = metrics_server
         self._metrics_server: WSGIServer | None = None
         self._stop = threading.Event()
@@ -99,6 +105,20 @@ class Collector:
         finally:
             if ack is not None:
                 ack.seal()
+
+    def pressure(self) -> float:
+        """How full the bounded stages are (0..1): open traces and evaluation backlog."""
+        return max(
+            len(self.assembler) / self.settings.assembly.max_open_traces,
+            self.pipeline.backlog / self.settings.evaluation.max_backlog,
+        )
+
+    def abandon(self, predicate: Callable[[list[Ack]], bool]) -> int:
+        return self.assembler.abandon(predicate)
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        self.pipeline.submit(self.assembler.pop_complete())
+        return self.pipeline.wait_idle(timeout)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Close every open trace now and wait until it is exported (tests, demo, replay)."""
@@ -114,17 +134,19 @@ class Collector:
             self._metrics_server, _ = start_http_server(
                 self.settings.metrics_port, addr=self.settings.host, registry=self.metrics.registry
             )
-        if self.receiver is not None:
-            self.receiver.start()
+        for source in self.sources:
+            source.start()
         return self
 
     def stop(self) -> None:
-        if self.receiver is not None:
-            self.receiver.stop()
+        for source in self.sources:
+            source.stop()
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join(5)
-        self.pipeline.submit(self.assembler.drain())
+        self.flush(timeout=30)
+        for source in self.sources:
+            source.close()
         self.pipeline.stop()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

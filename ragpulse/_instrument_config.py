@@ -25,7 +25,11 @@ ENV_ENDPOINT = "RAGPULSE_ENDPOINT"
 ENV_API_TOKEN = "RAGPULSE_API_TOKEN"
 """Sent as ``Authorization: Bearer <token>`` unless headers carry their own."""
 ENV_EXPORTER = "RAGPULSE_EXPORTER"
-"""``otlp`` (default), ``console`` or ``none``."""
+"""``otlp`` (default), ``kafka``, ``console`` or ``none``."""
+ENV_KAFKA_BOOTSTRAP = "RAGPULSE_KAFKA__BOOTSTRAP"
+"""Kafka ``host:port[,...]`` for ``exporter="kafka"`` (same variable as the collector's)."""
+ENV_KAFKA_TOPIC = "RAGPULSE_KAFKA__TOPIC"
+"""Topic for ``exporter="kafka"`` (same variable as the collector's)."""
 ENV_EXPORT_TIMEOUT = "RAGPULSE_EXPORT_TIMEOUT"
 """Seconds one OTLP export (retries included) may take."""
 ENV_CAPTURE_CONTENT = "RAGPULSE_CAPTURE_CONTENT"
@@ -40,10 +44,12 @@ TRACES_PATH = "/v1/traces"
 DEFAULT_EXPORT_TIMEOUT_S = 10.0
 DEFAULT_MAX_TEXT_CHARS = 16000
 DEFAULT_MAX_DOCUMENTS = 25
+DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_KAFKA_TOPIC = "otlp_spans"
 REDACTION_FAILED = "[redaction failed]"
 """Recorded instead of a text when the redact hook raised: never the raw text."""
 
-_EXPORTER_NAMES = ("otlp", "console", "none")
+_EXPORTER_NAMES = ("otlp", "kafka", "console", "none")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -67,8 +73,13 @@ class InstrumentConfig:
     """Extra HTTP headers for the OTLP exporter. Env: ``RAGPULSE_API_TOKEN`` adds
     ``Authorization: Bearer <token>``. Not shown in repr (it holds secrets)."""
     exporter: str | SpanExporter = "otlp"
-    """``otlp``, ``console``, ``none`` or a ``SpanExporter`` instance. Env:
+    """``otlp``, ``kafka``, ``console``, ``none`` or a ``SpanExporter`` instance. Env:
     ``RAGPULSE_EXPORTER``."""
+    kafka_bootstrap: str = DEFAULT_KAFKA_BOOTSTRAP
+    """Brokers for ``exporter="kafka"``. Env: ``RAGPULSE_KAFKA__BOOTSTRAP``."""
+    kafka_topic: str = DEFAULT_KAFKA_TOPIC
+    """Topic for ``exporter="kafka"``; messages are keyed by trace id. Env:
+    ``RAGPULSE_KAFKA__TOPIC``."""
     export_timeout_s: float = DEFAULT_EXPORT_TIMEOUT_S
     """Seconds one OTLP export may take, retries included; bounds how long
     :func:`shutdown` can wait on a dead receiver. Env: ``RAGPULSE_EXPORT_TIMEOUT``."""
@@ -138,6 +149,8 @@ def _resolve_config(
     max_documents: int | None = None,
     redact: Callable[[str], str] | None = None,
     resource_attributes: dict[str, Any] | None = None,
+    kafka_bootstrap: str | None = None,
+    kafka_topic: str | None = None,
 ) -> InstrumentConfig:
     """Explicit argument, then environment variable, then default; raises ConfigError."""
     if service_name is None:
@@ -155,10 +168,9 @@ def _resolve_config(
     if isinstance(exporter, str):
         exporter = exporter.strip().lower()
         if exporter not in _EXPORTER_NAMES:
-            hint = " (a Kafka span exporter is planned, not available yet)"
             raise ConfigError(
-                f"unknown exporter {exporter!r}{hint if exporter == 'kafka' else ''}: use "
-                "'otlp', 'console', 'none' or pass a SpanExporter instance"
+                f"unknown exporter {exporter!r}: use 'otlp', 'kafka', 'console', 'none' "
+                "or pass a SpanExporter instance"
             )
     elif not isinstance(exporter, SpanExporter):
         raise ConfigError(
@@ -205,4 +217,6 @@ def _resolve_config(
         max_documents=int(max_documents),
         redact=redact,
         resource_attributes=dict(resource_attributes or {}),
+        kafka_bootstrap=kafka_bootstrap or _env(ENV_KAFKA_BOOTSTRAP) or DEFAULT_KAFKA_BOOTSTRAP,
+        kafka_topic=kafka_topic or _env(ENV_KAFKA_TOPIC) or DEFAULT_KAFKA_TOPIC,
     )

@@ -57,12 +57,22 @@ def _console_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
     return ConsoleSpanExporter(service_name=config.service_name), False
 
 
+def _kafka_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
+    from ragpulse.exporters.kafka_spans import KafkaSpanExporter
+
+    exporter = KafkaSpanExporter(
+        config.kafka_bootstrap, config.kafka_topic, timeout_s=config.export_timeout_s
+    )
+    return exporter, True
+
+
 _EXPORTER_FACTORIES: dict[str, Callable[[InstrumentConfig], tuple[SpanExporter, bool]]] = {
     "otlp": _otlp_exporter,
+    "kafka": _kafka_exporter,
     "console": _console_exporter,
 }
 """Exporter name -> factory returning (exporter, batch?). Network exporters batch;
-a new transport (e.g. ``kafka``) is one more entry here."""
+a new transport is one more entry here."""
 
 
 def _build_processor(config: InstrumentConfig) -> SpanProcessor | None:
@@ -146,6 +156,8 @@ def configure(
     export_timeout_s: float | None = None,
     redact: Callable[[str], str] | None = None,
     resource_attributes: dict[str, Any] | None = None,
+    kafka_bootstrap: str | None = None,
+    kafka_topic: str | None = None,
 ) -> InstrumentConfig:
     """Send ragpulse spans somewhere; returns the resolved configuration.
 
@@ -179,6 +191,8 @@ def configure(
         max_documents=max_documents,
         redact=redact,
         resource_attributes=resource_attributes,
+        kafka_bootstrap=kafka_bootstrap,
+        kafka_topic=kafka_topic,
     )
     if (
         tracer_provider is not None

@@ -53,6 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--evaluators", type=_csv, help="comma-separated metric or metric/method names"
     )
     serve.add_argument("--max-body-bytes", type=int, help="OTLP body limit after decompression")
+    serve.add_argument(
+        "--source", choices=["otlp_http", "kafka"], help="where spans come from (otlp_http)"
+    )
+    _kafka_flags(serve)
+
+    rekey = sub.add_parser(
+        "rekey",
+        help="split unkeyed OTLP batches from Kafka into per-trace messages keyed by trace id",
+        description="Needed when producers do not key messages by trace id (the Collector "
+        "without partition_traces_by_id, rotel): reads --kafka-input-topic, writes "
+        "--kafka-topic, which `ragpulse serve --source kafka` reads.",
+    )
+    rekey.add_argument("--config", type=Path, help="YAML or TOML settings file (RAGPULSE_CONFIG)")
+    rekey.add_argument("--host", help="bind address of /metrics (default 127.0.0.1)")
+    rekey.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (default 9464)")
+    rekey.add_argument("--kafka-input-topic", help="unkeyed batches (default otlp_spans_raw)")
+    _kafka_flags(rekey)
 
     ev = sub.add_parser(
         "eval",
@@ -76,6 +93,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _kafka_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kafka-bootstrap", help="host:port[,host:port] (default 127.0.0.1:9092)")
+    parser.add_argument("--kafka-topic", help="per-trace keyed spans (default otlp_spans)")
+    parser.add_argument("--kafka-group", help="consumer group (default ragpulse)")
+    parser.add_argument(
+        "--kafka-encoding", choices=["otlp_proto", "otlp_json"], help="(default otlp_proto)"
+    )
+    parser.add_argument(
+        "--kafka-dead-letter-topic", help="poison messages (default otlp_spans_dlq; '' = skip)"
+    )
+
+
+def _kafka_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
+    flags = {
+        "bootstrap": args.kafka_bootstrap,
+        "topic": args.kafka_topic,
+        "group": args.kafka_group,
+        "encoding": args.kafka_encoding,
+        "dead_letter_topic": args.kafka_dead_letter_topic,
+        "rekey_input_topic": getattr(args, "kafka_input_topic", None),
+    }
+    if args.command == "rekey" and args.kafka_group:
+        flags["rekey_group"], flags["group"] = args.kafka_group, None
+    chosen = {k: v for k, v in flags.items() if v is not None}
+    return chosen or None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -86,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args)
         if args.command == "eval":
             return evaluate_file(args)
+        if args.command == "rekey":
+            return rekey(args)
         if args.command == "demo":
             from ragpulse.demo import run_demo
 
@@ -107,6 +153,8 @@ def serve(args: argparse.Namespace) -> int:
         "otlp_export_endpoint": args.otlp_export_endpoint,
         "max_body_bytes": args.max_body_bytes,
         "evaluation": {"evaluators": args.evaluators} if args.evaluators else None,
+        "source": args.source,
+        "kafka": _kafka_overrides(args),
     }
     settings = load_settings(args.config, **overrides)
     collector = Collector(settings)
@@ -115,13 +163,40 @@ def serve(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     collector.start()
     log = logging.getLogger("ragpulse")
-    log.info("OTLP/HTTP receiver on %s/v1/traces", collector.otlp_url)
+    if settings.source == "kafka":
+        k = settings.kafka
+        log.info("consuming %s from %s as group %s (%s)", k.topic, k.bootstrap, k.group, k.encoding)
+    else:
+        log.info("OTLP/HTTP receiver on %s/v1/traces", collector.otlp_url)
     log.info("Prometheus metrics on %s", collector.metrics_url)
     log.info("evaluators: %s", ", ".join(e.name() for e in collector.pipeline.evaluators))
     log.info("sinks: %s", ", ".join(s.name for s in collector.pipeline.sinks))
     stop.wait()
     log.info("shutting down: evaluating open traces")
     collector.stop()
+    return 0
+
+
+def rekey(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from ragpulse.collector.rekey import Rekeyer
+
+    settings = load_settings(
+        args.config, host=args.host, metrics_port=args.metrics_port, kafka=_kafka_overrides(args)
+    )
+    registry = CollectorRegistry()
+    server, _ = start_http_server(settings.metrics_port, addr=settings.host, registry=registry)
+    rekeyer = Rekeyer(settings.kafka, registry)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: rekeyer.stop())
+    k = settings.kafka
+    logging.getLogger("ragpulse").info(
+        "re-keying %s -> %s on %s (group %s)", k.rekey_input_topic, k.topic, k.bootstrap,
+        k.rekey_group,
+    )  # fmt: skip
+    rekeyer.run()
+    server.shutdown()
     return 0
 
 

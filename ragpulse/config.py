@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomllib
 import yaml
@@ -64,6 +64,60 @@ class OtelExportSettings(_Section):
     timeout_s: float = Field(10.0, gt=0)
 
 
+class KafkaSettings(_Section):
+    """Kafka intake (``source: kafka``), the re-key stage, and the app-side exporter."""
+
+    bootstrap: str = Field("127.0.0.1:9092", description="host:port[,host:port...]")
+    topic: str = Field("otlp_spans", description="Spans keyed by trace id (evaluated here).")
+    group: str = "ragpulse"
+    encoding: Literal["otlp_proto", "otlp_json"] = "otlp_proto"
+    dead_letter_topic: str | None = Field(
+        "otlp_spans_dlq", description="Poison messages go here; empty = count and skip."
+    )
+    max_message_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    max_poll_records: int = Field(500, ge=1)
+    commit_interval_s: float = Field(1.0, gt=0)
+    lag_interval_s: float = Field(5.0, gt=0)
+    pause_ratio: float = Field(
+        0.8, gt=0, le=1, description="Pause fetching at this share of a bound; resume at half."
+    )
+    session_timeout_ms: int = Field(10_000, ge=1)
+    heartbeat_interval_ms: int = Field(3_000, ge=1)
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    rekey_input_topic: str = Field(
+        "otlp_spans_raw", description="Unkeyed batches that `ragpulse rekey` splits by trace."
+    )
+    rekey_group: str = "ragpulse-rekey"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: SecretStr | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    client_options: dict[str, Any] = Field(
+        default_factory=dict, description="Passed as-is to every kafka-python client."
+    )
+    consumer_options: dict[str, Any] = Field(
+        default_factory=dict, description="Passed as-is to kafka-python consumers only."
+    )
+
+    def client_config(self) -> dict[str, Any]:
+        """Connection and security settings shared by consumers and producers."""
+        config: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap.split(","),
+            "security_protocol": self.security_protocol,
+        }
+        for key in ("sasl_mechanism", "sasl_plain_username", "ssl_cafile", "ssl_certfile"):
+            if getattr(self, key):
+                config[key] = getattr(self, key)
+        if self.ssl_keyfile:
+            config["ssl_keyfile"] = self.ssl_keyfile
+        if self.sasl_plain_password:
+            config["sasl_plain_password"] = self.sasl_plain_password.get_secret_value()
+        return {**config, **self.client_options}
+
+
 class Settings(BaseSettings):
     """Everything ``ragpulse serve`` needs."""
 
@@ -71,6 +125,9 @@ class Settings(BaseSettings):
         env_prefix="RAGPULSE_", env_nested_delimiter="__", frozen=True, extra="forbid"
     )
 
+    source: Literal["otlp_http", "kafka"] = Field(
+        "otlp_http", description="Where spans come from: the OTLP/HTTP receiver or Kafka."
+    )
     host: str = "127.0.0.1"
     otlp_http_port: int = Field(4318, ge=0, le=65535)
     metrics_port: int = Field(9464, ge=0, le=65535)
@@ -87,6 +144,7 @@ class Settings(BaseSettings):
     evaluation: EvaluationSettings = EvaluationSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     otel_export: OtelExportSettings = OtelExportSettings()
+    kafka: KafkaSettings = KafkaSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -122,3 +122,37 @@ class CaptureServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _kv(key: str, value: str) -> Any:
+    from opentelemetry.proto.common.v1 import common_pb2
+
+    return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
+
+
+def rag_request(
+    traces: list[tuple[bytes, str, list[str], str]], service: str = "svc"
+) -> trace_service_pb2.ExportTraceServiceRequest:
+    """An OTLP request with one pipeline -> retriever + LLM trace per
+    (trace_id, question, documents, answer), shaped like ragpulse's decorators write."""
+    req = trace_service_pb2.ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.append(_kv("service.name", service))
+    scope = rs.scope_spans.add()
+    for trace_id, question, docs, answer in traces:
+        root = secrets.token_bytes(8)
+        doc_attrs = [(f"retrieval.documents.{i}.document.content", d) for i, d in enumerate(docs)]
+        specs = [
+            (root, b"", "pipeline", [("ragpulse.role", "pipeline"), ("input.value", question),
+                                     ("output.value", answer), ("ragpulse.route", "/ask")]),
+            (secrets.token_bytes(8), root, "retrieve",
+             [("openinference.span.kind", "RETRIEVER"), ("input.value", question), *doc_attrs]),
+            (secrets.token_bytes(8), root, "generate",
+             [("openinference.span.kind", "LLM"), ("output.value", answer)]),
+        ]  # fmt: skip
+        for span_id, parent, name, attrs in specs:
+            span = scope.spans.add()
+            span.trace_id, span.span_id, span.parent_span_id = trace_id, span_id, parent
+            span.name, span.start_time_unix_nano, span.end_time_unix_nano = name, 1, 2
+            span.attributes.extend(_kv(k, v) for k, v in attrs)
+    return req

@@ -1049,7 +1049,6 @@ def test_configuration_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "env", "message"),
     [
-        ({"exporter": "kafka"}, {}, "kafka"),
         ({"exporter": "zipkin"}, {}, "unknown exporter"),
         ({"endpoint": "127.0.0.1:4318"}, {}, "http"),
         ({"max_text_chars": 0}, {}, "max_text_chars"),

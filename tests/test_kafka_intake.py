@@ -1,0 +1,371 @@
+"""Kafka intake against a real Kafka-protocol broker (tansu), end to end."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from helpers import rag_request
+from kafka import KafkaConsumer, KafkaProducer
+from kafka_env import FAST_GROUP_CONFIG, Broker, wait_until
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import CollectorRegistry
+
+import ragpulse
+from ragpulse.collector.rekey import Rekeyer
+from ragpulse.collector.service import Collector
+from ragpulse.config import Settings, load_settings
+from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.lexical import LexicalFaithfulness
+from ragpulse.exporters.memory import InMemorySink
+from ragpulse.record import EvalResult, RagRecord
+
+pytestmark = pytest.mark.integration
+
+DOCS = ["The Pro plan costs 6 dollars per month.", "Offline mode keeps 500 notes."]
+
+
+def settings(bootstrap: str, **kafka: Any) -> Settings:
+    return load_settings(
+        source="kafka",
+        metrics_port=0,
+        assembly={"grace_s": 0.2, "tick_s": 0.05},
+        kafka={
+            "bootstrap": bootstrap,
+            "commit_interval_s": 0.2,
+            "session_timeout_ms": FAST_GROUP_CONFIG["session_timeout_ms"],
+            "heartbeat_interval_ms": FAST_GROUP_CONFIG["heartbeat_interval_ms"],
+            "consumer_options": {"max_poll_interval_ms": 10_000},
+            **kafka,
+        },
+    )
+
+
+def produce_traces(
+    bootstrap: str, topic: str, n: int, encoding: str = "proto", offset: int = 0
+) -> list[str]:
+    """n RAG traces, one message each, keyed by trace id; returns the trace ids."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    ids = []
+    for i in range(offset, offset + n):
+        trace_id = secrets.token_bytes(16)
+        req = rag_request([(trace_id, f"How much is plan {i}?", DOCS, "It costs 6 dollars.")])
+        if encoding == "json":
+            payload = json_format.MessageToDict(req)
+            for rs in payload["resourceSpans"]:  # OTLP/JSON uses hex ids
+                for ss in rs["scopeSpans"]:
+                    for span in ss["spans"]:
+                        for key in ("traceId", "spanId", "parentSpanId"):
+                            if key in span:
+                                span[key] = base64.b64decode(span[key]).hex()
+            value = json.dumps(payload).encode()
+        else:
+            value = req.SerializeToString()
+        producer.send(topic, key=trace_id.hex().encode(), value=value)
+        ids.append(trace_id.hex())
+    producer.flush(30)
+    producer.close()
+    return ids
+
+
+@pytest.fixture
+def collectors() -> Iterator[list[Collector]]:
+    """Collectors started by a test; stopped (drained) at the end."""
+    started: list[Collector] = []
+    yield started
+    for c in started:
+        c.stop()
+
+
+def start(collectors: list[Collector], s: Settings, sink: InMemorySink, **kw: Any) -> Collector:
+    c = Collector(s, sinks=[sink], metrics_server=False, **kw).start()
+    collectors.append(c)
+    return c
+
+
+def sample(c: Collector, name: str, **labels: str) -> float:
+    return c.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.parametrize("encoding", ["otlp_proto", "otlp_json"])
+def test_scores_from_collector_format_messages(
+    kafka_broker: Broker, collectors: list[Collector], encoding: str
+) -> None:
+    kafka_broker.create_topic("otlp_spans", partitions=2)
+    ids = produce_traces(kafka_broker.bootstrap, "otlp_spans", 20, encoding.removeprefix("otlp_"))
+    sink = InMemorySink()
+    c = start(collectors, settings(kafka_broker.bootstrap, encoding=encoding), sink)
+    wait_until(lambda: len(sink.items) >= 20, 30, "20 records evaluated")
+    assert {i.record.trace_id for i in sink.items} == set(ids)
+    faithfulness = [r for i in sink.items for r in i.results if r.metric == "faithfulness"]
+    assert len(faithfulness) == 20 and all(r.score is not None for r in faithfulness)
+    # Offsets are committed once evaluated.
+    wait_until(lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > 0, 10, "commit")
+    assert sample(c, "ragpulse_kafka_messages_total", outcome="ok") == 20
+
+
+def test_poison_messages_go_to_dead_letter_topic(
+    kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    kafka_broker.create_topic("otlp_spans", partitions=1)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap)
+    producer.send("otlp_spans", key=b"x", value=b"\xff\x00 not protobuf")
+    producer.send("otlp_spans", key=b"y", value=b"\x0a" * 5000)  # oversized for the limit below
+    producer.flush()
+    producer.close()
+    good = produce_traces(kafka_broker.bootstrap, "otlp_spans", 5)
+    sink = InMemorySink()
+    c = start(
+        collectors,
+        settings(kafka_broker.bootstrap, dead_letter_topic="dlq", max_message_bytes=4096),
+        sink,
+    )
+    wait_until(lambda: len(sink.items) >= 5, 30, "the good messages evaluated")
+    assert {i.record.trace_id for i in sink.items} == set(good)
+    assert sample(c, "ragpulse_kafka_messages_total", outcome="poison") == 1
+    assert sample(c, "ragpulse_kafka_messages_total", outcome="oversized") == 1
+    assert sample(c, "ragpulse_kafka_dead_letters_total", result="dead_lettered") == 2
+
+    dlq = KafkaConsumer(
+        "dlq", bootstrap_servers=kafka_broker.bootstrap, auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )  # fmt: skip
+    dead = sorted(dlq, key=lambda m: m.key)  # the auto-created topic has 4 partitions
+    dlq.close()
+    assert [m.key for m in dead] == [b"x", b"y"]
+    errors = [dict(m.headers)["ragpulse.error"].decode() for m in dead]
+    assert "invalid protobuf" in errors[0] and "exceeds the limit" in errors[1]
+
+
+class SlowFaithfulness(LexicalFaithfulness):
+    """Evaluation slower than intake, to make the consumer pause."""
+
+    def _score(self, record: RagRecord) -> EvalResult:
+        time.sleep(0.01)
+        return super()._score(record)
+
+
+def test_backpressure_pauses_instead_of_dropping(
+    kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    kafka_broker.create_topic("otlp_spans", partitions=1)
+    ids = produce_traces(kafka_broker.bootstrap, "otlp_spans", 300)
+    s = settings(kafka_broker.bootstrap, max_poll_records=20)
+    s = s.model_copy(
+        update={
+            "assembly": s.assembly.model_copy(update={"max_open_traces": 40}),
+            "evaluation": s.evaluation.model_copy(update={"max_backlog": 20, "batch_size": 8}),
+        }
+    )
+    sink = InMemorySink()
+    evaluators: list[Evaluator] = [SlowFaithfulness()]
+    c = start(collectors, s, sink, evaluators=evaluators)
+    peak_open = peak_backlog = paused = 0.0
+    deadline = time.monotonic() + 60
+    while len(sink.items) < 300 and time.monotonic() < deadline:
+        peak_open = max(peak_open, len(c.assembler))
+        peak_backlog = max(peak_backlog, c.pipeline.backlog)
+        paused = max(paused, sample(c, "ragpulse_kafka_paused"))
+        time.sleep(0.01)
+    assert {i.record.trace_id for i in sink.items} == set(ids)
+    assert paused == 1, "the consumer never paused"
+    assert peak_open <= 40 and sample(c, "ragpulse_dropped_total", reason="open_traces_limit") == 0
+    # The backlog bound is soft by at most one poll's worth of traces.
+    assert peak_backlog <= 20 + 20
+
+
+def test_two_collectors_split_partitions_and_evaluate_each_trace_once(
+    kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    kafka_broker.create_topic("otlp_spans", partitions=4)
+    sinks = [InMemorySink(), InMemorySink()]
+    pair = [start(collectors, settings(kafka_broker.bootstrap), sink) for sink in sinks]
+    wait_until(
+        lambda: [sample(c, "ragpulse_kafka_assigned_partitions") for c in pair] == [2, 2],
+        30,
+        "partitions split 2/2",
+    )
+    ids = produce_traces(kafka_broker.bootstrap, "otlp_spans", 80)
+    wait_until(lambda: sum(len(s.items) for s in sinks) >= 80, 30, "80 records evaluated")
+    time.sleep(0.5)  # nothing more arrives: each trace exactly once
+    seen = [i.record.trace_id for s in sinks for i in s.items]
+    assert sorted(seen) == sorted(ids)
+    assert all(len(s.items) > 0 for s in sinks)
+
+
+def test_broker_restart_consumer_recovers(
+    s3_kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    s3_kafka_broker.create_topic("otlp_spans", partitions=2)
+    first = produce_traces(s3_kafka_broker.bootstrap, "otlp_spans", 20)
+    sink = InMemorySink()
+    c = start(collectors, settings(s3_kafka_broker.bootstrap), sink)
+    wait_until(lambda: len(sink.items) >= 20, 30, "first half evaluated")
+    commits = sample(c, "ragpulse_kafka_commits_total", outcome="ok")
+    wait_until(
+        lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > commits, 10, "a commit"
+    )
+    s3_kafka_broker.restart()
+    second = produce_traces(s3_kafka_broker.bootstrap, "otlp_spans", 20, offset=20)
+    wait_until(lambda: len(sink.items) >= 40, 60, "second half evaluated after the restart")
+    time.sleep(1.0)
+    seen = [i.record.trace_id for i in sink.items]
+    assert sorted(seen) == sorted(first + second)  # nothing evaluated twice
+
+
+def _serve(bootstrap: str, results: Path, group: str = "ragpulse") -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "RAGPULSE_ASSEMBLY__GRACE_S": "0.2",
+        "RAGPULSE_KAFKA__SESSION_TIMEOUT_MS": "2000",
+        "RAGPULSE_KAFKA__HEARTBEAT_INTERVAL_MS": "500",
+        "RAGPULSE_KAFKA__COMMIT_INTERVAL_S": "0.2",
+        "RAGPULSE_KAFKA__MAX_POLL_RECORDS": "10",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "ragpulse.cli", "--log-level", "WARNING", "serve",
+         "--source", "kafka", "--kafka-bootstrap", bootstrap, "--kafka-group", group,
+         "--metrics-port", "0", "--results-jsonl", str(results)],
+        env=env,
+    )  # fmt: skip
+
+
+def _trace_ids(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    ids = []
+    for line in path.read_text().splitlines():
+        try:
+            ids.append(json.loads(line)["trace_id"])
+        except ValueError:
+            pass  # a line cut short by SIGKILL
+    return ids
+
+
+def test_sigkill_mid_stream_then_restart_loses_no_trace(
+    kafka_broker: Broker, tmp_path: Path
+) -> None:
+    kafka_broker.create_topic("otlp_spans", partitions=2)
+    ids = produce_traces(kafka_broker.bootstrap, "otlp_spans", 400)
+    results = tmp_path / "results.jsonl"
+    proc = _serve(kafka_broker.bootstrap, results)
+    try:
+        wait_until(lambda: len(_trace_ids(results)) >= 60, 60, "some traces evaluated")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        before = len(set(_trace_ids(results)))
+        assert before < 400, "the stream finished before the kill: make it longer"
+        proc = _serve(kafka_broker.bootstrap, results)
+        wait_until(lambda: set(_trace_ids(results)) >= set(ids), 90, "every trace evaluated")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    evaluated = _trace_ids(results)
+    duplicates = len(evaluated) - len(set(evaluated))
+    # Duplicates are bounded by what was in flight at the kill (uncommitted reads).
+    assert duplicates <= 200, duplicates
+
+
+def test_app_side_kafka_exporter(kafka_broker: Broker, collectors: list[Collector]) -> None:
+    kafka_broker.create_topic("app_spans", partitions=3)
+
+    @ragpulse.retrieval
+    def retrieve(q: str) -> list[str]:
+        return DOCS
+
+    @ragpulse.pipeline
+    def ask(q: str) -> str:
+        retrieve(q)
+        return "It costs 6 dollars per month."
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "kafka-app"}))
+    ragpulse.configure(
+        exporter="kafka",
+        kafka_bootstrap=kafka_broker.bootstrap,
+        kafka_topic="app_spans",
+        tracer_provider=provider,
+    )
+    try:
+        for i in range(6):
+            ask(f"How much is the Pro plan, take {i}?")
+    finally:
+        ragpulse.shutdown()
+        provider.shutdown()
+    sink = InMemorySink()
+    start(collectors, settings(kafka_broker.bootstrap, topic="app_spans"), sink)
+    wait_until(lambda: len(sink.items) >= 6, 30, "6 records from the app")
+    assert {i.record.service for i in sink.items} == {"kafka-app"}
+    consumer = KafkaConsumer(
+        "app_spans", bootstrap_servers=kafka_broker.bootstrap, auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+    )  # fmt: skip
+    messages = list(consumer)
+    consumer.close()
+    for m in messages:  # keyed by the trace id they carry
+        req = trace_service_pb2.ExportTraceServiceRequest.FromString(m.value)
+        trace_ids = {s.trace_id.hex() for rs in req.resource_spans for ss in rs.scope_spans
+                     for s in ss.spans}  # fmt: skip
+        assert trace_ids == {m.key.decode()}
+
+
+def test_rotel_to_kafka_to_rekey_to_evaluation(
+    kafka_broker: Broker, rotel_agent: Any, collectors: list[Collector]
+) -> None:
+    for topic in ("otlp_spans_raw", "otlp_spans"):
+        kafka_broker.create_topic(topic, partitions=2)
+    otlp_url = rotel_agent(kafka_broker, traces_topic="otlp_spans_raw")
+    s = settings(kafka_broker.bootstrap)
+    registry = CollectorRegistry()
+    rekeyer = Rekeyer(s.kafka, registry)
+    thread = threading.Thread(target=rekeyer.run, daemon=True)
+    thread.start()
+    sink = InMemorySink()
+    start(collectors, s, sink)
+
+    @ragpulse.retrieval
+    def retrieve(q: str) -> list[str]:
+        return DOCS
+
+    @ragpulse.generation(model="m")
+    def generate(q: str) -> str:
+        return "The Pro plan costs 6 dollars per month."
+
+    @ragpulse.pipeline(route="/rotel")
+    def ask(q: str) -> str:
+        retrieve(q)
+        return generate(q)
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "via-rotel"}))
+    ragpulse.configure(endpoint=otlp_url, tracer_provider=provider)
+    try:
+        for i in range(5):
+            ask(f"How much does the Pro plan cost, try {i}?")
+    finally:
+        ragpulse.shutdown()
+        provider.shutdown()
+    try:
+        wait_until(lambda: len(sink.items) >= 5, 60, "5 records through rotel and re-key")
+    finally:
+        rekeyer.stop()
+        thread.join(10)
+    records = [i.record for i in sink.items]
+    assert {r.service for r in records} == {"via-rotel"} and {r.route for r in records} == {
+        "/rotel"
+    }
+    faithfulness = [r for i in sink.items for r in i.results if r.metric == "faithfulness"]
+    assert all(r.score == 1.0 for r in faithfulness)
+    assert (registry.get_sample_value("ragpulse_rekey_traces_total") or 0) >= 5
