@@ -108,7 +108,9 @@ def test_scores_from_collector_format_messages(
     kafka_broker.create_topic("otlp_spans", partitions=2)
     ids = produce_traces(kafka_broker.bootstrap, "otlp_spans", 20, encoding.removeprefix("otlp_"))
     sink = InMemorySink()
-    c = start(collectors, settings(kafka_broker.bootstrap, encoding=encoding), sink)
+    c = start(
+        collectors, settings(kafka_broker.bootstrap, encoding=encoding, lag_interval_s=0.2), sink
+    )
     wait_until(lambda: len(sink.items) >= 20, 30, "20 records evaluated")
     assert {i.record.trace_id for i in sink.items} == set(ids)
     faithfulness = [r for i in sink.items for r in i.results if r.metric == "faithfulness"]
@@ -116,6 +118,18 @@ def test_scores_from_collector_format_messages(
     # Offsets are committed once evaluated.
     wait_until(lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > 0, 10, "commit")
     assert sample(c, "ragpulse_kafka_messages_total", outcome="ok") == 20
+    # Lag is reported per owned partition (its value is approximate on tansu).
+    wait_until(
+        lambda: all(
+            c.metrics.registry.get_sample_value(
+                "ragpulse_kafka_consumer_lag", {"topic": "otlp_spans", "partition": p}
+            )
+            is not None
+            for p in ("0", "1")
+        ),
+        10,
+        "lag gauges for both partitions",
+    )
 
 
 def test_poison_messages_go_to_dead_letter_topic(
