@@ -44,3 +44,20 @@ def test_split_by_trace_keeps_resource_and_scope() -> None:
         "b-1",
     ]
     assert one.resource_spans[1].scope_spans[0].scope.name == "scope-b"
+
+
+def test_bare_resource_spans_array_as_rotel_writes_json() -> None:
+    import json
+
+    from ragpulse.collector import otlp
+
+    body = json.dumps(
+        [
+            {
+                "resource": {"attributes": []},
+                "scopeSpans": [{"spans": [{"traceId": "ab" * 16, "spanId": "cd" * 8}]}],
+            }
+        ]
+    ).encode()
+    decoded = otlp.decode_request(otlp.parse_request(body, otlp.JSON))
+    assert [s.trace_id for s in decoded.spans] == ["ab" * 16]
