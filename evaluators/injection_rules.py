@@ -27,6 +27,7 @@ from ragpulse.evaluators.injection import (
     TextScan,
     scan_text,
 )
+from ragpulse.evaluators.injection.prefilter import prepare
 from ragpulse.record import EvalResult, RagRecord
 
 __all__ = [
@@ -68,6 +69,7 @@ class InjectionRules(Evaluator):
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         self.threshold = threshold
+        prepare()  # the scanner's guard table, once per process: not during the first record
 
     def _score(self, record: RagRecord) -> EvalResult:
         if not record.question and not record.documents:

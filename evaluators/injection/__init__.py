@@ -11,11 +11,16 @@ This runs on every trace, including hostile ones, so:
 
 * every pattern is precompiled and every repetition is bounded or runs over
   disjoint character classes: no catastrophic backtracking;
-* a regex only runs near an *anchor*, a literal it cannot match without,
-  inside a window as wide as the longest text it can match, so the answer is
-  the same as a full search (a regex pass per rule over megabytes is what
-  makes Python slow); on large texts every anchor is located in one pass of
-  a prefix-tree regex instead of one ``str.find`` scan per anchor;
+* on a short text (nearly every question and chunk) a rule's regex runs only
+  if its *guard* holds: words, phrases or substrings that every match
+  contains, read off the regex itself (``leads``, ``guards``) and checked for
+  all rules at once against the text's words (``prefilter``), so a typical
+  document leaves one or two rules of 78 to search, with the same results;
+* on a long text a regex only runs near an *anchor*, a literal it cannot
+  match without, inside a window as wide as the longest text it can match,
+  so the answer is the same as a full search (a regex pass per rule over
+  megabytes is what makes Python slow); on large texts every anchor is located
+  in one pass of a prefix-tree regex instead of one ``str.find`` scan per anchor;
 * texts flooded with one anchor ("ignore the ignore the ...") search one of
   each run of identical windows;
 * encoded payloads and repeated-token floods are found on whitespace tokens
@@ -24,7 +29,9 @@ This runs on every trace, including hostile ones, so:
 Modules: ``rule`` (the Rule type and families), ``vocabulary`` (pattern
 helpers), ``rules_override`` / ``rules_content`` / ``rules`` (the table),
 ``normalize`` (normalisation and hidden characters), ``payloads`` (encoded
-payloads and floods), ``search`` (anchor-window search), ``scan`` (one text).
+payloads and floods), ``leads`` / ``guards`` (what every match of a regex
+contains), ``prefilter`` (which rules' guards a text satisfies), ``search``
+(which rules to try, and anchor windows), ``scan`` (one text).
 """
 
 from __future__ import annotations

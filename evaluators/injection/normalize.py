@@ -42,6 +42,8 @@ _CONFUSABLES = str.maketrans(
 )
 # Starts with the rare class so that the search skips Latin text at C speed.
 _MIXED_SCRIPT = re.compile("[аеорсухіѕјԁɡονια](?:(?<=[a-z].)|(?=[a-z]))")
+# ASCII whitespace that str.split() or str.splitlines() treats like " " or "\n".
+_ODD_ASCII_SPACE = "\t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _QUOTES = (("’", "'"), ("‘", "'"), ("“", '"'), ("”", '"'))
 
 
@@ -52,6 +54,22 @@ class _Normalized:
     mixed_script: str | None  # excerpt of a mixed-script word, if any
 
 
+def _collapse_whitespace(text: str) -> str:
+    """One space inside lines, none at their ends, no blank lines (C-speed split/join)."""
+    if (
+        text.isascii()
+        and not (text[:1].isspace() or text[-1:].isspace())
+        and not any(ch in text for ch in _ODD_ASCII_SPACE)
+        and "  " not in text
+        and " \n" not in text
+        and "\n " not in text
+    ):
+        # Already collapsed but for blank lines, as most documents are: a few ``in``
+        # scans instead of a split and join of every word.
+        return text if "\n\n" not in text else "\n".join(filter(None, text.split("\n")))
+    return "\n".join(line for line in map(" ".join, map(str.split, text.splitlines())) if line)
+
+
 def _normalize(text: str) -> _Normalized:
     """Strip invisible characters, NFKC, collapse whitespace, casefold."""
     if not text.isascii():
@@ -60,8 +78,7 @@ def _normalize(text: str) -> _Normalized:
             text = unicodedata.normalize("NFKC", text)
         for fancy, ascii_quote in _QUOTES:
             text = text.replace(fancy, ascii_quote)
-    # Collapse whitespace with C-speed split/join: one space inside lines, no blank lines.
-    plain = "\n".join(line for line in map(" ".join, map(str.split, text.splitlines())) if line)
+    plain = _collapse_whitespace(text)
     folded = plain.lower() if plain.isascii() else plain.casefold()
     mixed = None
     if not folded.isascii() and (m := _MIXED_SCRIPT.search(folded)) is not None:

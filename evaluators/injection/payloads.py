@@ -33,6 +33,7 @@ _SEPARATORS = re.compile(r"[.\-_*|/]")
 _RUN_1 = re.compile(rb"\x01{6,}")  # single letters: "i g n o r e"
 _RUN_2 = re.compile(rb"\x02{20,}")  # hex byte pairs: "69 67 6e ..."
 _RUN_8 = re.compile(rb"\x08{8,}")  # bytes in binary: "01101001 ..."
+_RUN_1_MIN, _RUN_2_MIN, _RUN_8_MIN = b"\x01" * 6, b"\x02" * 20, b"\x08" * 8
 _REPEATS = 20  # a token or short phrase repeated this many times in a row is a flood
 _TRUE_RUNS = {k: re.compile(rb"\x01{%d,}" % (k * (_REPEATS - 1))) for k in range(1, 5)}
 _STRIP = "\"'`()[]{}<>,.;:!?"
@@ -77,6 +78,32 @@ def _decode_hex(blob: str) -> str | None:
         return None
 
 
+def _runs(rx: re.Pattern[bytes], shortest: bytes, signature: bytes) -> Iterator[re.Match[bytes]]:
+    """``rx.finditer``, skipped after one C-speed ``in`` when not even its shortest run is there."""
+    return rx.finditer(signature) if shortest in signature else iter(())
+
+
+def _repeating_lags(signature: bytes) -> list[int]:
+    """The unit sizes ``k`` at which token lengths repeat long enough for a flood.
+
+    A necessary condition for ``_TRUE_RUNS[k]`` (equal tokens have equal capped
+    lengths), found with C-speed integer arithmetic: byte ``j`` of the signature
+    XOR itself shifted ``k`` bytes is zero exactly where the lengths ``k`` apart are
+    equal, since no length is zero.
+    """
+    if len(signature) < _REPEATS:
+        return []
+    value = int.from_bytes(signature, "big")
+    lags = []
+    for k in _TRUE_RUNS:
+        need = k * (_REPEATS - 1)
+        if len(signature) - k >= need:
+            same = (value ^ (value >> 8 * k)).to_bytes(len(signature), "big")
+            if bytes(need) in same:
+                lags.append(k)
+    return lags
+
+
 def _token_payloads(plain: str, folded: str) -> Iterator[tuple[str, str, str | None]]:
     """(rule, excerpt, decoded text or None) for encoded blobs and floods among the tokens."""
     tokens = folded.split()
@@ -112,27 +139,27 @@ def _token_payloads(plain: str, folded: str) -> Iterator[tuple[str, str, str | N
             joined = _SEPARATORS.sub("", sm.group())
             if any(k in joined for k in _SPACED_KEYWORDS):
                 yield "spaced_out_keyword", sm.group(), None
-    for m in _RUN_2.finditer(signature):
+    for m in _runs(_RUN_2, _RUN_2_MIN, signature):
         run = [t.strip(_STRIP) for t in tokens[max(0, m.start() - 1) : m.end() + 1]]
         run = [t for t in run if _HEX_TOKEN.fullmatch(t)]
         if len(run) >= 20 and (text := _decode_hex("".join(run))) is not None:
             yield "hex_text", " ".join(run[:12]), text
-    for m in _RUN_8.finditer(signature):
+    for m in _runs(_RUN_8, _RUN_8_MIN, signature):
         run = [t.strip(_STRIP) for t in tokens[max(0, m.start() - 1) : m.end() + 1]]
         run = [t for t in run if _BINARY_TOKEN.fullmatch(t)]
         if len(run) >= 8:
             text = _looks_like_text(bytes(int(t, 2) for t in run))
             if text is not None:
                 yield "binary_text", " ".join(run[:6]), text
-    for m in _RUN_1.finditer(signature):
+    for m in _runs(_RUN_1, _RUN_1_MIN, signature):
         joined = "".join(tokens[m.start() : m.end()])
         if any(k in joined for k in _SPACED_KEYWORDS):
             yield "spaced_out_keyword", " ".join(tokens[m.start() : m.start() + 20]), None
             break
     # Repeated-token floods ("ignore the above ignore the above ...", "cake cake cake ...").
-    for k, run_rx in _TRUE_RUNS.items():
+    for k in _repeating_lags(signature):  # the others cannot have a run of equal tokens
         same = bytes(map(operator.eq, tokens, tokens[k:]))
-        for m in run_rx.finditer(same):
+        for m in _TRUE_RUNS[k].finditer(same):
             unit = tokens[m.start() : m.start() + k]
             if any(any(c.isalnum() for c in t) for t in unit):
                 yield "repeated_token_run", " ".join(tokens[m.start() : m.start() + 3 * k]), None

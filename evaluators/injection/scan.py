@@ -1,4 +1,11 @@
-"""Scan one text: hidden characters, every rule, decoded payloads, memoised."""
+"""Scan one text: hidden characters, the rules that can match it, decoded payloads, memoised.
+
+Per text: flag hidden characters on the raw text, normalise once, ask
+:mod:`search` which rules to try (on a short text only those whose guard holds,
+usually one or two), run those, then look for encoded payloads and floods among
+the tokens and scan decoded payloads the same way. Whether a rule fires, and on
+what excerpt, is always its own regex's answer.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +14,8 @@ from functools import lru_cache
 
 from ragpulse.evaluators.injection.normalize import _hidden_characters, _normalize, _Normalized
 from ragpulse.evaluators.injection.payloads import _token_payloads
-from ragpulse.evaluators.injection.rules import _FAMILY_OF, _RULES, _WEIGHTS
-from ragpulse.evaluators.injection.search import _Haystack, _search
+from ragpulse.evaluators.injection.rules import _FAMILY_OF, _WEIGHTS
+from ragpulse.evaluators.injection.search import _Haystack, _rules_to_try, _search
 
 EXCERPT_CHARS = 120
 _CACHE_MAX_CHARS = 8_000  # memoise only short texts: documents repeat, giant ones rarely do
@@ -40,7 +47,7 @@ def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nes
         "plain": _Haystack(norm.plain, folded=False),
     }
     skip_where = "question" if document else "document"
-    for rule in _RULES:
+    for rule in _rules_to_try(norm.folded):
         if rule.name in hits or rule.where == skip_where:
             continue
         if (m := _search(rule, haystacks[rule.space])) is not None:

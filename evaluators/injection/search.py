@@ -1,23 +1,34 @@
-"""Anchor-window search: a rule's regex runs only near its anchors.
+"""Search: which rules to try on a text, and each rule's regex run only where it can match.
 
-An anchor is a literal the pattern cannot match without; a window as wide as
-the longest text the pattern can match, on each side of every anchor, gives
-the same answer as a full search (a regex pass per rule over megabytes is what
-makes Python slow). On large texts every anchor is located in one pass of a
-prefix-tree regex instead of one ``str.find`` scan per anchor, and texts
-flooded with one anchor search one of each run of identical windows.
+A short text (up to ``_SMALL_TEXT`` characters, nearly every question and
+retrieved chunk) is searched whole, one C-speed regex pass per rule, but only
+for the rules the prefilter lets through (:mod:`prefilter`): one pass over the
+text's words tells which rules' guards hold, and a rule whose guard fails cannot
+match, so a typical document leaves one or two of the 78 to search. Those still
+check their anchors (literals the pattern cannot match without) with ``in``
+before the regex runs.
+
+On a longer text every rule runs, but only near its anchors: a window as wide as
+the longest text the pattern can match, on each side of every anchor, gives the
+same answer as a full search (a regex pass per rule over megabytes is what makes
+Python slow). On large texts every anchor is located in one pass of a
+prefix-tree regex instead of one ``str.find`` scan per anchor, and texts flooded
+with one anchor search one of each run of identical windows.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from ragpulse.evaluators.injection.prefilter import candidate_rules
 from ragpulse.evaluators.injection.rule import Rule
 from ragpulse.evaluators.injection.rules import _RULES
 
 _LARGE_TEXT = 20_000  # above this, all anchors are located in one pass of a regex trie
 _MANY_ANCHOR_HITS = 2_000  # above this, look for floods of one repeated anchor context
+# Below this, a whole-text regex search (C speed) beats building windows (Python speed).
+_SMALL_TEXT = 8_000
 
 
 def _trie(words: Iterable[str]) -> str:
@@ -204,10 +215,21 @@ class _Haystack:
         return kept
 
 
+def _rules_to_try(folded: str) -> Sequence[Rule]:
+    """The rules worth searching for in a text (its casefolded form), in table order.
+
+    A short text is searched whole (see ``_search``), so a rule whose guard fails
+    on it cannot match; a long one is searched in windows, which the guards do not
+    describe, so every rule is tried.
+    """
+    rules: Sequence[Rule] = candidate_rules(folded) if len(folded) <= _SMALL_TEXT else _RULES
+    return rules
+
+
 def _search(rule: Rule, hay: _Haystack) -> re.Match[str] | None:
     """Search only around the rule's anchors; the same answer as a full search."""
     text = hay.text
-    if len(text) <= 2 * rule.reach:
+    if len(text) <= max(2 * rule.reach, _SMALL_TEXT):
         if any(a in text for a in rule.anchors):
             return rule.pattern.search(text)
         return None
