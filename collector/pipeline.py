@@ -1,10 +1,15 @@
-"""Completed traces -> records -> evaluators -> sinks, on one worker thread.
+"""Completed traces -> records -> evaluators (by tier) -> sinks.
 
 Intake never waits for evaluation: completed traces queue here, and the
 receiver answers 503 (retryable) when the backlog passes its bound instead
-of growing memory. Every trace is finished exactly once: evaluated and
-exported, or skipped and counted; then its source acknowledgements are
-released.
+of growing memory. The cheap tier runs on one worker thread over every
+record; records the sampler picks for the model tier then queue for the model
+stage (its own worker, bounded queue, batched inference). A record is exported
+once, with all its results, after its last tier. A full model queue skips the
+tier for that record (counted), it never blocks the cheap tier.
+
+Every trace is finished exactly once: its records exported, or the trace
+skipped and counted; then its source acknowledgements are released.
 """
 
 from __future__ import annotations
@@ -13,12 +18,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ragpulse.collector.assembly import CompletedTrace
 from ragpulse.collector.extract import extract_records
+from ragpulse.collector.sampling import TierSampler
 from ragpulse.collector.telemetry import CollectorMetrics
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.config import EvaluationSettings
+from ragpulse.errors import ModelUnavailable
+from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.record import EvalResult, RagRecord
 
@@ -48,27 +58,164 @@ def evaluate_records(
     return results
 
 
+def load_evaluators_safely(
+    evaluators: Sequence[Evaluator], metrics: CollectorMetrics | None = None
+) -> list[Evaluator]:
+    """Load each evaluator's models; drop (log once, count) those that cannot run."""
+    ready = []
+    for evaluator in evaluators:
+        reason = evaluator.missing()
+        if reason is None:
+            try:
+                evaluator.load()
+            except ModelUnavailable as exc:
+                reason = str(exc)
+            except Exception as exc:  # a broken model must not crash-loop the collector
+                reason = f"{type(exc).__name__}: {exc}"
+        if metrics is not None:
+            metrics.evaluator_available.labels(evaluator.metric, evaluator.method).set(
+                0 if reason else 1
+            )
+        if reason:
+            log.error("evaluator %s disabled: %s", evaluator.name(), reason)
+        else:
+            ready.append(evaluator)
+    return ready
+
+
+class _TraceTicket:
+    """Releases a trace (acks, pending count) once all its records are exported."""
+
+    def __init__(self, trace: CompletedTrace, records: int, done: Callable[[], None]) -> None:
+        self._trace, self._left, self._done = trace, records, done
+        self._lock = threading.Lock()
+        if records == 0:
+            self._finish()
+
+    def record_done(self) -> None:
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._trace.release()
+        self._done()
+
+
+@dataclass
+class _Job:
+    record: RagRecord
+    ticket: _TraceTicket
+    results: list[EvalResult] = field(default_factory=list)
+
+
+class _ModelStage:
+    """The model tier: a bounded queue and one worker that evaluates batches."""
+
+    def __init__(
+        self,
+        evaluators: Sequence[Evaluator],
+        export: Callable[[_Job], None],
+        metrics: CollectorMetrics,
+        settings: EvaluationSettings,
+    ) -> None:
+        self._evaluators = list(evaluators)
+        self._export = export
+        self._metrics = metrics
+        self._settings = settings
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=settings.model_max_queue)
+        self._thread: threading.Thread | None = None
+        self._loaded = threading.Event()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ragpulse-model", daemon=True)
+        self._thread.start()
+
+    def offer(self, job: _Job) -> bool:
+        """Queue a job; False (and the caller exports without this tier) when full."""
+        try:
+            self._queue.put_nowait(job)
+            return True
+        except queue.Full:
+            self._metrics.tier_skipped.labels(Tier.MODEL.value, "queue_full").inc()
+            return False
+
+    def stop(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        # Models load here, on the thread that uses them, without delaying intake.
+        self._evaluators = load_evaluators_safely(self._evaluators, self._metrics)
+        self._loaded.set()
+        while True:
+            batch, stop = _take_batch(
+                self._queue, self._settings.model_batch_size, self._settings.model_max_wait_s
+            )
+            if batch:
+                try:
+                    scored = evaluate_records(
+                        [j.record for j in batch], self._evaluators, self._metrics
+                    )
+                    for job, results in zip(batch, scored, strict=True):
+                        job.results.extend(results)
+                except Exception:  # evaluate() never raises; this guards the worker
+                    log.exception("model-tier batch failed")
+                for job in batch:
+                    self._export(job)
+            if stop:
+                return
+
+
+T = TypeVar("T")
+
+
+def _take_batch(q: queue.Queue[T | None], size: int, max_wait: float) -> tuple[list[T], bool]:
+    """Up to ``size`` items, waiting at most ``max_wait`` after the first; None = stop."""
+    first = q.get()
+    if first is None:
+        return [], True
+    batch = [first]
+    deadline = time.monotonic() + max_wait
+    while len(batch) < size:
+        try:
+            item = q.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if item is None:
+            return batch, True
+        batch.append(item)
+    return batch, False
+
+
 class Pipeline:
-    """Thread-safe ``submit``; a single worker thread does the rest."""
+    """Thread-safe ``submit``; worker threads do the rest."""
 
     def __init__(
         self,
         evaluators: Sequence[Evaluator],
         sinks: Sequence[Sink],
         metrics: CollectorMetrics,
-        batch_size: int = 64,
-        max_wait_s: float = 0.05,
-        max_backlog: int = 5_000,
+        settings: EvaluationSettings | None = None,
+        sampler: TierSampler | None = None,
     ) -> None:
+        self._settings = settings or EvaluationSettings()
         self.evaluators = list(evaluators)
+        self.cheap = [e for e in evaluators if e.tier == Tier.CHEAP]
+        self.model = [e for e in evaluators if e.tier == Tier.MODEL]
         self.sinks = list(sinks)
         self._metrics = metrics
-        self._batch_size = batch_size
-        self._max_wait_s = max_wait_s
-        self._max_backlog = max_backlog
+        self._sampler = sampler or TierSampler(self._settings.model_rate)
         self._queue: queue.Queue[CompletedTrace | None] = queue.Queue()  # None = stop
         self._thread: threading.Thread | None = None
-        self._pending = 0  # submitted and not yet finished
+        self._model_stage = (
+            _ModelStage(self.model, self._export, metrics, self._settings) if self.model else None
+        )
+        self._pending = 0  # traces submitted and not yet finished
         self._pending_cond = threading.Condition()
 
     @property
@@ -77,7 +224,7 @@ class Pipeline:
 
     @property
     def overloaded(self) -> bool:
-        return self._queue.qsize() >= self._max_backlog
+        return self._queue.qsize() >= self._settings.max_backlog
 
     def submit(self, traces: Sequence[CompletedTrace]) -> None:
         with self._pending_cond:
@@ -88,17 +235,22 @@ class Pipeline:
 
     def start(self) -> None:
         if self._thread is None:
+            self.cheap = load_evaluators_safely(self.cheap, self._metrics)
             self._thread = threading.Thread(target=self._run, name="ragpulse-eval", daemon=True)
             self._thread.start()
+            if self._model_stage is not None:
+                self._model_stage.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Finish what is queued, then stop and shut the sinks down."""
+        """Finish what is queued in every tier, then stop and shut the sinks down."""
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.warning("evaluation worker did not finish within %.0fs", timeout)
             self._thread = None
+        if self._model_stage is not None:
+            self._model_stage.stop(timeout)
         for sink in self.sinks:
             try:
                 sink.shutdown()
@@ -106,45 +258,34 @@ class Pipeline:
                 log.exception("sink %s failed to shut down", sink.name)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Block until everything submitted so far is exported (tests, demo)."""
+        """Block until every trace submitted so far is exported (tests, demo, rebalances)."""
         with self._pending_cond:
             return self._pending_cond.wait_for(lambda: self._pending == 0, timeout)
 
+    def _trace_finished(self) -> None:
+        with self._pending_cond:
+            self._pending -= 1
+            self._pending_cond.notify_all()
+
     def _run(self) -> None:
+        s = self._settings
         while True:
-            batch, stop = self._next_batch()
+            batch, stop = _take_batch(self._queue, s.batch_size, s.max_wait_s)
             if batch:
                 try:
-                    self.process(batch)
-                except Exception:  # never let the worker die; process() already guards
+                    self._process(batch, inline=False)
+                except Exception:  # never let the worker die; _process() already guards
                     log.exception("evaluation batch failed")
             self._metrics.eval_backlog.set(self._queue.qsize())
-            with self._pending_cond:
-                self._pending -= len(batch)
-                self._pending_cond.notify_all()
             if stop:
                 return
 
-    def _next_batch(self) -> tuple[list[CompletedTrace], bool]:
-        first = self._queue.get()
-        if first is None:
-            return [], True
-        batch = [first]
-        deadline = time.monotonic() + self._max_wait_s
-        while len(batch) < self._batch_size:
-            try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if item is None:
-                return batch, True
-            batch.append(item)
-        return batch, False
-
     def process(self, traces: Sequence[CompletedTrace]) -> None:
-        """Extract, evaluate, export; release acks. Synchronous (also used by replay)."""
-        owners: list[CompletedTrace] = []
-        records: list[RagRecord] = []
+        """Synchronous: every tier inline, on the calling thread (tests, replay)."""
+        self._process(traces, inline=True)
+
+    def _process(self, traces: Sequence[CompletedTrace], inline: bool) -> None:
+        jobs: list[_Job] = []
         for trace in traces:
             try:
                 found, skip_reason = extract_records(trace.spans)
@@ -153,19 +294,33 @@ class Pipeline:
                 found, skip_reason = [], "extraction_error"
             if skip_reason:
                 self._metrics.traces_skipped.labels(skip_reason).inc()
-            records.extend(found)
-            owners.extend([trace] * len(found))
-        results = evaluate_records(records, self.evaluators, self._metrics)
-        for record, record_results in zip(records, results, strict=True):
-            self._export(record, record_results)
-        self._metrics.records_evaluated.inc(len(records))
-        for trace in traces:
-            trace.release()
+            ticket = _TraceTicket(trace, len(found), self._trace_finished if not inline else _noop)
+            jobs.extend(_Job(record, ticket) for record in found)
+        cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)
+        for job, results in zip(jobs, cheap, strict=True):
+            job.results.extend(results)
+        wants_model = [bool(self.model) and self._sampler.wants(j.record, Tier.MODEL) for j in jobs]
+        if inline:
+            model_jobs = [j for j, wanted in zip(jobs, wants_model, strict=True) if wanted]
+            scored = evaluate_records([j.record for j in model_jobs], self.model, self._metrics)
+            for job, results in zip(model_jobs, scored, strict=True):
+                job.results.extend(results)
+        stage = self._model_stage
+        for job, wanted in zip(jobs, wants_model, strict=True):
+            if wanted and not inline and stage is not None and stage.offer(job):
+                continue  # the model stage exports it
+            self._export(job)
 
-    def _export(self, record: RagRecord, results: list[EvalResult]) -> None:
+    def _export(self, job: _Job) -> None:
         for sink in self.sinks:
             try:
-                sink.export(record, results)
+                sink.export(job.record, job.results)
             except Exception:
-                log.exception("sink %s failed on trace %s", sink.name, record.trace_id)
+                log.exception("sink %s failed on trace %s", sink.name, job.record.trace_id)
                 self._metrics.sink_errors.labels(sink.name).inc()
+        self._metrics.records_evaluated.inc()
+        job.ticket.record_done()
+
+
+def _noop() -> None:
+    pass

@@ -60,21 +60,14 @@ class Collector:
         self.settings = settings
         self.metrics = CollectorMetrics(registry)
         self.assembler = Assembler(settings.assembly, self.metrics, clock or time.monotonic)
+        ev = settings.evaluation
         chosen = (
             list(evaluators)
             if evaluators is not None
-            else load_evaluators(settings.evaluation.evaluators)
+            else load_evaluators(ev.evaluators, ev.options)
         )
         all_sinks = list(sinks) if sinks is not None else build_sinks(settings, self.metrics)
-        ev = settings.evaluation
-        self.pipeline = Pipeline(
-            chosen,
-            [*all_sinks, *extra_sinks],
-            self.metrics,
-            batch_size=ev.batch_size,
-            max_wait_s=ev.max_wait_s,
-            max_backlog=ev.max_backlog,
-        )
+        self.pipeline = Pipeline(chosen, [*all_sinks, *extra_sinks], self.metrics, ev)
         self.receiver: OtlpHttpReceiver | None = None
         self.sources: list[Source] = []
         if receiver and settings.source == "otlp_http":

@@ -74,6 +74,18 @@ class CollectorMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.evaluator_available = Gauge(
+            "ragpulse_evaluator_available",
+            "1 when the evaluator loaded and runs, 0 when disabled (missing model or extra).",
+            ["metric", "method"],
+            registry=r,
+        )
+        self.tier_skipped = Counter(
+            "ragpulse_tier_skipped",
+            "Records a tier was chosen for but did not evaluate, by reason.",
+            ["tier", "reason"],
+            registry=r,
+        )
         self.sink_errors = Counter(
             "ragpulse_sink_errors", "Exceptions raised by sinks.", ["sink"], registry=r
         )

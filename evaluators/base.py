@@ -35,10 +35,28 @@ class Evaluator(ABC):
     metric: ClassVar[str]
     method: ClassVar[str]
     tier: ClassVar[Tier] = Tier.CHEAP
+    default_enabled: ClassVar[bool] = True
+    """Selected when the configuration names no evaluators (and :meth:`missing` is None)."""
 
     @classmethod
     def name(cls) -> str:
         return f"{cls.metric}/{cls.method}"
+
+    @classmethod
+    def missing(cls) -> str | None:
+        """Why this evaluator cannot run here (e.g. an extra not installed), else None.
+
+        Cheap: import checks only, no model loading.
+        """
+        return None
+
+    def load(self) -> None:  # noqa: B027 - most evaluators have nothing to load
+        """Load models or clients; called once, on the thread that will evaluate.
+
+        Raises :class:`ragpulse.errors.ModelUnavailable` with a message that
+        says the fix; the collector then disables this evaluator (logged once,
+        counted in ``ragpulse_evaluator_available``) instead of crashing.
+        """
 
     def evaluate(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         """Score a batch; the i-th result belongs to the i-th record."""

@@ -201,13 +201,17 @@ def rekey(args: argparse.Namespace) -> int:
 
 
 def evaluate_file(args: argparse.Namespace) -> int:
+    from ragpulse.collector.pipeline import load_evaluators_safely
     from ragpulse.offline import Summary, parse_lines, score_rows
     from ragpulse.plugins import load_evaluators
 
     if not args.input.is_file():
         console.print(f"[red]no such input file:[/red] {args.input}")
         return 2
-    evaluators = load_evaluators(args.metrics)
+    evaluators = load_evaluators_safely(load_evaluators(args.metrics))
+    if not evaluators:
+        console.print("[red]no evaluator can run[/red] (see the errors above)")
+        return 2
     with args.input.open(encoding="utf-8", errors="replace") as f:
         lines = f.readlines()
     summary = Summary()

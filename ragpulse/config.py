@@ -48,6 +48,18 @@ class EvaluationSettings(_Section):
     max_backlog: int = Field(
         5_000, ge=1, description="Completed traces waiting; beyond it intake answers 503."
     )
+    options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Constructor keyword arguments per evaluator name.",
+    )
+    model_rate: float = Field(
+        0.1, ge=0, le=1, description="Share of records (by trace id) the model tier evaluates."
+    )
+    model_batch_size: int = Field(16, ge=1)
+    model_max_wait_s: float = Field(0.2, ge=0)
+    model_max_queue: int = Field(
+        256, ge=1, description="Records waiting for the model tier; beyond it the tier is skipped."
+    )
 
 
 class PrometheusSettings(_Section):

@@ -21,3 +21,7 @@ class PayloadTooLarge(DecodeError):
 
 class UnsupportedMediaType(DecodeError):
     """The Content-Type / Content-Encoding is not one OTLP/HTTP allows."""
+
+
+class ModelUnavailable(RagpulseError):
+    """A model (or the extra it needs) cannot be loaded; the message says the fix."""

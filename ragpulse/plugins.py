@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 from importlib.metadata import entry_points
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ragpulse.errors import ConfigError
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 
 log = logging.getLogger(__name__)
@@ -53,25 +53,29 @@ def sink_classes() -> dict[str, type[Sink]]:
     return _load_group(SINK_GROUP, Sink)[0]
 
 
-def resolve_evaluator_names(
-    selection: list[str] | None, tiers: set[Tier] | None = None
-) -> list[str]:
+def resolve_evaluator_names(selection: list[str] | None) -> list[str]:
     """Expand a user selection into registered ``metric/method`` names.
 
     Accepts full names (``faithfulness/lexical``) and bare metric names
-    (``faithfulness`` = every registered method of it within ``tiers``).
-    ``None`` or empty selects everything in ``tiers`` (default: the cheap tier).
+    (``faithfulness`` = its default methods). ``None`` or empty selects the
+    defaults: every evaluator that is ``default_enabled`` and can run here
+    (the cheap tier always; ragpulse's own models once the ``models`` extra is
+    installed). A full name is kept even if it cannot run here: the collector
+    then disables it with a clear message.
     """
     registry, broken = _load_group(EVALUATOR_GROUP, Evaluator)
-    tiers = tiers or {Tier.CHEAP}
-    in_tiers = [name for name, cls in sorted(registry.items()) if cls.tier in tiers]
+    defaults = [
+        name
+        for name, cls in sorted(registry.items())
+        if cls.default_enabled and cls.missing() is None
+    ]
     if not selection:
-        return in_tiers
+        return defaults
     chosen: list[str] = []
     for item in (s.strip() for s in selection):
         if item in broken:
             raise ConfigError(f"evaluator {item!r} is registered but {broken[item]}")
-        matches = [item] if item in registry else [n for n in in_tiers if n.split("/")[0] == item]
+        matches = [item] if item in registry else [n for n in defaults if n.split("/")[0] == item]
         if not matches:
             known = ", ".join(sorted(registry))
             raise ConfigError(f"unknown evaluator {item!r}; registered: {known}")
@@ -79,6 +83,19 @@ def resolve_evaluator_names(
     return chosen
 
 
-def load_evaluators(selection: list[str] | None = None) -> list[Evaluator]:
+def load_evaluators(
+    selection: list[str] | None = None, options: dict[str, dict[str, Any]] | None = None
+) -> list[Evaluator]:
+    """Instantiate the selection; ``options[name]`` are constructor keyword arguments."""
     registry = evaluator_classes()
-    return [registry[name]() for name in resolve_evaluator_names(selection)]
+    options = options or {}
+    unknown = set(options) - set(registry)
+    if unknown:
+        raise ConfigError(f"options given for unknown evaluators: {', '.join(sorted(unknown))}")
+    evaluators = []
+    for name in resolve_evaluator_names(selection):
+        try:
+            evaluators.append(registry[name](**options.get(name, {})))
+        except TypeError as exc:
+            raise ConfigError(f"bad options for evaluator {name}: {exc}") from exc
+    return evaluators

@@ -9,6 +9,7 @@ from helpers import make_span, new_trace_id
 from ragpulse.collector.assembly import Ack, CompletedTrace
 from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.telemetry import CollectorMetrics
+from ragpulse.config import EvaluationSettings
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.evaluators.lexical import LexicalFaithfulness
 from ragpulse.exporters.base import Sink
@@ -70,7 +71,8 @@ def test_failures_are_isolated_and_counted() -> None:
 
 def test_worker_thread_and_skipped_traces() -> None:
     metrics, memory = CollectorMetrics(), InMemorySink()
-    pipeline = Pipeline([LexicalFaithfulness()], [memory], metrics, max_wait_s=0.01)
+    settings = EvaluationSettings(max_wait_s=0.01)
+    pipeline = Pipeline([LexicalFaithfulness()], [memory], metrics, settings)
     pipeline.start()
     t = new_trace_id()
     no_rag = CompletedTrace(t, [make_span(t, "GET /")], "quiet", 0.0)

@@ -172,8 +172,11 @@ def test_bearer_token_required(collector: Collector) -> None:
     assert post(collector.otlp_url or "", request_proto(), **AUTH)[0] == 200
 
 
-def test_backpressure_answers_retryable_503(collector: Collector) -> None:
-    collector.pipeline._max_backlog = 0  # force the overloaded state
+def test_backpressure_answers_retryable_503(
+    collector: Collector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Force the overloaded state rather than filling a 5,000-trace backlog.
+    monkeypatch.setattr(type(collector.pipeline), "overloaded", property(lambda self: True))
     status, headers, _ = post(collector.otlp_url or "", request_proto(), **AUTH)
     assert status == 503 and headers["Retry-After"] == "1"
     count = collector.metrics.registry.get_sample_value(
