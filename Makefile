@@ -12,8 +12,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# torch is pinned here, not in the package metadata: 2.13.0 is the CPU build on
+# this machine kind's disk; an unpinned torch would pull a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet '$(TORCH)'
+	$(BIN)/python -m pip install --quiet -e '.[dev,models]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,0 +1,115 @@
+"""Sentence embeddings with chunking and a cache.
+
+Long texts are split into chunks that fit the model (sentence-packed, then
+word windows for a sentence too long on its own) instead of being silently cut
+at the model's maximum length. Embeddings are L2-normalised, so a dot product
+is the cosine similarity, and cached by text: production traffic re-retrieves
+the same documents all the time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragpulse.evaluators.models.loading import MINILM, sentence_encoder
+from ragpulse.evaluators.text import sentences
+
+
+class Encoder:
+    """Wraps a sentence-transformers model. Thread-safe; ``load`` before use."""
+
+    def __init__(self, model: str = MINILM, batch_size: int = 32, cache_size: int = 20_000) -> None:
+        self.model_name = model
+        self.batch_size = batch_size
+        self._cache_size = cache_size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self.max_tokens = 256
+
+    def load(self) -> None:
+        self._model = sentence_encoder(self.model_name)
+        # Room for [CLS] and [SEP].
+        self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256) - 2
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        ids = self._model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    def chunks(self, text: str) -> list[str]:
+        """``text`` as pieces that each fit the model, in order; [] for blank text."""
+        parts = sentences(text)
+        if not parts:
+            return []
+        counts = self.token_counts(parts)
+        out: list[str] = []
+        current: list[str] = []
+        size = 0
+        for part, n in zip(parts, counts, strict=True):
+            if n > self.max_tokens:
+                if current:
+                    out.append(" ".join(current))
+                    current, size = [], 0
+                out.extend(self._split_long(part, n))
+                continue
+            if size + n > self.max_tokens and current:
+                out.append(" ".join(current))
+                current, size = [], 0
+            current.append(part)
+            size += n
+        if current:
+            out.append(" ".join(current))
+        return out
+
+    def _split_long(self, sentence: str, tokens: int) -> list[str]:
+        words = sentence.split()
+        # Tokens per word vary; size windows from this sentence's own ratio, with slack.
+        per_window = max(1, int(len(words) * self.max_tokens / tokens * 0.9))
+        return [" ".join(words[i : i + per_window]) for i in range(0, len(words), per_window)]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32, normalised; texts should already fit (see chunks)."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            vectors = self._model.encode(
+                missing,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            ).astype(np.float32)
+            with self._lock:
+                for text, vector in zip(missing, vectors, strict=True):
+                    self._cache[text] = vector
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        with self._lock:
+            found = [self._cache.get(t) for t in texts]
+        if any(v is None for v in found):  # evicted meanwhile by a concurrent batch
+            return np.asarray(
+                self._model.encode(list(texts), normalize_embeddings=True), dtype=np.float32
+            )
+        return np.stack([v for v in found if v is not None])
+
+
+_shared: dict[str, Encoder] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_encoder(model: str = MINILM) -> Encoder:
+    """One loaded encoder (and one embedding cache) per model, shared by evaluators."""
+    with _shared_lock:
+        encoder = _shared.get(model)
+        if encoder is None:
+            encoder = Encoder(model)
+            encoder.load()
+            _shared[model] = encoder
+        return encoder

