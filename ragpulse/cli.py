@@ -78,7 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("input", type=Path, help="input JSONL (one row per line)")
     ev.add_argument("-o", "--output", type=Path, required=True, help="output JSONL")
-    ev.add_argument("--metrics", type=_csv, help="metric or metric/method names (default: cheap)")
+    ev.add_argument(
+        "--metrics", type=_csv, help="metric or metric/method names (default: the default set)"
+    )
+    ev.add_argument(
+        "--config", type=Path, help="settings file: evaluation.evaluators and evaluation.options"
+    )
     ev.add_argument("--batch-size", type=int, default=256)
 
     demo = sub.add_parser(
@@ -208,7 +213,9 @@ def evaluate_file(args: argparse.Namespace) -> int:
     if not args.input.is_file():
         console.print(f"[red]no such input file:[/red] {args.input}")
         return 2
-    evaluators = load_evaluators_safely(load_evaluators(args.metrics))
+    evaluation = load_settings(args.config).evaluation
+    selection = args.metrics or evaluation.evaluators
+    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation.options))
     if not evaluators:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
         return 2
