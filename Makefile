@@ -18,7 +18,7 @@ TORCH ?= torch==2.13.0
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
-	$(BIN)/python -m pip install --quiet -e '.[dev,models]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,models,onnx,train]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -23,8 +23,9 @@ class _EmbeddingEvaluator(Evaluator):
     tier = Tier.MODEL
     default_enabled = False  # opt in: evaluation.evaluators
 
-    def __init__(self, model: str = MINILM) -> None:
+    def __init__(self, model: str = MINILM, backend: str = "torch") -> None:
         self.model = model
+        self.backend = backend  # "onnx": onnxruntime, about 2x faster on CPU (onnx extra)
         self._encoder: Any = None
 
     @classmethod
@@ -34,7 +35,7 @@ class _EmbeddingEvaluator(Evaluator):
     def load(self) -> None:
         from ragpulse.evaluators.models.encoder import shared_encoder
 
-        self._encoder = shared_encoder(self.model)
+        self._encoder = shared_encoder(self.model, self.backend)
 
     def _vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         unique = list(dict.fromkeys(t for t in texts if t.strip()))
@@ -52,8 +53,8 @@ class EmbeddingContextRelevance(_EmbeddingEvaluator):
     metric = "context_relevance"
     method = "embedding"
 
-    def __init__(self, model: str = MINILM, top_k: int = 5) -> None:
-        super().__init__(model)
+    def __init__(self, model: str = MINILM, backend: str = "torch", top_k: int = 5) -> None:
+        super().__init__(model, backend)
         self.top_k = top_k
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
@@ -122,8 +123,8 @@ class EmbeddingFaithfulness(_EmbeddingEvaluator):
     metric = "faithfulness"
     method = "embedding"
 
-    def __init__(self, model: str = MINILM, threshold: float = 0.6) -> None:
-        super().__init__(model)
+    def __init__(self, model: str = MINILM, backend: str = "torch", threshold: float = 0.6) -> None:
+        super().__init__(model, backend)
         self.threshold = threshold
 
     def _units(self, text: str) -> list[str]:

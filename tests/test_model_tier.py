@@ -170,3 +170,20 @@ def test_eval_cli_runs_configured_model_evaluators(tmp_path: Path, tiny: dict[st
         "faithfulness/embedding",
         "answer_reward/reward_model",
     }
+
+
+def test_onnx_backend_matches_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
+    pytest.importorskip("onnxscript", reason="the onnx extra is not installed")
+    import numpy as np
+
+    from ragpulse.evaluators.models.encoder import Encoder
+
+    monkeypatch.setenv("RAGPULSE_CACHE_DIR", str(tmp_path))
+    torch_encoder, onnx_encoder = Encoder(backend="torch"), Encoder(backend="onnx")
+    torch_encoder.load()
+    onnx_encoder.load()  # exports once into the cache dir
+    assert list((tmp_path / "onnx").glob("*.onnx"))
+    texts = [PRICE.content, "short", "Bananas " * 100]
+    assert np.abs(torch_encoder.embed(texts) - onnx_encoder.embed(texts)).max() < 1e-4
+    assert onnx_encoder.token_counts(texts) == torch_encoder.token_counts(texts)

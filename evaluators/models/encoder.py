@@ -1,4 +1,4 @@
-"""Sentence embeddings with chunking and a cache.
+"""Sentence embeddings with chunking and a cache, on torch or onnxruntime.
 
 Long texts are split into chunks that fit the model (sentence-packed, then
 word windows for a sentence too long on its own) instead of being silently cut
@@ -16,30 +16,70 @@ from typing import Any
 
 import numpy as np
 
-from ragpulse.evaluators.models.loading import MINILM, sentence_encoder
+from ragpulse.evaluators.models.loading import MINILM, cached, sentence_encoder
 from ragpulse.evaluators.text import sentences
+
+BACKENDS = ("torch", "onnx")
+
+
+class _TorchBackend:
+    def __init__(self, model: str) -> None:
+        self._model = sentence_encoder(model)
+        # Room for [CLS] and [SEP].
+        self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256) - 2
+
+    def count(self, texts: list[str]) -> list[int]:
+        ids = self._model.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        vectors = self._model.encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def _onnx_backend(model: str) -> Any:
+    from ragpulse.evaluators.models.onnx_backend import OnnxBackend
+
+    return cached("onnx-encoder", model, OnnxBackend, needs=("onnxruntime", "tokenizers"))
 
 
 class Encoder:
-    """Wraps a sentence-transformers model. Thread-safe; ``load`` before use."""
+    """A sentence-transformers model on ``backend`` (torch or onnx). Thread-safe; ``load`` first."""
 
-    def __init__(self, model: str = MINILM, batch_size: int = 32, cache_size: int = 20_000) -> None:
+    def __init__(
+        self,
+        model: str = MINILM,
+        backend: str = "torch",
+        batch_size: int = 32,
+        cache_size: int = 20_000,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
         self.model_name = model
+        self.backend = backend
         self.batch_size = batch_size
         self._cache_size = cache_size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
-        self._model: Any = None
-        self.max_tokens = 256
+        self._impl: Any = None
+        self.max_tokens = 254
 
     def load(self) -> None:
-        self._model = sentence_encoder(self.model_name)
-        # Room for [CLS] and [SEP].
-        self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256) - 2
+        self._impl = (
+            _onnx_backend(self.model_name)
+            if self.backend == "onnx"
+            else _TorchBackend(self.model_name)
+        )
+        self.max_tokens = self._impl.max_tokens
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
-        ids = self._model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-        return [len(x) for x in ids]
+        return list(self._impl.count(list(texts)))
 
     def chunks(self, text: str) -> list[str]:
         """``text`` as pieces that each fit the model, in order; [] for blank text."""
@@ -79,13 +119,7 @@ class Encoder:
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if missing:
-            vectors = self._model.encode(
-                missing,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            ).astype(np.float32)
+            vectors = self._impl.encode(missing, self.batch_size)
             with self._lock:
                 for text, vector in zip(missing, vectors, strict=True):
                     self._cache[text] = vector
@@ -94,22 +128,21 @@ class Encoder:
         with self._lock:
             found = [self._cache.get(t) for t in texts]
         if any(v is None for v in found):  # evicted meanwhile by a concurrent batch
-            return np.asarray(
-                self._model.encode(list(texts), normalize_embeddings=True), dtype=np.float32
-            )
+            return np.asarray(self._impl.encode(list(texts), self.batch_size))
         return np.stack([v for v in found if v is not None])
 
 
-_shared: dict[str, Encoder] = {}
+_shared: dict[str, Encoder] = {}  # keyed by backend:model
 _shared_lock = threading.Lock()
 
 
-def shared_encoder(model: str = MINILM) -> Encoder:
-    """One loaded encoder (and one embedding cache) per model, shared by evaluators."""
+def shared_encoder(model: str = MINILM, backend: str = "torch") -> Encoder:
+    """One loaded encoder (and one embedding cache) per model and backend."""
+    key = f"{backend}:{model}"
     with _shared_lock:
-        encoder = _shared.get(model)
+        encoder = _shared.get(key)
         if encoder is None:
-            encoder = Encoder(model)
+            encoder = Encoder(model, backend)
             encoder.load()
-            _shared[model] = encoder
+            _shared[key] = encoder
         return encoder

@@ -62,17 +62,21 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def cached(kind: str, name: str, load: Callable[[str], T]) -> T:
+def cached(
+    kind: str, name: str, load: Callable[[str], T], needs: tuple[str, ...] = _MODELS_EXTRA
+) -> T:
     """Load ``name`` once per process (models are large; evaluators share them)."""
     key = (kind, name)
     with _lock:
         if key not in _cache:
-            reason = missing_extra()
+            reason = missing_extra(needs)
             if reason:
                 raise ModelUnavailable(reason)
             location = resolve(name)
             try:
                 _cache[key] = load(location)
+            except ModelUnavailable:
+                raise
             except Exception as exc:
                 hint = (
                     "" if Path(location).exists()
