@@ -117,19 +117,19 @@ class Encoder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            known = {t: self._cache[t] for t in set(texts) if t in self._cache}
+            for text in known:
+                self._cache.move_to_end(text)  # least recently used goes first
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
-            vectors = self._impl.encode(missing, self.batch_size)
-            with self._lock:
-                for text, vector in zip(missing, vectors, strict=True):
-                    self._cache[text] = vector
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        with self._lock:
-            found = [self._cache.get(t) for t in texts]
-        if any(v is None for v in found):  # evicted meanwhile by a concurrent batch
-            return np.asarray(self._impl.encode(list(texts), self.batch_size))
-        return np.stack([v for v in found if v is not None])
+            fresh = dict(zip(missing, self._impl.encode(missing, self.batch_size), strict=True))
+            known.update(fresh)
+            if self._cache_size:
+                with self._lock:
+                    self._cache.update(fresh)
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+        return np.stack([known[t] for t in texts])
 
 
 _shared: dict[str, Encoder] = {}  # keyed by backend:model

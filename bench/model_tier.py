@@ -1,0 +1,233 @@
+"""Model tier: speed, memory and accuracy of the local-model evaluators.
+
+1. MiniLM alone: sentences/s at ~64 and ~256 tokens, torch vs onnxruntime.
+2. Per evaluator: records/s (batches of 16) and p50/p99 latency (one record at a
+   time), records of a question, 5 documents of ~100 words and a 3-sentence
+   answer, all distinct texts (the embedding cache never hits).
+3. Accuracy on ../shared/data/dev: AUROC of each faithfulness method on the
+   faithfulness sets, of each context-relevance method on the ARES set, of the
+   injection methods on the injection set, beside the cheap tier on the same rows.
+
+Real flan-t5 / DeBERTa reward / injection-classifier weights cannot be
+downloaded here, so those three evaluators are not timed (tests cover their
+code paths with tiny models).
+
+    .venv/bin/python bench/model_tier.py [--records 200] [--skip-accuracy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lexical_dev import auroc
+
+from ragpulse.collector.pipeline import load_evaluators_safely
+from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.models.encoder import Encoder
+from ragpulse.plugins import evaluator_classes
+from ragpulse.record import Document, RagRecord
+
+DEV = Path(
+    os.environ.get("RAGPULSE_DEV_DATA") or Path(__file__).resolve().parents[2] / "shared/data/dev"
+)
+TIMED = [
+    ("context_relevance/embedding", {}),
+    ("answer_relevance/embedding", {}),
+    ("faithfulness/embedding", {}),
+    ("faithfulness/embedding", {"backend": "onnx"}),
+    ("faithfulness/probe", {}),
+    ("injection/probe", {}),
+    ("faithfulness/lexical", {}),
+    ("injection/rules", {}),
+]
+
+
+def rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (DEV / name).open(encoding="utf-8")]
+
+
+def passages(words: int = 100) -> list[str]:
+    texts = sorted(
+        {c for f in DEV.glob("faithfulness_*.jsonl") for r in rows(f.name) for c in r["contexts"]}
+    )
+    tokens = " ".join(texts).split()
+    return [" ".join(tokens[i : i + words]) for i in range(0, len(tokens) - words, words)]
+
+
+def synthetic_records(n: int) -> list[RagRecord]:
+    pool = passages()
+    out = []
+    for i in range(n):
+        docs = pool[(i * 6) % len(pool) : (i * 6) % len(pool) + 5]
+        answer = (
+            " ".join(docs[0].split()[5:25]) + ". " + " ".join(docs[1].split()[:15]) + ". It is so."
+        )
+        out.append(
+            RagRecord(
+                trace_id=f"{i:032x}",
+                question=f"What does the text say about {docs[0].split()[3]}?",
+                documents=[Document(content=d) for d in docs],
+                answer=answer,
+            )
+        )
+    return out
+
+
+def sentences_per_second() -> None:
+    print("\n[1] all-MiniLM-L6-v2 alone, batches of 32 (sentences/s)")
+    for backend in ("torch", "onnx"):
+        encoder = Encoder(backend=backend, cache_size=0)
+        try:
+            encoder.load()
+        except Exception as exc:
+            print(f"    {backend}: unavailable ({exc})")
+            continue
+        for words in (48, 190):  # ~64 and ~256 word-piece tokens
+            texts = [" ".join(passages()[i].split()[:words] * 2)[: words * 7] for i in range(128)]
+            encoder.embed(texts[:8])
+            t0 = time.perf_counter()
+            encoder.embed(texts)
+            rate = len(texts) / (time.perf_counter() - t0)
+            tokens = statistics.fmean(encoder.token_counts(texts))
+            print(f"    {backend:5} ~{tokens:3.0f} tokens: {rate:6.1f} sentences/s")
+
+
+def build(name: str, options: dict) -> Evaluator | None:
+    cls = evaluator_classes().get(name)
+    if cls is None:
+        return None
+    ready = load_evaluators_safely([cls(**options)])
+    return ready[0] if ready else None
+
+
+def per_evaluator(n: int) -> None:
+    print(f"\n[2] per evaluator: {n} records (question, 5 docs x ~100 words, 3-sentence answer)")
+    print(f"    {'evaluator':40} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, options in TIMED:
+        label = name + (f" ({options['backend']})" if "backend" in options else "")
+        records = synthetic_records(n * 2)
+        evaluator = build(name, options)
+        if evaluator is None:
+            print(f"    {label:40} unavailable")
+            continue
+        _clear_caches()
+        t0 = time.perf_counter()
+        for i in range(0, n, 16):
+            evaluator.evaluate(records[i : i + 16])
+        rate = n / (time.perf_counter() - t0)
+        latencies = []
+        for record in records[n : n + min(n, 100)]:
+            t1 = time.perf_counter()
+            evaluator.evaluate([record])
+            latencies.append((time.perf_counter() - t1) * 1000)
+        p50, p99 = np.percentile(latencies, [50, 99])
+        print(f"    {label:40} {rate:10.1f} {p50:8.1f} {p99:8.1f}")
+
+
+def _clear_caches() -> None:
+    from ragpulse.evaluators.models import encoder
+
+    for shared in encoder._shared.values():  # a fresh embedding cache per measurement
+        shared._cache.clear()
+
+
+def accuracy() -> None:
+    print(
+        "\n[3] AUROC on the dev sets (rows with a score; label 1 = faithful / relevant / injection)"
+    )
+    faith = ["faithfulness/lexical", "faithfulness/embedding", "faithfulness/probe"]
+    tasks: list[tuple[str, list[str], Callable[[dict], RagRecord]]] = [
+        ("faithfulness_summedits_dev.jsonl", faith, _faith),
+        ("faithfulness_halueval_dialogue.jsonl", faith, _faith),
+        ("faithfulness_ares_nq.jsonl", faith, _faith),
+        (
+            "context_relevance_ares_nq.jsonl",
+            ["context_relevance/lexical", "context_relevance/embedding"],
+            _relevance,
+        ),
+        (
+            "answer_relevance_ares_nq.jsonl",
+            ["answer_relevance/lexical", "answer_relevance/embedding"],
+            _faith,
+        ),
+        ("injection_dev.jsonl", ["injection/rules", "injection/probe"], _injection),
+    ]
+    for file, names, to_record in tasks:
+        data = rows(file)
+        records = [to_record(r) for r in data]
+        for name in names:
+            evaluator = build(name, {})
+            if evaluator is None:
+                print(f"    {file:40} {name:28} unavailable")
+                continue
+            results = []
+            for i in range(0, len(records), 32):
+                results.extend(evaluator.evaluate(records[i : i + 32]))
+            pairs = [
+                (r.score, d["label"])
+                for r, d in zip(results, data, strict=True)
+                if r.score is not None
+            ]
+            scores = np.array([s for s, _ in pairs])
+            labels = np.array([y for _, y in pairs])
+            print(f"    {file:40} {name:28} n={len(pairs):5d} AUROC {auroc(scores, labels):.3f}")
+
+
+def _pair(metric: str) -> list[str]:
+    return [f"{metric}/lexical", f"{metric}/embedding"]
+
+
+def _faith(row: dict) -> RagRecord:
+    return RagRecord(
+        question=row.get("question", ""),
+        documents=[Document(content=c) for c in row.get("contexts", [])],
+        answer=row.get("answer", ""),
+    )
+
+
+def _relevance(row: dict) -> RagRecord:
+    return RagRecord(question=row["question"], documents=[Document(content=row["context"])])
+
+
+def _injection(row: dict) -> RagRecord:
+    if row["where"] == "question":
+        return RagRecord(question=row["text"])
+    return RagRecord(
+        question="What does the document say?", documents=[Document(content=row["text"])]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=200)
+    parser.add_argument("--skip-accuracy", action="store_true")
+    args = parser.parse_args()
+    if not DEV.is_dir():
+        raise SystemExit(f"dev data not found at {DEV}; set RAGPULSE_DEV_DATA")
+    import torch
+
+    print(f"ragpulse model-tier benchmark: {os.cpu_count()} CPUs, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} torch threads")  # fmt: skip
+    sentences_per_second()
+    per_evaluator(args.records)
+    if not args.skip_accuracy:
+        accuracy()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of this process: {rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
