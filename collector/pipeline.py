@@ -109,37 +109,47 @@ class _Job:
     record: RagRecord
     ticket: _TraceTicket
     results: list[EvalResult] = field(default_factory=list)
+    tiers: list[Tier] = field(default_factory=list)  # costly tiers still to run, in order
 
 
-class _ModelStage:
-    """The model tier: a bounded queue and one worker that evaluates batches."""
+class _TierStage:
+    """One costly tier: a bounded queue and one worker that evaluates batches.
+
+    Models and clients load on the worker (``load_evaluators_safely``), so a slow
+    or failing load never delays intake. After evaluating, jobs go back to the
+    pipeline, which routes them to the next tier or exports them.
+    """
 
     def __init__(
         self,
+        tier: Tier,
         evaluators: Sequence[Evaluator],
-        export: Callable[[_Job], None],
+        forward: Callable[[_Job], None],
         metrics: CollectorMetrics,
-        settings: EvaluationSettings,
+        batch_size: int,
+        max_wait_s: float,
+        max_queue: int,
     ) -> None:
+        self.tier = tier
         self._evaluators = list(evaluators)
-        self._export = export
+        self._forward = forward
         self._metrics = metrics
-        self._settings = settings
-        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=settings.model_max_queue)
+        self._batch_size, self._max_wait_s = batch_size, max_wait_s
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max_queue)
         self._thread: threading.Thread | None = None
-        self._loaded = threading.Event()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="ragpulse-model", daemon=True)
+        name = f"ragpulse-{self.tier.value}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def offer(self, job: _Job) -> bool:
-        """Queue a job; False (and the caller exports without this tier) when full."""
+        """Queue a job; False (counted) when the queue is full."""
         try:
             self._queue.put_nowait(job)
             return True
         except queue.Full:
-            self._metrics.tier_skipped.labels(Tier.MODEL.value, "queue_full").inc()
+            self._metrics.tier_skipped.labels(self.tier.value, "queue_full").inc()
             return False
 
     def stop(self, timeout: float) -> None:
@@ -149,13 +159,9 @@ class _ModelStage:
             self._thread = None
 
     def _run(self) -> None:
-        # Models load here, on the thread that uses them, without delaying intake.
         self._evaluators = load_evaluators_safely(self._evaluators, self._metrics)
-        self._loaded.set()
         while True:
-            batch, stop = _take_batch(
-                self._queue, self._settings.model_batch_size, self._settings.model_max_wait_s
-            )
+            batch, stop = _take_batch(self._queue, self._batch_size, self._max_wait_s)
             if batch:
                 try:
                     scored = evaluate_records(
@@ -164,9 +170,9 @@ class _ModelStage:
                     for job, results in zip(batch, scored, strict=True):
                         job.results.extend(results)
                 except Exception:  # evaluate() never raises; this guards the worker
-                    log.exception("model-tier batch failed")
+                    log.exception("%s-tier batch failed", self.tier.value)
                 for job in batch:
-                    self._export(job)
+                    self._forward(job)
             if stop:
                 return
 
@@ -195,6 +201,8 @@ def _take_batch(q: queue.Queue[T | None], size: int, max_wait: float) -> tuple[l
 class Pipeline:
     """Thread-safe ``submit``; worker threads do the rest."""
 
+    COSTLY_TIERS = (Tier.MODEL, Tier.JUDGE)
+
     def __init__(
         self,
         evaluators: Sequence[Evaluator],
@@ -203,18 +211,24 @@ class Pipeline:
         settings: EvaluationSettings | None = None,
         sampler: TierSampler | None = None,
     ) -> None:
-        self._settings = settings or EvaluationSettings()
+        self._settings = s = settings or EvaluationSettings()
         self.evaluators = list(evaluators)
         self.cheap = [e for e in evaluators if e.tier == Tier.CHEAP]
-        self.model = [e for e in evaluators if e.tier == Tier.MODEL]
+        self.by_tier = {t: [e for e in evaluators if e.tier == t] for t in self.COSTLY_TIERS}
         self.sinks = list(sinks)
         self._metrics = metrics
-        self._sampler = sampler or TierSampler(self._settings.model_rate)
+        self._sampler = sampler or TierSampler(s.model_rate, s.judge)
         self._queue: queue.Queue[CompletedTrace | None] = queue.Queue()  # None = stop
         self._thread: threading.Thread | None = None
-        self._model_stage = (
-            _ModelStage(self.model, self._export, metrics, self._settings) if self.model else None
-        )
+        sizes = {
+            Tier.MODEL: (s.model_batch_size, s.model_max_wait_s, s.model_max_queue),
+            Tier.JUDGE: (s.judge.batch_size, s.judge.max_wait_s, s.judge.max_queue),
+        }
+        self._stages = {
+            tier: _TierStage(tier, evs, self._route, metrics, *sizes[tier])
+            for tier, evs in self.by_tier.items()
+            if evs
+        }
         self._pending = 0  # traces submitted and not yet finished
         self._pending_cond = threading.Condition()
 
@@ -238,8 +252,8 @@ class Pipeline:
             self.cheap = load_evaluators_safely(self.cheap, self._metrics)
             self._thread = threading.Thread(target=self._run, name="ragpulse-eval", daemon=True)
             self._thread.start()
-            if self._model_stage is not None:
-                self._model_stage.start()
+            for stage in self._stages.values():
+                stage.start()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish what is queued in every tier, then stop and shut the sinks down."""
@@ -249,8 +263,9 @@ class Pipeline:
             if self._thread.is_alive():
                 log.warning("evaluation worker did not finish within %.0fs", timeout)
             self._thread = None
-        if self._model_stage is not None:
-            self._model_stage.stop(timeout)
+        for tier in self.COSTLY_TIERS:  # in flow order: a model job may still go to the judge
+            if tier in self._stages:
+                self._stages[tier].stop(timeout)
         for sink in self.sinks:
             try:
                 sink.shutdown()
@@ -299,17 +314,30 @@ class Pipeline:
         cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)
         for job, results in zip(jobs, cheap, strict=True):
             job.results.extend(results)
-        wants_model = [bool(self.model) and self._sampler.wants(j.record, Tier.MODEL) for j in jobs]
+            job.tiers = [
+                tier
+                for tier in self.COSTLY_TIERS
+                if self.by_tier[tier] and self._sampler.wants(job.record, tier, job.results)
+            ]
         if inline:
-            model_jobs = [j for j, wanted in zip(jobs, wants_model, strict=True) if wanted]
-            scored = evaluate_records([j.record for j in model_jobs], self.model, self._metrics)
-            for job, results in zip(model_jobs, scored, strict=True):
-                job.results.extend(results)
-        stage = self._model_stage
-        for job, wanted in zip(jobs, wants_model, strict=True):
-            if wanted and not inline and stage is not None and stage.offer(job):
-                continue  # the model stage exports it
-            self._export(job)
+            for tier in self.COSTLY_TIERS:
+                chosen = [j for j in jobs if tier in j.tiers]
+                scored = evaluate_records([j.record for j in chosen], self.by_tier[tier])
+                for job, results in zip(chosen, scored, strict=True):
+                    job.results.extend(results)
+            for job in jobs:
+                self._export(job)
+            return
+        for job in jobs:
+            self._route(job)
+
+    def _route(self, job: _Job) -> None:
+        """Send a job to its next costly tier, or export it when none is left (or all full)."""
+        while job.tiers:
+            stage = self._stages.get(job.tiers.pop(0))
+            if stage is not None and stage.offer(job):
+                return
+        self._export(job)
 
     def _export(self, job: _Job) -> None:
         for sink in self.sinks:

@@ -39,6 +39,42 @@ class AssemblySettings(_Section):
     tick_s: float = Field(0.1, gt=0, description="How often completion is checked.")
 
 
+class JudgeSettings(_Section):
+    """LLM judges over any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
+
+    base_url: str | None = Field(None, description="e.g. https://api.openai.com/v1; unset = off.")
+    model: str | None = None
+    api_key: SecretStr | None = Field(None, description="Falls back to OPENAI_API_KEY.")
+    rate: float = Field(0.01, ge=0, le=1, description="Sampled share of records, by trace id.")
+    escalate_faithfulness_below: float | None = Field(
+        0.5, description="Also judge records whose cheap faithfulness is below this."
+    )
+    escalate_on_injection: bool = Field(
+        True, description="Also judge when an injection rule fired."
+    )
+    calls_per_minute: int = Field(60, ge=1)
+    tokens_per_minute: int = Field(100_000, ge=1)
+    concurrency: int = Field(4, ge=1)
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(3, ge=0, description="On 429/5xx, honouring Retry-After.")
+    structured: Literal["auto", "json_schema", "json_object"] = "auto"
+    temperature: float = 0.0
+    cache: str = Field("memory", description="memory, or a redis:// URL.")
+    cache_size: int = Field(10_000, ge=0)
+    batch_size: int = Field(8, ge=1)
+    max_wait_s: float = Field(0.5, ge=0)
+    max_queue: int = Field(128, ge=1)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)
+
+    def key(self) -> str:
+        if self.api_key:
+            return self.api_key.get_secret_value()
+        return os.environ.get("OPENAI_API_KEY", "") or "not-needed"
+
+
 class EvaluationSettings(_Section):
     evaluators: list[str] | None = Field(
         None, description="metric/method names or bare metric names; empty = every cheap one."
@@ -60,6 +96,7 @@ class EvaluationSettings(_Section):
     model_max_queue: int = Field(
         256, ge=1, description="Records waiting for the model tier; beyond it the tier is skipped."
     )
+    judge: JudgeSettings = JudgeSettings()
 
 
 class PrometheusSettings(_Section):
