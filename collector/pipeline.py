@@ -67,6 +67,8 @@ def load_evaluators_safely(
         reason = evaluator.missing()
         if reason is None:
             try:
+                if metrics is not None:
+                    evaluator.bind(metrics)
                 evaluator.load()
             except ModelUnavailable as exc:
                 reason = str(exc)

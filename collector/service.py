@@ -61,11 +61,7 @@ class Collector:
         self.metrics = CollectorMetrics(registry)
         self.assembler = Assembler(settings.assembly, self.metrics, clock or time.monotonic)
         ev = settings.evaluation
-        chosen = (
-            list(evaluators)
-            if evaluators is not None
-            else load_evaluators(ev.evaluators, ev.options)
-        )
+        chosen = list(evaluators) if evaluators is not None else load_evaluators(ev.evaluators, ev)
         all_sinks = list(sinks) if sinks is not None else build_sinks(settings, self.metrics)
         self.pipeline = Pipeline(chosen, [*all_sinks, *extra_sinks], self.metrics, ev)
         self.receiver: OtlpHttpReceiver | None = None

@@ -7,9 +7,13 @@ import time
 from abc import ABC
 from collections.abc import Sequence
 from enum import Enum
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ragpulse.record import EvalResult, RagRecord
+
+if TYPE_CHECKING:
+    from ragpulse.collector.telemetry import CollectorMetrics
+    from ragpulse.config import EvaluationSettings
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,19 @@ class Evaluator(ABC):
         Cheap: import checks only, no model loading.
         """
         return None
+
+    @classmethod
+    def build(cls, options: dict[str, Any], settings: EvaluationSettings) -> Evaluator:
+        """Construct from ``evaluation.options[name]`` (and shared settings, for judges)."""
+        return cls(**options)
+
+    @classmethod
+    def unconfigured(cls, settings: EvaluationSettings) -> str | None:
+        """Why the defaults leave this evaluator out under ``settings`` (e.g. no judge)."""
+        return None
+
+    def bind(self, metrics: CollectorMetrics) -> None:  # noqa: B027 - optional hook
+        """Receive the collector's metrics registry before :meth:`load`."""
 
     def load(self) -> None:  # noqa: B027 - most evaluators have nothing to load
         """Load models or clients; called once, on the thread that will evaluate.

@@ -215,7 +215,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
         return 2
     evaluation = load_settings(args.config).evaluation
     selection = args.metrics or evaluation.evaluators
-    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation.options))
+    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation))
     if not evaluators:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
         return 2

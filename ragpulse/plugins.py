@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 from importlib.metadata import entry_points
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
@@ -53,22 +54,30 @@ def sink_classes() -> dict[str, type[Sink]]:
     return _load_group(SINK_GROUP, Sink)[0]
 
 
-def resolve_evaluator_names(selection: list[str] | None) -> list[str]:
+def resolve_evaluator_names(
+    selection: list[str] | None, settings: EvaluationSettings | None = None
+) -> list[str]:
     """Expand a user selection into registered ``metric/method`` names.
 
     Accepts full names (``faithfulness/lexical``) and bare metric names
     (``faithfulness`` = its default methods). ``None`` or empty selects the
-    defaults: every evaluator that is ``default_enabled`` and can run here
-    (the cheap tier always; ragpulse's own models once the ``models`` extra is
-    installed). A full name is kept even if it cannot run here: the collector
-    then disables it with a clear message.
+    defaults: every evaluator that is ``default_enabled``, can run here and is
+    configured (the cheap tier always; ragpulse's own models once the
+    ``models`` extra is installed; the judges once a judge is configured). A
+    full name is kept even if it cannot run here: the collector then disables
+    it with a clear message.
     """
+    settings = settings or EvaluationSettings()
     registry, broken = _load_group(EVALUATOR_GROUP, Evaluator)
-    defaults = [
-        name
-        for name, cls in sorted(registry.items())
-        if cls.default_enabled and cls.missing() is None
-    ]
+    defaults = []
+    for name, cls in sorted(registry.items()):
+        if not cls.default_enabled or cls.missing() is not None:
+            continue
+        why = cls.unconfigured(settings)
+        if why:
+            log.info("%s is off: %s", name, why)
+            continue
+        defaults.append(name)
     if not selection:
         return defaults
     chosen: list[str] = []
@@ -84,18 +93,18 @@ def resolve_evaluator_names(selection: list[str] | None) -> list[str]:
 
 
 def load_evaluators(
-    selection: list[str] | None = None, options: dict[str, dict[str, Any]] | None = None
+    selection: list[str] | None = None, settings: EvaluationSettings | None = None
 ) -> list[Evaluator]:
-    """Instantiate the selection; ``options[name]`` are constructor keyword arguments."""
+    """Instantiate the selection; ``settings.options[name]`` are constructor keyword arguments."""
+    settings = settings or EvaluationSettings()
     registry = evaluator_classes()
-    options = options or {}
-    unknown = set(options) - set(registry)
+    unknown = set(settings.options) - set(registry)
     if unknown:
         raise ConfigError(f"options given for unknown evaluators: {', '.join(sorted(unknown))}")
     evaluators = []
-    for name in resolve_evaluator_names(selection):
+    for name in resolve_evaluator_names(selection, settings):
         try:
-            evaluators.append(registry[name](**options.get(name, {})))
+            evaluators.append(registry[name].build(settings.options.get(name, {}), settings))
         except TypeError as exc:
             raise ConfigError(f"bad options for evaluator {name}: {exc}") from exc
     return evaluators

@@ -1,0 +1,291 @@
+"""The judge client: the ``openai`` package's AsyncOpenAI against any compatible server.
+
+Structured outputs with a JSON schema generated from the prompt's pydantic
+output model; servers that refuse ``json_schema`` are switched to JSON mode
+(schema in the prompt, validated here). One repair retry on invalid output.
+Timeouts, and retries with backoff on 429/5xx honouring ``Retry-After`` (the
+openai client's own). A concurrency limit, a content-addressed cache, a
+shared budget, and accounting of calls and tokens from ``usage``.
+
+The client runs its own event loop on a daemon thread; evaluators call it
+from the judge stage's worker thread through :meth:`JudgeClient.run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import openai
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from pydantic import BaseModel, ValidationError
+
+from ragpulse.config import JudgeSettings
+from ragpulse.errors import RagpulseError
+from ragpulse.evaluators.judge.budget import Budget
+from ragpulse.evaluators.judge.cache import JudgeCache, cache_key, make_cache
+from ragpulse.evaluators.judge.prompts import Prompt
+
+log = logging.getLogger(__name__)
+O = TypeVar("O", bound=BaseModel)  # noqa: E741
+T = TypeVar("T")
+
+
+class JudgeError(RagpulseError):
+    """A judge call failed; ``reason`` is a bounded label (timeout, rate_limited, ...)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cached += other.cached
+
+
+class JudgeMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.calls = Counter(
+            "ragpulse_judge_calls",
+            "Judge API calls by outcome (ok, repaired, invalid_output, timeout, ...).",
+            ["model", "prompt", "outcome"],
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "ragpulse_judge_tokens",
+            "Tokens reported by the judge's usage, by kind (prompt, completion).",
+            ["model", "kind"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "ragpulse_judge_latency_seconds",
+            "Latency of one judge call, retries included.",
+            ["model", "prompt"],
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=registry,
+        )
+        self.cache = Counter(
+            "ragpulse_judge_cache",
+            "Judge cache lookups (hit, miss).",
+            ["result"],
+            registry=registry,
+        )
+        self.retries = Counter(
+            "ragpulse_judge_http_retryable_responses",
+            "429 and 5xx responses seen (the client retries them, honouring Retry-After).",
+            ["status"],
+            registry=registry,
+        )
+        self.skipped = Counter(
+            "ragpulse_judge_skipped",
+            "Records a judge metric did not evaluate, by reason (budget_calls, budget_tokens).",
+            ["metric", "reason"],
+            registry=registry,
+        )
+
+
+def _schema_refused(exc: openai.BadRequestError) -> bool:
+    text = str(exc).lower()
+    return "response_format" in text or "json_schema" in text or "schema" in text
+
+
+class JudgeClient:
+    """One per (base_url, model): shared by the judge metrics so budget and cache are too."""
+
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        metrics: JudgeMetrics,
+        cache: JudgeCache | None = None,
+        budget: Budget | None = None,
+    ) -> None:
+        if not settings.configured:
+            raise JudgeError("not_configured", "set judge base_url and model")
+        self.settings = settings
+        self.model = str(settings.model)
+        self.metrics = metrics
+        self.cache = cache if cache is not None else make_cache(settings.cache, settings.cache_size)
+        self.budget = budget or Budget(settings.calls_per_minute, settings.tokens_per_minute)
+        self._mode = "json_object" if settings.structured == "json_object" else "json_schema"
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(
+            target=self._loop.run_forever, name="ragpulse-judge-io", daemon=True
+        ).start()
+        self._semaphore = asyncio.Semaphore(settings.concurrency)
+
+        async def count_retryable(response: httpx.Response) -> None:
+            if response.status_code == 429 or response.status_code >= 500:
+                self.metrics.retries.labels(str(response.status_code)).inc()
+
+        self._client = openai.AsyncOpenAI(
+            base_url=settings.base_url,
+            api_key=settings.key(),
+            timeout=settings.timeout_s,
+            max_retries=settings.max_retries,
+            http_client=httpx.AsyncClient(
+                timeout=settings.timeout_s, event_hooks={"response": [count_retryable]}
+            ),
+        )
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the client's loop from a worker thread; blocks."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result()
+
+    async def ask(self, prompt: Prompt[Any, O], inputs: BaseModel) -> tuple[O, Usage]:
+        """The judge's validated answer, from the cache when possible."""
+        key = cache_key(prompt.id, self.model, inputs.model_dump(mode="json"))
+        hit = self.cache.get(key)
+        if hit is not None:
+            try:
+                self.metrics.cache.labels("hit").inc()
+                return prompt.output_model.model_validate_json(hit), Usage(cached=1)
+            except ValidationError:
+                pass  # an entry from an incompatible output model: ask again
+        self.metrics.cache.labels("miss").inc()
+        async with self._semaphore:
+            output, usage = await self._ask(prompt, inputs)
+        self.cache.put(key, output.model_dump_json())
+        return output, usage
+
+    async def _ask(self, prompt: Prompt[Any, O], inputs: BaseModel) -> tuple[O, Usage]:
+        usage = Usage()
+        messages = prompt.messages(inputs, schema_in_prompt=self._mode == "json_object")
+        content = await self._complete(prompt, messages, usage)
+        try:
+            output = prompt.output_model.model_validate_json(content)
+            self.metrics.calls.labels(self.model, prompt.name, "ok").inc()
+            return output, usage
+        except ValidationError as exc:
+            problem = _short(exc)
+        # One repair retry: show the judge its answer and what is wrong with it.
+        repair = [
+            *messages,
+            {"role": "assistant", "content": content[:4000]},
+            {
+                "role": "user",
+                "content": f"That reply is not valid for the required JSON schema ({problem}). "
+                "Reply again with only the corrected JSON.",
+            },
+        ]
+        content = await self._complete(prompt, repair, usage)
+        try:
+            output = prompt.output_model.model_validate_json(content)
+        except ValidationError as exc:
+            self.metrics.calls.labels(self.model, prompt.name, "invalid_output").inc()
+            raise JudgeError("invalid_output", f"{prompt.id}: {_short(exc)}") from exc
+        self.metrics.calls.labels(self.model, prompt.name, "repaired").inc()
+        return output, usage
+
+    async def _complete(
+        self, prompt: Prompt[Any, Any], messages: list[dict[str, str]], usage: Usage
+    ) -> str:
+        start = time.perf_counter()
+        try:
+            response = await self._create(prompt, messages)
+        except openai.BadRequestError as exc:
+            if self._mode != "json_schema" or self.settings.structured != "auto":
+                raise self._failed(prompt, "bad_request", exc) from exc
+            if not _schema_refused(exc):
+                raise self._failed(prompt, "bad_request", exc) from exc
+            log.warning("judge at %s refuses json_schema; using JSON mode", self.settings.base_url)
+            self._mode = "json_object"
+            messages = [prompt.system_message(schema_in_prompt=True), *messages[1:]]
+            try:
+                response = await self._create(prompt, messages)
+            except openai.APIError as again:
+                raise self._failed(prompt, _reason(again), again) from again
+        except openai.APIError as exc:
+            raise self._failed(prompt, _reason(exc), exc) from exc
+        finally:
+            self.metrics.latency.labels(self.model, prompt.name).observe(
+                time.perf_counter() - start
+            )
+        prompt_tokens = response.usage.prompt_tokens if response.usage else 0
+        completion_tokens = response.usage.completion_tokens if response.usage else 0
+        usage.add(Usage(1, prompt_tokens, completion_tokens))
+        self.metrics.tokens.labels(self.model, "prompt").inc(prompt_tokens)
+        self.metrics.tokens.labels(self.model, "completion").inc(completion_tokens)
+        self.budget.spend(1, prompt_tokens + completion_tokens)
+        if not response.choices:
+            return ""
+        return response.choices[0].message.content or ""
+
+    async def _create(self, prompt: Prompt[Any, Any], messages: list[dict[str, str]]) -> Any:
+        if self._mode == "json_schema":
+            response_format: dict[str, Any] = {
+                "type": "json_schema",
+                "json_schema": {"name": prompt.name.replace(".", "_"), "schema": prompt.schema()},
+            }
+        else:
+            response_format = {"type": "json_object"}
+        return await self._client.chat.completions.create(
+            model=self.model,
+            messages=messages,  # type: ignore[arg-type]
+            temperature=self.settings.temperature,
+            response_format=response_format,  # type: ignore[arg-type]
+        )
+
+    def _failed(self, prompt: Prompt[Any, Any], reason: str, exc: Exception) -> JudgeError:
+        self.metrics.calls.labels(self.model, prompt.name, reason).inc()
+        self.budget.spend(1, 0)
+        return JudgeError(reason, f"{prompt.id}: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+def _reason(exc: openai.APIError) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, openai.InternalServerError):
+        return "server_error"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection_error"
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return "auth_error"
+    return "error"
+
+
+def _short(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+
+
+_clients: dict[tuple[str, str, int], JudgeClient] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client(settings: JudgeSettings, registry: CollectorRegistry) -> JudgeClient:
+    """One client (loop, cache, budget) per endpoint, model and metrics registry."""
+    key = (str(settings.base_url), str(settings.model), id(registry))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None or client.settings != settings:
+            client = JudgeClient(settings, _metrics_for(registry))
+            _clients[key] = client
+        return client
+
+
+_metrics: dict[int, JudgeMetrics] = {}
+
+
+def _metrics_for(registry: CollectorRegistry) -> JudgeMetrics:
+    metrics = _metrics.get(id(registry))
+    if metrics is None:
+        metrics = _metrics[id(registry)] = JudgeMetrics(registry)
+    return metrics
