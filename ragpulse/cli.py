@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--source", choices=["otlp_http", "kafka"], help="where spans come from (otlp_http)"
     )
     _kafka_flags(serve)
+    _judge_flags(serve)
 
     rekey = sub.add_parser(
         "rekey",
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", type=Path, help="settings file: evaluation.evaluators and evaluation.options"
     )
     ev.add_argument("--batch-size", type=int, default=256)
+    _judge_flags(ev)
 
     demo = sub.add_parser(
         "demo",
@@ -108,6 +110,34 @@ def _kafka_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kafka-dead-letter-topic", help="poison messages (default otlp_spans_dlq; '' = skip)"
     )
+
+
+def _judge_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("LLM judge (any OpenAI-compatible endpoint)")
+    group.add_argument("--judge-base-url", help="e.g. https://api.openai.com/v1 (unset: tier off)")
+    group.add_argument("--judge-model", help="model name at that endpoint")
+    group.add_argument(
+        "--judge-api-key",
+        help="API key (prefer env OPENAI_API_KEY or RAGPULSE_EVALUATION__JUDGE__API_KEY)",
+    )
+    group.add_argument("--judge-rate", type=float, help="sampled share of records (serve; 0.01)")
+    group.add_argument("--judge-calls-per-minute", type=int, help="budget (60)")
+    group.add_argument("--judge-tokens-per-minute", type=int, help="budget (100000)")
+
+
+def _evaluation_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
+    judge = {
+        "base_url": args.judge_base_url,
+        "model": args.judge_model,
+        "api_key": args.judge_api_key,
+        "rate": args.judge_rate,
+        "calls_per_minute": args.judge_calls_per_minute,
+        "tokens_per_minute": args.judge_tokens_per_minute,
+    }
+    evaluation: dict[str, Any] = {"judge": {k: v for k, v in judge.items() if v is not None}}
+    if getattr(args, "evaluators", None):
+        evaluation["evaluators"] = args.evaluators
+    return evaluation if evaluation["judge"] or "evaluators" in evaluation else None
 
 
 def _kafka_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -157,7 +187,7 @@ def serve(args: argparse.Namespace) -> int:
         "results_jsonl": args.results_jsonl,
         "otlp_export_endpoint": args.otlp_export_endpoint,
         "max_body_bytes": args.max_body_bytes,
-        "evaluation": {"evaluators": args.evaluators} if args.evaluators else None,
+        "evaluation": _evaluation_overrides(args),
         "source": args.source,
         "kafka": _kafka_overrides(args),
     }
@@ -213,7 +243,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
     if not args.input.is_file():
         console.print(f"[red]no such input file:[/red] {args.input}")
         return 2
-    evaluation = load_settings(args.config).evaluation
+    evaluation = load_settings(args.config, evaluation=_evaluation_overrides(args)).evaluation
     selection = args.metrics or evaluation.evaluators
     evaluators = load_evaluators_safely(load_evaluators(selection, evaluation))
     if not evaluators:

@@ -26,16 +26,21 @@ class Budget:
             self._spent.popleft()
         return sum(c for _, c, _ in self._spent), sum(t for _, _, t in self._spent)
 
-    def refusal(self, calls: int = 1) -> str | None:
-        """None if ``calls`` more calls fit this minute, else the exhausted budget."""
+    def reserve(self, calls: int = 1) -> str | None:
+        """Reserve ``calls`` for this minute; None when granted, else the exhausted budget.
+
+        Check and reservation are one step, so concurrent records cannot both
+        take the last calls.
+        """
         with self._lock:
             used_calls, used_tokens = self._window()
-        if used_calls + calls > self._calls:
-            return "budget_calls"
-        if used_tokens >= self._tokens:
-            return "budget_tokens"
-        return None
+            if used_calls + calls > self._calls:
+                return "budget_calls"
+            if used_tokens >= self._tokens:
+                return "budget_tokens"
+            self._spent.append((self._clock(), calls, 0))
+            return None
 
-    def spend(self, calls: int, tokens: int) -> None:
+    def spend_tokens(self, tokens: int) -> None:
         with self._lock:
-            self._spent.append((self._clock(), calls, tokens))
+            self._spent.append((self._clock(), 0, tokens))

@@ -222,7 +222,7 @@ class JudgeClient:
         usage.add(Usage(1, prompt_tokens, completion_tokens))
         self.metrics.tokens.labels(self.model, "prompt").inc(prompt_tokens)
         self.metrics.tokens.labels(self.model, "completion").inc(completion_tokens)
-        self.budget.spend(1, prompt_tokens + completion_tokens)
+        self.budget.spend_tokens(prompt_tokens + completion_tokens)
         if not response.choices:
             return ""
         return response.choices[0].message.content or ""
@@ -244,7 +244,6 @@ class JudgeClient:
 
     def _failed(self, prompt: Prompt[Any, Any], reason: str, exc: Exception) -> JudgeError:
         self.metrics.calls.labels(self.model, prompt.name, reason).inc()
-        self.budget.spend(1, 0)
         return JudgeError(reason, f"{prompt.id}: {type(exc).__name__}: {str(exc)[:300]}")
 
 

@@ -1,0 +1,191 @@
+"""A local OpenAI-compatible chat-completions server for the judge tests (a test double).
+
+No LLM can run here, so this server answers ragpulse's judge prompts
+deterministically from the fenced data block, with simple word-overlap
+rules, and can be told to misbehave: delay, answer 429/500 (with
+Retry-After), return invalid JSON, ignore the schema, or refuse
+``json_schema`` response formats. The real ``openai`` client talks to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from ragpulse.evaluators.text import content_token_set
+
+_FENCE = re.compile(r"<<<DATA (\w+)>>>\n(.*)\n<<<END \1>>>", re.S)
+_PROMPT = re.compile(r"\[prompt ([\w.]+)@(\w+)\]")
+
+
+@dataclass
+class Behaviour:
+    """What the next requests should suffer; ``times`` counts down per request."""
+
+    delay_s: float = 0.0
+    status: int | None = None  # e.g. 429 or 500
+    retry_after: str | None = None
+    invalid_json: int = 0  # next N answers are not JSON
+    ignore_schema: int = 0  # next N answers are JSON of the wrong shape
+    reject_json_schema: bool = False
+    times: int = 0  # how many requests get ``status``
+
+
+@dataclass
+class Seen:
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def prompts(self) -> list[str]:
+        out = []
+        for body in self.requests:
+            m = _PROMPT.search(body["messages"][0]["content"])
+            out.append(m.group(1) if m else "?")
+        return out
+
+
+def _data(messages: list[dict[str, str]]) -> dict[str, Any]:
+    for message in reversed(messages):
+        if message["role"] == "user" and (m := _FENCE.search(message["content"])):
+            return json.loads(m.group(2))  # json.loads undoes the \u003c escapes
+    return {}
+
+
+def _supported(claim: str, documents: list[dict[str, Any]]) -> tuple[str, int | None]:
+    words = content_token_set(claim)
+    for doc in documents:
+        vocab = content_token_set(doc["text"])
+        if words and words <= vocab:
+            return "supported", doc["index"]
+    if "not" in claim.lower().split():
+        return "contradicted", None
+    return "not_found", None
+
+
+def answer(prompt: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The deterministic judge: enough signal for tests to tell good from bad."""
+    if prompt == "faithfulness.claims":
+        parts = re.split(r"(?<=[.!?])\s+", data["answer"].strip())
+        return {
+            "claims": [p for p in parts if p and not p.lower().startswith(("i don't", "sorry"))]
+        }
+    if prompt == "faithfulness.verdicts":
+        out = []
+        for claim in data["claims"]:
+            verdict, doc = _supported(claim["text"], data["documents"])
+            reason = f"checked the words of claim {claim['index']}"
+            out.append(
+                {"claim_index": claim["index"], "verdict": verdict, "reason": reason,
+                 "document_index": doc}
+            )  # fmt: skip
+        return {"verdicts": out}
+    if prompt == "faithfulness.whole":
+        claims = re.split(r"(?<=[.!?])\s+", data["answer"].strip())
+        ok = all(_supported(c, data["documents"])[0] == "supported" for c in claims)
+        return {"verdict": int(ok), "reasoning": "all claims found" if ok else "a claim is missing"}
+    if prompt == "context_relevance.verdicts":
+        q = content_token_set(data["question"])
+        verdicts = [
+            {"document_index": d["index"], "reason": "word overlap",
+             "relevant": bool(q & content_token_set(d["text"]))}
+            for d in data["documents"]
+        ]  # fmt: skip
+        return {"verdicts": verdicts}
+    if prompt == "answer_relevance.verdict":
+        shared = content_token_set(data["question"]) & content_token_set(data["answer"])
+        return {"verdict": "yes" if shared else "no", "reason": "word overlap"}
+    if prompt == "injection.verdicts":
+
+        def hostile(text: str) -> bool:
+            return "ignore" in text.lower() and "instruction" in text.lower()
+
+        verdicts = [
+            {"where": loc["where"], "reason": "pattern", "injection": hostile(loc["text"])}
+            for loc in data["locations"]
+        ]
+        return {"verdicts": verdicts}
+    return {}
+
+
+class JudgeServer:
+    def __init__(self) -> None:
+        self.behaviour = Behaviour()
+        self.seen = Seen()
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.seen.requests.append(body)
+        b = self.behaviour
+        if b.delay_s:
+            await asyncio.sleep(b.delay_s)
+        if b.status and b.times > 0:
+            b.times -= 1
+            headers = {"Retry-After": b.retry_after} if b.retry_after else {}
+            return web.json_response(
+                {"error": {"message": f"status {b.status}"}}, status=b.status, headers=headers
+            )
+        fmt = body.get("response_format") or {}
+        if b.reject_json_schema and fmt.get("type") == "json_schema":
+            error = {"message": "response_format json_schema is not supported",
+                     "type": "invalid_request_error"}  # fmt: skip
+            return web.json_response({"error": error}, status=400)
+        system = body["messages"][0]["content"]
+        m = _PROMPT.search(system)
+        prompt = m.group(1) if m else ""
+        if b.invalid_json > 0:
+            b.invalid_json -= 1
+            content = "Sure! Here is my verdict: supported."
+        elif b.ignore_schema > 0:
+            b.ignore_schema -= 1
+            content = json.dumps({"result": "looks fine"})
+        else:
+            content = json.dumps(answer(prompt, _data(body["messages"])))
+        prompt_tokens = sum(len(x["content"]) for x in body["messages"]) // 4
+        return web.json_response({
+            "id": f"chatcmpl-{len(self.seen.requests)}", "object": "chat.completion", "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content) // 4,
+                      "total_tokens": prompt_tokens + len(content) // 4},
+        })  # fmt: skip
+
+    def __enter__(self) -> JudgeServer:
+        ready = threading.Event()
+
+        async def serve() -> None:
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", self._chat)
+            self._runner = web.AppRunner(app, access_log=None)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+            self.port = int(self._runner.addresses[0][1])
+
+        def run() -> None:
+            self._loop.run_until_complete(serve())
+            ready.set()
+            self._loop.run_forever()
+
+        threading.Thread(target=run, daemon=True).start()
+        ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        async def close() -> None:
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
