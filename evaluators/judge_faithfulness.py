@@ -47,15 +47,26 @@ class VerdictsInput(BaseModel):
     claims: list[Claim]
 
 
-class Verdict(BaseModel):
+Label = Literal["supported", "contradicted", "not_found"]
+
+
+class PairVerdict(BaseModel):
     claim_index: int
-    verdict: Literal["supported", "contradicted", "not_found"]
+    document_index: int
+    verdict: Label
     reason: str = Field(max_length=500)
-    document_index: int | None = None
 
 
 class Verdicts(BaseModel):
-    verdicts: list[Verdict]
+    verdicts: list[PairVerdict]
+
+
+class Verdict(BaseModel):
+    """A claim's verdict over all documents, aggregated from its pair verdicts."""
+
+    verdict: Label
+    reason: str
+    document_index: int | None = None
 
 
 class WholeInput(BaseModel):
@@ -82,13 +93,13 @@ CLAIMS = Prompt(
 )
 VERDICTS = Prompt(
     name="faithfulness.verdicts",
-    version="1",
+    version="2",
     instruction=(
-        "Judge each claim against the documents. 'supported': the documents state or directly "
-        "imply it. 'contradicted': the documents state otherwise. 'not_found': the documents "
-        "do not say. Use only the documents, not your own knowledge. One verdict per claim, "
-        "with its claim_index, a one-sentence reason and the index of the document that "
-        "decides it (null if none)."
+        "For every claim and every document, judge the claim against that document alone. "
+        "'supported': the document states or directly implies it. 'contradicted': the "
+        "document states otherwise. 'not_found': the document does not say. Use only the "
+        "document, not your own knowledge. One verdict per (claim_index, document_index) "
+        "pair, each with a one-sentence reason."
     ),
     input_model=VerdictsInput,
     output_model=Verdicts,
@@ -164,35 +175,41 @@ class JudgeFaithfulness(JudgeEvaluator):
         )
 
     async def _verdicts(self, claims: list[str], docs: list[Doc], usage: Usage) -> list[Verdict]:
-        """Verdicts for ``claims``: cached ones per (claim, documents), the rest in one call."""
+        """Pair verdicts from the cache, the unknown pairs in one call; aggregated per claim."""
         assert self.client is not None
-        client, dumped = self.client, [d.model_dump() for d in docs]
-        keys = [
-            cache_key(f"{VERDICTS.id}/claim", client.model, {"documents": dumped, "claim": c})
-            for c in claims
-        ]
-        found: dict[int, Verdict] = {}
-        for i, key in enumerate(keys):
-            hit = client.cache.get(key)
-            if hit is not None:
-                found[i] = Verdict.model_validate_json(hit)
-                client.metrics.cache.labels("hit").inc()
-                usage.add(Usage(cached=1))
-        todo = [i for i in range(len(claims)) if i not in found]
+        client = self.client
+
+        def key(ci: int, di: int) -> str:
+            inputs = {"claim": claims[ci], "document": docs[di].text}
+            return cache_key(f"{VERDICTS.id}/pair", client.model, inputs)
+
+        pairs: dict[tuple[int, int], PairVerdict] = {}
+        for ci in range(len(claims)):
+            for di in range(len(docs)):
+                hit = client.cache.get(key(ci, di))
+                if hit is not None:
+                    pairs[(ci, di)] = PairVerdict.model_validate_json(hit)
+        if pairs:
+            client.metrics.cache.labels("hit").inc(len(pairs))
+            usage.add(Usage(cached=len(pairs)))
+        todo = {(ci, di) for ci in range(len(claims)) for di in range(len(docs))} - set(pairs)
         if todo:
+            claim_ids = sorted({ci for ci, _ in todo})
+            doc_ids = sorted({di for _, di in todo})
             batch = VerdictsInput(
-                documents=docs, claims=[Claim(index=j, text=claims[i]) for j, i in enumerate(todo)]
+                documents=[docs[di] for di in doc_ids],
+                claims=[Claim(index=ci, text=claims[ci]) for ci in claim_ids],
             )
             answer, used = await client.ask(VERDICTS, batch)
             usage.add(used)
-            by_index = {v.claim_index: v for v in answer.verdicts}
-            for j, i in enumerate(todo):
-                verdict = by_index.get(j) or Verdict(
-                    claim_index=j, verdict="not_found", reason="the judge gave no verdict"
-                )
-                found[i] = verdict.model_copy(update={"claim_index": i})
-                client.cache.put(keys[i], found[i].model_dump_json())
-        return [found[i] for i in range(len(claims))]
+            for v in answer.verdicts:
+                if v.claim_index in claim_ids and v.document_index in doc_ids:
+                    pairs[(v.claim_index, v.document_index)] = v
+                    client.cache.put(key(v.claim_index, v.document_index), v.model_dump_json())
+        return [
+            _aggregate([pairs.get((ci, di)) for di in range(len(docs))])
+            for ci in range(len(claims))
+        ]
 
     async def _whole(self, record: RagRecord) -> EvalResult:
         assert self.client is not None
@@ -207,3 +224,13 @@ class JudgeFaithfulness(JudgeEvaluator):
             label="faithful" if verdict.verdict else "unfaithful",
             explanation=verdict.reasoning,
         )
+
+
+def _aggregate(pair_verdicts: list[PairVerdict | None]) -> Verdict:
+    """Supported by any document > contradicted by one > not found (missing = not found)."""
+    known = [v for v in pair_verdicts if v is not None]
+    for label in ("supported", "contradicted"):
+        for v in known:
+            if v.verdict == label:
+                return Verdict(verdict=label, reason=v.reason, document_index=v.document_index)
+    return Verdict(verdict="not_found", reason="no document states it")

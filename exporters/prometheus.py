@@ -45,7 +45,7 @@ class PrometheusSink(Sink):
         )
         self.results = Counter(
             "ragpulse_eval_results",
-            "Evaluation results by outcome (scored, not_applicable, error).",
+            "Evaluation results by outcome (scored, not_applicable, skipped, error).",
             ["metric", "method", "outcome"],
             registry=registry,
         )
@@ -66,6 +66,8 @@ class PrometheusSink(Sink):
         for result in results:
             if result.error:
                 outcome = "error"
+            elif result.label == "skipped":  # e.g. the judge budget was spent
+                outcome = "skipped"
             elif result.score is None:
                 outcome = "not_applicable"
             else:

@@ -77,12 +77,13 @@ def answer(prompt: str, data: dict[str, Any]) -> dict[str, Any]:
     if prompt == "faithfulness.verdicts":
         out = []
         for claim in data["claims"]:
-            verdict, doc = _supported(claim["text"], data["documents"])
-            reason = f"checked the words of claim {claim['index']}"
-            out.append(
-                {"claim_index": claim["index"], "verdict": verdict, "reason": reason,
-                 "document_index": doc}
-            )  # fmt: skip
+            for doc in data["documents"]:
+                verdict, _ = _supported(claim["text"], [doc])
+                reason = f"claim {claim['index']} against document {doc['index']}"
+                out.append(
+                    {"claim_index": claim["index"], "document_index": doc["index"],
+                     "verdict": verdict, "reason": reason}
+                )  # fmt: skip
         return {"verdicts": out}
     if prompt == "faithfulness.whole":
         claims = re.split(r"(?<=[.!?])\s+", data["answer"].strip())

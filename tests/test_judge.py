@@ -82,7 +82,7 @@ def test_faithfulness_by_statement(server: JudgeServer) -> None:
     verdicts = {c["claim"]: c["verdict"] for c in bad.details["claims"]}
     assert verdicts == {"The Pro plan costs 6 dollars per month.": "supported",
                         "It includes a free laptop.": "not_found"}  # fmt: skip
-    assert bad.details["prompts"] == ["faithfulness.claims@1", "faithfulness.verdicts@1"]
+    assert bad.details["prompts"] == ["faithfulness.claims@1", "faithfulness.verdicts@2"]
     assert empty.score == 1.0 and empty.label == "no_claims"
     # At most two calls per record.
     assert all(r.details["calls"] <= 2 for r in (good, bad, empty))
