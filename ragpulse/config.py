@@ -167,6 +167,45 @@ class KafkaSettings(_Section):
         return {**config, **self.client_options}
 
 
+class RegressionSetRule(_Section):
+    """Which evaluated records a regression set keeps."""
+
+    kind: Literal["low_score", "label", "negative_feedback", "random"]
+    metric: str | None = Field(None, description="low_score/label: the metric to look at.")
+    below: float | None = Field(None, description="low_score: keep scores below this.")
+    label: str | None = Field(None, description="label: keep results with this label.")
+    rate: float | None = Field(None, ge=0, le=1, description="random: share kept, by trace id.")
+
+
+def _default_sets() -> dict[str, RegressionSetRule]:
+    return {
+        "low_faithfulness": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5),
+        "injection": RegressionSetRule(kind="label", metric="injection", label="injection"),
+        "negative_feedback": RegressionSetRule(kind="negative_feedback"),
+        "baseline": RegressionSetRule(kind="random", rate=0.01),
+    }
+
+
+class RedactionSettings(_Section):
+    enabled: bool = True
+    emails: bool = True
+    phone_numbers: bool = True
+    card_numbers: bool = True
+    patterns: dict[str, str] = Field(
+        default_factory=dict, description="name -> regex; matches become [NAME]."
+    )
+
+
+class RegressionSettings(_Section):
+    """Regression sets written from live traffic (``exporters/regression.py``)."""
+
+    directory: Path | None = Field(None, description="Where sets are written; unset = off.")
+    sets: dict[str, RegressionSetRule] = Field(default_factory=_default_sets)
+    max_bytes: int = Field(50 * 1024 * 1024, ge=1024, description="Rotate a set file past this.")
+    max_age_s: float = Field(24 * 3600, gt=0, description="Rotate a set file older than this.")
+    redaction: RedactionSettings = RedactionSettings()
+
+
 class Settings(BaseSettings):
     """Everything ``ragpulse serve`` needs."""
 
@@ -194,6 +233,7 @@ class Settings(BaseSettings):
     prometheus: PrometheusSettings = PrometheusSettings()
     otel_export: OtelExportSettings = OtelExportSettings()
     kafka: KafkaSettings = KafkaSettings()
+    regression: RegressionSettings = RegressionSettings()
 
     @classmethod
     def settings_customise_sources(
