@@ -112,3 +112,12 @@ captured, and counting documents beyond the recorded maximum)."""
 RAGPULSE_STREAM_CLOSED_EARLY = "ragpulse.stream.closed_early"
 """True when a streamed answer was closed or abandoned before it was exhausted:
 the recorded answer is partial."""
+
+RAGPULSE_SAMPLED_PREFIX = "ragpulse.sampled."
+"""Record attribute ``ragpulse.sampled.<tier>`` = why that tier evaluated the record."""
+ROLE_FEEDBACK = "feedback"
+RAGPULSE_FEEDBACK_TRACE_ID = "ragpulse.feedback.trace_id"
+"""On a feedback span: the trace the feedback is about (hex)."""
+RAGPULSE_FEEDBACK_SCORE = "ragpulse.feedback.score"
+"""User feedback: 1 / -1 for thumbs up / down, or any number (negative = bad)."""
+RAGPULSE_FEEDBACK_COMMENT = "ragpulse.feedback.comment"
