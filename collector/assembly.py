@@ -23,7 +23,7 @@ from ragpulse.collector.telemetry import (
     CollectorMetrics,
 )
 from ragpulse.config import AssemblySettings
-from ragpulse.record import Span
+from ragpulse.record import AttributeValue, Span
 
 
 class Ack:
@@ -76,6 +76,7 @@ class CompletedTrace:
     trigger: str  # quiet | timeout | shutdown
     first_seen: float
     acks: list[Ack] = field(default_factory=list)
+    annotations: dict[str, AttributeValue] = field(default_factory=dict)
 
     def release(self) -> None:
         for ack in self.acks:
@@ -90,6 +91,7 @@ class _OpenTrace:
     spans: list[Span] = field(default_factory=list)
     root_seen: bool = False
     acks: dict[int, Ack] = field(default_factory=dict)
+    annotations: dict[str, AttributeValue] = field(default_factory=dict)
 
 
 def is_local_root(span: Span) -> bool:
@@ -153,6 +155,15 @@ class Assembler:
             trace.acks[id(ack)] = ack
         return None
 
+    def annotate(self, trace_id: str, attributes: dict[str, AttributeValue]) -> bool:
+        """Attach attributes to an open trace's records (user feedback); False if not open."""
+        with self._lock:
+            trace = self._open.get(trace_id)
+            if trace is None:
+                return False
+            trace.annotations.update(attributes)
+            return True
+
     def pop_complete(self, now: float | None = None) -> list[CompletedTrace]:
         now = self._clock() if now is None else now
         grace, timeout = self._settings.grace_s, self._settings.timeout_s
@@ -200,4 +211,5 @@ class Assembler:
             trigger=trigger,
             first_seen=trace.first_seen,
             acks=list(trace.acks.values()),
+            annotations=trace.annotations,
         )

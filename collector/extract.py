@@ -100,13 +100,23 @@ class _Trace:
         return roots
 
 
-def extract_records(spans: Iterable[Span]) -> tuple[list[RagRecord], str | None]:
-    """Records found in one trace, and the skip reason when there are none."""
+def extract_records(
+    spans: Iterable[Span], annotations: dict[str, AttributeValue] | None = None
+) -> tuple[list[RagRecord], str | None]:
+    """Records found in one trace, and the skip reason when there are none.
+
+    ``annotations`` (e.g. user feedback joined to the trace) go into every
+    record's attributes.
+    """
     trace = _Trace(spans)
     roots = trace.record_roots()
     if not roots:
         return [], NO_RAG_SHAPE
     records = [r for r in (_record(trace, root) for root in roots) if r is not None]
+    if annotations:
+        records = [
+            r.model_copy(update={"attributes": {**r.attributes, **annotations}}) for r in records
+        ]
     return records, (None if records else NO_QUESTION)
 
 

@@ -18,19 +18,21 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ragpulse.collector.assembly import CompletedTrace
 from ragpulse.collector.extract import extract_records
-from ragpulse.collector.sampling import TierSampler
+from ragpulse.collector.feedback import feedback_result
+from ragpulse.collector.sampling import SamplingPolicy, sampled_attributes
 from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.exporters.base import Sink
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import AttributeValue, EvalResult, RagRecord
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +111,10 @@ class _TraceTicket:
 @dataclass
 class _Job:
     record: RagRecord
-    ticket: _TraceTicket
+    ticket: _TraceTicket | None  # None: a late update (feedback), not part of a trace
     results: list[EvalResult] = field(default_factory=list)
     tiers: list[Tier] = field(default_factory=list)  # costly tiers still to run, in order
+    sampled: dict[Tier, str] = field(default_factory=dict)  # tier -> why it was chosen
 
 
 class _TierStage:
@@ -204,6 +207,7 @@ class Pipeline:
     """Thread-safe ``submit``; worker threads do the rest."""
 
     COSTLY_TIERS = (Tier.MODEL, Tier.JUDGE)
+    RECENT = 10_000  # exported records kept for late feedback
 
     def __init__(
         self,
@@ -211,7 +215,7 @@ class Pipeline:
         sinks: Sequence[Sink],
         metrics: CollectorMetrics,
         settings: EvaluationSettings | None = None,
-        sampler: TierSampler | None = None,
+        sampler: SamplingPolicy | None = None,
     ) -> None:
         self._settings = s = settings or EvaluationSettings()
         self.evaluators = list(evaluators)
@@ -219,9 +223,12 @@ class Pipeline:
         self.by_tier = {t: [e for e in evaluators if e.tier == t] for t in self.COSTLY_TIERS}
         self.sinks = list(sinks)
         self._metrics = metrics
-        self._sampler = sampler or TierSampler(s.model_rate, s.judge)
-        self._queue: queue.Queue[CompletedTrace | None] = queue.Queue()  # None = stop
+        self._sampler = sampler or SamplingPolicy(s)
+        # Traces to evaluate, late updates to export, None = stop.
+        self._queue: queue.Queue[CompletedTrace | _Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._recent: OrderedDict[str, tuple[RagRecord, list[EvalResult]]] = OrderedDict()
+        self._recent_lock = threading.Lock()
         sizes = {
             Tier.MODEL: (s.model_batch_size, s.model_max_wait_s, s.model_max_queue),
             Tier.JUDGE: (s.judge.batch_size, s.judge.max_wait_s, s.judge.max_queue),
@@ -301,11 +308,14 @@ class Pipeline:
         """Synchronous: every tier inline, on the calling thread (tests, replay)."""
         self._process(traces, inline=True)
 
-    def _process(self, traces: Sequence[CompletedTrace], inline: bool) -> None:
+    def _process(self, items: Sequence[CompletedTrace | _Job], inline: bool) -> None:
+        for update in (i for i in items if isinstance(i, _Job)):
+            self._export(update)
+        traces = [i for i in items if isinstance(i, CompletedTrace)]
         jobs: list[_Job] = []
         for trace in traces:
             try:
-                found, skip_reason = extract_records(trace.spans)
+                found, skip_reason = extract_records(trace.spans, trace.annotations)
             except Exception:
                 log.exception("extraction failed for trace %s", trace.trace_id)
                 found, skip_reason = [], "extraction_error"
@@ -316,11 +326,15 @@ class Pipeline:
         cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)
         for job, results in zip(jobs, cheap, strict=True):
             job.results.extend(results)
-            job.tiers = [
-                tier
-                for tier in self.COSTLY_TIERS
-                if self.by_tier[tier] and self._sampler.wants(job.record, tier, job.results)
-            ]
+            feedback = feedback_result(job.record.attributes)
+            if feedback is not None:
+                job.results.append(feedback)
+            job.sampled = {Tier.CHEAP: "all"}
+            for tier in self.COSTLY_TIERS:
+                why = self._sampler.reason(job.record, tier, job.results)
+                if why is not None and self.by_tier[tier]:
+                    job.sampled[tier] = why
+                    job.tiers.append(tier)
         if inline:
             for tier in self.COSTLY_TIERS:
                 chosen = [j for j in jobs if tier in j.tiers]
@@ -336,12 +350,19 @@ class Pipeline:
     def _route(self, job: _Job) -> None:
         """Send a job to its next costly tier, or export it when none is left (or all full)."""
         while job.tiers:
-            stage = self._stages.get(job.tiers.pop(0))
+            tier = job.tiers.pop(0)
+            stage = self._stages.get(tier)
             if stage is not None and stage.offer(job):
                 return
+            job.sampled[tier] = "skipped:queue_full"
         self._export(job)
 
     def _export(self, job: _Job) -> None:
+        for tier, why in job.sampled.items():
+            self._metrics.sampled.labels(tier.value, why).inc()
+        if job.sampled:
+            attributes = {**job.record.attributes, **sampled_attributes(job.sampled)}
+            job.record = job.record.model_copy(update={"attributes": attributes})
         for sink in self.sinks:
             try:
                 sink.export(job.record, job.results)
@@ -349,7 +370,26 @@ class Pipeline:
                 log.exception("sink %s failed on trace %s", sink.name, job.record.trace_id)
                 self._metrics.sink_errors.labels(sink.name).inc()
         self._metrics.records_evaluated.inc()
-        job.ticket.record_done()
+        with self._recent_lock:
+            self._recent[job.record.trace_id] = (job.record, job.results)
+            while len(self._recent) > self.RECENT:
+                self._recent.popitem(last=False)
+        if job.ticket is not None:
+            job.ticket.record_done()
+
+    def late_feedback(self, trace_id: str, attributes: dict[str, AttributeValue]) -> bool:
+        """Export a late update for a recently evaluated trace; False when it is unknown.
+
+        Thread-safe: the update is queued for the evaluation worker, which owns the sinks.
+        """
+        with self._recent_lock:
+            known = self._recent.get(trace_id)
+        result = feedback_result(attributes)
+        if known is None or result is None:
+            return False
+        record = known[0].model_copy(update={"attributes": {**known[0].attributes, **attributes}})
+        self._queue.put(_Job(record, None, [result]))
+        return True
 
 
 def _noop() -> None:

@@ -1,7 +1,12 @@
-"""Which tiers evaluate a record: deterministic functions of the trace id.
+"""Which tiers evaluate a record, and why: deterministic functions of the trace id.
 
 Every replica decides the same for the same trace, and replaying a topic
 decides the same again, so a sampled share is a stable slice of traffic.
+Per tier: a base rate (``evaluation.model_rate``, ``evaluation.judge.rate``),
+per-route overrides, and priority rules that force a tier for records that
+matter (an error, a low cheap score, an injection rule fired, negative user
+feedback, high latency). Every decision has a bounded reason, recorded on the
+record (``ragpulse.sampled.<tier>``) and counted in ``ragpulse_sampled_total``.
 """
 
 from __future__ import annotations
@@ -9,9 +14,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from ragpulse.config import JudgeSettings
+from ragpulse import semconv as sc
+from ragpulse.config import EvaluationSettings, PriorityRule
 from ragpulse.evaluators.base import Tier
 from ragpulse.record import EvalResult, RagRecord
+
+ALL = "all"  # the cheap tier's reason: it sees every record
+BASE_RATE = "base_rate"
+ROUTE_RATE = "route_rate"
 
 
 def trace_fraction(trace_id: str, salt: str) -> float:
@@ -20,38 +30,56 @@ def trace_fraction(trace_id: str, salt: str) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-class TierSampler:
-    """The cheap tier sees everything; the model tier a ``model_rate`` share; the judge
-    tier a ``judge.rate`` share plus records the cheap tier found uncertain or bad."""
+def _fires(rule: PriorityRule, record: RagRecord, results: Sequence[EvalResult]) -> bool:
+    if rule.when == "error":
+        return record.error
+    if rule.when == "latency_above":
+        return rule.ms is not None and (record.latency_ms or 0.0) > rule.ms
+    if rule.when == "negative_feedback":
+        score = record.attributes.get(sc.RAGPULSE_FEEDBACK_SCORE)
+        return isinstance(score, int | float) and score < 0
+    if rule.when == "injection":
+        return any(r.metric == "injection" and r.label == "injection" for r in results)
+    if rule.when == "low_score":
+        return any(
+            r.metric == rule.metric and r.score is not None and rule.below is not None
+            and r.score < rule.below
+            for r in results
+        )  # fmt: skip
+    return False
 
-    def __init__(self, model_rate: float = 0.1, judge: JudgeSettings | None = None) -> None:
-        self.judge = judge or JudgeSettings()
-        self.rates = {Tier.CHEAP: 1.0, Tier.MODEL: model_rate, Tier.JUDGE: self.judge.rate}
 
-    def wants(self, record: RagRecord, tier: Tier, results: Sequence[EvalResult] = ()) -> bool:
-        return self.reason(record, tier, results) is not None
+class SamplingPolicy:
+    """Stateless and thread-safe; build once from settings."""
+
+    def __init__(self, settings: EvaluationSettings | None = None) -> None:
+        settings = settings or EvaluationSettings()
+        self.rates = {Tier.MODEL: settings.model_rate, Tier.JUDGE: settings.judge.rate}
+        self.routes = settings.sampling.routes
+        self.priorities = settings.sampling.priorities
 
     def reason(
         self, record: RagRecord, tier: Tier, results: Sequence[EvalResult] = ()
     ) -> str | None:
-        """Why this tier evaluates the record (sampled, escalated:...), or None."""
-        rate = self.rates.get(tier, 0.0)
+        """Why ``tier`` evaluates the record, or None; ``results`` are the cheap tier's."""
+        if tier == Tier.CHEAP:
+            return ALL
+        for rule in self.priorities:
+            if tier.value in rule.tiers and _fires(rule, record, results):
+                return f"priority:{rule.when}"
+        route_rates = self.routes.get(record.route or "", {})
+        rate = route_rates.get(tier.value)  # type: ignore[call-overload]
+        reason = ROUTE_RATE
+        if rate is None:
+            rate, reason = self.rates.get(tier, 0.0), BASE_RATE
         if rate >= 1.0 or trace_fraction(record.trace_id, tier.value) < rate:
-            return "sampled"
-        if tier == Tier.JUDGE:
-            return self._escalation(results)
+            return reason
         return None
 
-    def _escalation(self, results: Sequence[EvalResult]) -> str | None:
-        below = self.judge.escalate_faithfulness_below
-        for r in results:
-            low = below is not None and r.score is not None and r.score < below
-            if r.metric == "faithfulness" and low:
-                return "escalated:low_faithfulness"
-            if (
-                r.metric == "injection"
-                and r.label == "injection"
-                and self.judge.escalate_on_injection
-            ):
-                return "escalated:injection"
-        return None
+    def wants(self, record: RagRecord, tier: Tier, results: Sequence[EvalResult] = ()) -> bool:
+        return self.reason(record, tier, results) is not None
+
+
+def sampled_attributes(reasons: dict[Tier, str]) -> dict[str, str]:
+    """``ragpulse.sampled.<tier>`` record attributes for the tiers that ran."""
+    return {f"{sc.RAGPULSE_SAMPLED_PREFIX}{tier.value}": why for tier, why in reasons.items()}

@@ -11,6 +11,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_http_server
 
 from ragpulse.collector.assembly import Ack, Assembler
+from ragpulse.collector.feedback import FeedbackJoiner
 from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.receiver import OtlpHttpReceiver
 from ragpulse.collector.source import Source
@@ -64,6 +65,7 @@ class Collector:
         chosen = list(evaluators) if evaluators is not None else load_evaluators(ev.evaluators, ev)
         all_sinks = list(sinks) if sinks is not None else build_sinks(settings, self.metrics)
         self.pipeline = Pipeline(chosen, [*all_sinks, *extra_sinks], self.metrics, ev)
+        self.feedback = FeedbackJoiner(self.assembler, self.pipeline.late_feedback, self.metrics)
         self.receiver: OtlpHttpReceiver | None = None
         self.sources: list[Source] = []
         if receiver and settings.source == "otlp_http":
@@ -90,7 +92,10 @@ class Collector:
     def ingest(self, spans: Sequence[Span], ack: Ack | None = None) -> int:
         """Add decoded spans; returns how many were refused (counted by reason)."""
         try:
-            return self.assembler.add(spans, ack)
+            spans = self.feedback.split(spans)
+            refused = self.assembler.add(spans, ack)
+            self.feedback.after_add(spans)
+            return refused
         finally:
             if ack is not None:
                 ack.seal()

@@ -80,6 +80,20 @@ class CollectorMetrics:
             ["metric", "method"],
             registry=r,
         )
+        self.sampled = Counter(
+            "ragpulse_sampled",
+            "Records each tier evaluated, by why it was chosen (all, base_rate, route_rate, "
+            "priority:<rule>, skipped:queue_full).",
+            ["tier", "reason"],
+            registry=r,
+        )
+        self.feedback = Counter(
+            "ragpulse_feedback",
+            "User feedback spans by how they joined (in_window, late, waiting, unmatched, "
+            "invalid).",
+            ["joined"],
+            registry=r,
+        )
         self.tier_skipped = Counter(
             "ragpulse_tier_skipped",
             "Records a tier was chosen for but did not evaluate, by reason.",

@@ -1,5 +1,6 @@
 """ragpulse: evaluate live RAG traffic from its OpenTelemetry traces."""
 
+from ragpulse.feedback import feedback
 from ragpulse.instrument import (
     InstrumentConfig,
     configure,
@@ -19,6 +20,7 @@ __all__ = [
     "InstrumentConfig",
     "RagRecord",
     "configure",
+    "feedback",
     "generation",
     "generation_span",
     "pipeline",

@@ -75,6 +75,34 @@ class JudgeSettings(_Section):
         return os.environ.get("OPENAI_API_KEY", "") or "not-needed"
 
 
+class PriorityRule(_Section):
+    """Force costly tiers on records that matter, whatever the base rates say."""
+
+    when: Literal["error", "low_score", "injection", "negative_feedback", "latency_above"]
+    tiers: list[Literal["model", "judge"]]
+    metric: str | None = Field(None, description="low_score: the metric (any cheap method).")
+    below: float | None = Field(None, description="low_score: the threshold.")
+    ms: float | None = Field(None, description="latency_above: the pipeline latency threshold.")
+
+
+def _default_priorities() -> list[PriorityRule]:
+    return [
+        PriorityRule(when="error", tiers=["model"]),
+        PriorityRule(when="low_score", metric="faithfulness", below=0.5, tiers=["judge"]),
+        PriorityRule(when="injection", tiers=["judge"]),
+        PriorityRule(when="negative_feedback", tiers=["model", "judge"]),
+    ]
+
+
+class SamplingSettings(_Section):
+    """Which records the costly tiers see, decided from the trace id (same on every replica)."""
+
+    routes: dict[str, dict[Literal["model", "judge"], float]] = Field(
+        default_factory=dict, description="Per-route base rates, e.g. {'/ask': {'judge': 0.1}}."
+    )
+    priorities: list[PriorityRule] = Field(default_factory=_default_priorities)
+
+
 class EvaluationSettings(_Section):
     evaluators: list[str] | None = Field(
         None, description="metric/method names or bare metric names; empty = every cheap one."
@@ -97,6 +125,7 @@ class EvaluationSettings(_Section):
         256, ge=1, description="Records waiting for the model tier; beyond it the tier is skipped."
     )
     judge: JudgeSettings = JudgeSettings()
+    sampling: SamplingSettings = SamplingSettings()
 
 
 class PrometheusSettings(_Section):

@@ -51,17 +51,17 @@ def test_eval_scores_rows_and_keeps_bad_lines(tmp_path: Path) -> None:
     assert len(lines) == 4
     first = lines[0]
     assert first["id"] == 1  # extra keys pass through
-    by_metric = {r["metric"]: r for r in first["results"]}
-    assert by_metric["faithfulness"]["score"] == 1.0
-    assert set(by_metric) == {
-        "faithfulness",
-        "context_relevance",
-        "answer_relevance",
-        "injection",
-        "refusal",
+    by_name = {f"{r['metric']}/{r['method']}": r for r in first["results"]}
+    assert by_name["faithfulness/lexical"]["score"] == 1.0
+    assert set(by_name) >= {
+        "faithfulness/lexical",
+        "context_relevance/lexical",
+        "answer_relevance/lexical",
+        "injection/rules",
+        "refusal/rules",
     }
     assert lines[2]["line"] == 3 and "invalid JSON" in lines[2]["error"]
-    injection = {r["metric"]: r for r in lines[3]["results"]}["injection"]
+    injection = {f"{r['metric']}/{r['method']}": r for r in lines[3]["results"]}["injection/rules"]
     assert injection["label"] == "injection"
     assert "faithfulness/lexical" in proc.stdout  # the summary table
     assert "1 unreadable lines" in proc.stderr
@@ -73,6 +73,6 @@ def test_eval_metric_selection_and_missing_input(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     assert main(["eval", str(src), "-o", str(out), "--metrics", "faithfulness"]) == 0
     [row] = [json.loads(x) for x in out.read_text().splitlines()]
-    assert [r["metric"] for r in row["results"]] == ["faithfulness"]
+    assert [r["metric"] for r in row["results"]] == ["faithfulness"] * len(row["results"])
     assert main(["eval", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
     assert main(["eval", str(src), "-o", str(out), "--metrics", "nonsense"]) == 2

@@ -113,7 +113,7 @@ def test_scores_from_collector_format_messages(
     )
     wait_until(lambda: len(sink.items) >= 20, 30, "20 records evaluated")
     assert {i.record.trace_id for i in sink.items} == set(ids)
-    faithfulness = [r for i in sink.items for r in i.results if r.metric == "faithfulness"]
+    faithfulness = [r for i in sink.items for r in i.results if r.name == "faithfulness/lexical"]
     assert len(faithfulness) == 20 and all(r.score is not None for r in faithfulness)
     # Offsets are committed once evaluated.
     wait_until(lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > 0, 10, "commit")
@@ -380,6 +380,6 @@ def test_rotel_to_kafka_to_rekey_to_evaluation(
     assert {r.service for r in records} == {"via-rotel"} and {r.route for r in records} == {
         "/rotel"
     }
-    faithfulness = [r for i in sink.items for r in i.results if r.metric == "faithfulness"]
+    faithfulness = [r for i in sink.items for r in i.results if r.name == "faithfulness/lexical"]
     assert all(r.score == 1.0 for r in faithfulness)
     assert (registry.get_sample_value("ragpulse_rekey_traces_total") or 0) >= 5
