@@ -1,4 +1,4 @@
-"""The ``ragpulse`` command: serve | eval | demo.
+"""The ``ragpulse`` command: serve | rekey | eval | regression | demo.
 
 Every ``serve`` flag is also a config-file key and a ``RAGPULSE_*`` environment
 variable (flag > env > file > default); see ragpulse/config.py.
@@ -7,6 +7,7 @@ variable (flag > env > file > default); see ragpulse/config.py.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -74,10 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser(
         "eval",
-        help="score a JSONL file of {question, contexts, answer} rows",
-        description="Score rows offline; each row is written back with `results` added.",
+        help="score a JSONL file of {question, contexts, answer} rows, or replay a regression set",
+        description="Score rows offline; each row is written back with `results` added. "
+        "With --replay module:function, call that pipeline on every row's question (regression-"
+        "set lines or plain rows), score the new answers with the metrics the set recorded, "
+        "compare before/after and write a report; exit 1 when a --max-drop is exceeded.",
     )
-    ev.add_argument("input", type=Path, help="input JSONL (one row per line)")
+    ev.add_argument(
+        "input", type=Path, help="input JSONL (one row per line); with --replay also a set folder"
+    )
     ev.add_argument("-o", "--output", type=Path, required=True, help="output JSONL")
     ev.add_argument(
         "--metrics", type=_csv, help="metric or metric/method names (default: the default set)"
@@ -86,7 +92,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", type=Path, help="settings file: evaluation.evaluators and evaluation.options"
     )
     ev.add_argument("--batch-size", type=int, default=256)
+    replay = ev.add_argument_group("replay (regression sets against a changed pipeline)")
+    replay.add_argument(
+        "--replay",
+        metavar="MODULE:FUNCTION",
+        help="call this function (sync or async) on each row's question; current dir importable",
+    )
+    replay.add_argument(
+        "--concurrency", type=int, default=8, help="calls in flight at once (default 8)"
+    )
+    replay.add_argument(
+        "--max-drop",
+        action="append",
+        metavar="METRIC=VALUE",
+        help="fail (exit 1) when the mean score of METRIC (or metric/method) drops by more "
+        "than VALUE; repeatable",
+    )
+    replay.add_argument(
+        "--report-dir", type=Path, help="where the report goes (default: the output's folder)"
+    )
+    replay.add_argument("--html", action="store_true", help="also write an HTML report")
     _judge_flags(ev)
+
+    reg = sub.add_parser(
+        "regression",
+        help="inspect regression sets written from live traffic",
+        description="Regression sets are written by `ragpulse serve` when regression.directory "
+        "is set; replay one with `ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`.",
+    )
+    reg_sub = reg.add_subparsers(dest="regression_command", required=True)
+    reg_list = reg_sub.add_parser("list", help="files, lines, bytes and time span of every set")
+    where = reg_list.add_mutually_exclusive_group()
+    where.add_argument("--dir", type=Path, help="the regression directory")
+    where.add_argument(
+        "--config", type=Path, help="settings file naming regression.directory (RAGPULSE_CONFIG)"
+    )
 
     demo = sub.add_parser(
         "demo",
@@ -165,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args)
         if args.command == "eval":
             return evaluate_file(args)
+        if args.command == "regression":
+            return regression(args)
         if args.command == "rekey":
             return rekey(args)
         if args.command == "demo":
@@ -240,6 +282,13 @@ def evaluate_file(args: argparse.Namespace) -> int:
     from ragpulse.offline import Summary, parse_lines, score_rows
     from ragpulse.plugins import load_evaluators
 
+    if args.replay:
+        return replay_file(args)
+    unused = [f for f in ("max_drop", "report_dir", "html") if getattr(args, f)]
+    if unused:
+        flags = ", ".join("--" + f.replace("_", "-") for f in unused)
+        console.print(f"[red]{flags} need --replay[/red]")
+        return 2
     if not args.input.is_file():
         console.print(f"[red]no such input file:[/red] {args.input}")
         return 2
@@ -273,6 +322,183 @@ def evaluate_file(args: argparse.Namespace) -> int:
     print_summary(summary.table(), title=f"{summary.rows} rows scored -> {args.output}")
     if summary.bad_rows:
         console.print(f"[yellow]{summary.bad_rows} unreadable lines kept with an error field[/]")
+    return 0
+
+
+def replay_file(args: argparse.Namespace) -> int:
+    """``eval --replay``: replay, score, compare, report; 1 when a --max-drop is exceeded."""
+    from ragpulse.collector.pipeline import load_evaluators_safely
+    from ragpulse.offline import parse_lines
+    from ragpulse.plugins import evaluator_classes, load_evaluators
+    from ragpulse.replay import (
+        load_function,
+        output_line,
+        parse_max_drop,
+        read_lines,
+        recorded_names,
+        replay,
+        score,
+        summarize,
+        to_row,
+    )
+    from ragpulse.report import write_reports
+
+    if not (args.input.is_file() or args.input.is_dir()):
+        console.print(f"[red]no such input file:[/red] {args.input}")
+        return 2
+    if args.concurrency < 1:
+        console.print("[red]--concurrency must be at least 1[/red]")
+        return 2
+    max_drop = parse_max_drop(args.max_drop or [])
+    fn = load_function(args.replay)
+    evaluation = load_settings(args.config, evaluation=_evaluation_overrides(args)).evaluation
+
+    parsed = list(parse_lines(read_lines(args.input)))
+    rows, skipped, out_lines = [], 0, {}
+    for p in parsed:
+        if p.row is None:
+            out_lines[p.line] = json.dumps({"line": p.line, "raw": p.raw, "error": p.error})
+            continue
+        row = to_row(p)
+        if row is None:
+            skipped += 1
+            out_lines[p.line] = json.dumps({"line": p.line, "error": "no question to replay"})
+        else:
+            rows.append(row)
+    bad_lines = sum(p.row is None for p in parsed)
+
+    selection = args.metrics
+    if not selection:
+        recorded = recorded_names(rows)
+        known = set(evaluator_classes())
+        absent = [n for n in recorded if n not in known]
+        if absent:
+            console.print(f"[yellow]recorded evaluators not installed here:[/] {', '.join(absent)}")
+        selection = [n for n in recorded if n in known] or evaluation.evaluators
+    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation))
+    if not evaluators:
+        console.print("[red]no evaluator can run[/red] (see the errors above)")
+        return 2
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("replaying", total=len(rows))
+        replay(rows, fn, args.concurrency, progress=lambda: progress.advance(task))
+        progress.update(task, description="scoring")
+        score(rows, evaluators, args.batch_size)
+    for row in rows:
+        out_lines[row.line] = output_line(row)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    with args.output.open("w", encoding="utf-8") as out:
+        for line in sorted(out_lines):
+            out.write(out_lines[line] + "\n")
+
+    names = [e.name() for e in evaluators]
+    meta = {"input": str(args.input), "output": str(args.output), "replay": args.replay}
+    summary = summarize(
+        rows,
+        names,
+        max_drop,
+        bad_lines=bad_lines,
+        skipped=skipped,
+        meta={**meta, "evaluators": names},
+    )
+    paths = write_reports(summary, args.output, args.report_dir, args.html)
+    print_replay(summary)
+    for kind, path in paths.items():
+        console.print(f"{kind}: {path}")
+    return 0 if summary["passed"] else 1
+
+
+def _stdout() -> Console:
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def print_replay(summary: dict[str, Any]) -> None:
+    from ragpulse.report import (
+        SCORE_HEADER,
+        THRESHOLD_HEADER,
+        WORST_HEADER,
+        score_rows,
+        threshold_rows,
+        worst_rows,
+    )
+
+    out = _stdout()
+    title = (
+        f"{summary['replayed']} of {summary['rows']} rows replayed with {summary['replay']} "
+        f"-> {summary['output']}"
+    )
+    out.print(_table(title, SCORE_HEADER, score_rows(summary)))
+    if summary["worst_regressions"]:
+        title = f"worst regressions ({summary['regressions']} in all)"
+        out.print(_table(title, WORST_HEADER, worst_rows(summary)))
+    else:
+        out.print("no regressions")
+    if summary["replay_errors"]:
+        out.print(f"[yellow]{summary['replay_errors']} replay errors[/yellow], e.g.:")
+        for e in summary["error_examples"][:5]:
+            out.print(f"  line {e['line']}: {e['error']}", markup=False, highlight=False)
+    if summary["skipped_no_question"] or summary["unreadable_lines"]:
+        out.print(
+            f"[yellow]{summary['skipped_no_question']} rows without a question, "
+            f"{summary['unreadable_lines']} unreadable lines (kept with an error field)[/yellow]"
+        )
+    if summary["thresholds"]:
+        out.print(_table("thresholds (--max-drop)", THRESHOLD_HEADER, threshold_rows(summary)))
+        for t in summary["thresholds"]:
+            if t["exceeded"]:
+                drop = "-" if t["drop"] is None else f"{t['drop']:.3f}"
+                out.print(
+                    f"[red]FAILED[/red] {t['rule']}: {t['evaluator'] or t.get('note')} "
+                    f"dropped by {drop}"
+                )
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 or col in ("question", "rule") else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def regression(args: argparse.Namespace) -> int:
+    from ragpulse.exporters.regression import describe_rule, set_stats
+
+    settings = None
+    directory = args.dir
+    if directory is None:
+        settings = load_settings(args.config)
+        directory = settings.regression.directory
+    if directory is None:
+        console.print(
+            "[red]no regression directory:[/red] pass --dir, or --config with "
+            "regression.directory (or set RAGPULSE_REGRESSION__DIRECTORY)"
+        )
+        return 2
+    if not directory.is_dir():
+        console.print(f"[red]no such directory:[/red] {directory}")
+        return 2
+    stats = set_stats(directory)
+    rules = settings.regression.sets if settings is not None else {}
+    table = Table(title=f"regression sets in {directory}")
+    header = ["set", "files", "lines", "bytes", "first written_at", "last written_at"]
+    header += ["rule"] if rules else []
+    for col in header:
+        table.add_column(col, justify="right" if col in ("files", "lines", "bytes") else "left")
+    for s in stats:
+        row = [s.name, str(s.files), str(s.lines), str(s.bytes)]
+        row += [s.first_written_at or "-", s.last_written_at or "-"]
+        if rules:
+            row.append(describe_rule(rules[s.name]) if s.name in rules else "-")
+        table.add_row(*row)
+    out = _stdout()
+    out.print(table)
+    if not stats:
+        out.print("no sets yet")
     return 0
 
 

@@ -1,0 +1,663 @@
+"""Replay a regression set against a (changed) pipeline and compare the scores.
+
+``ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`` reads
+regression-set lines (``{"set", "record", "results", ...}``, see
+:mod:`ragpulse.exporters.regression`) or plain ``{"question", "contexts",
+"answer"}`` rows, calls ``function(question)`` for each (sync functions on a
+thread pool, async ones on an event loop, at most ``concurrency`` at a time),
+scores the new answers with the evaluators the set recorded, and compares.
+
+What the pipeline used is captured from its own spans: ragpulse is configured
+with an in-memory span exporter on a private tracer provider for the replay
+(replayed traffic never reaches the app's usual exporters), each call runs
+inside a ``ragpulse.replay`` CHAIN span, and the call's trace goes through
+:func:`~ragpulse.collector.extract.extract_records`, so a pipeline decorated
+with ``@ragpulse.pipeline`` / ``@ragpulse.retrieval`` reports the documents it
+retrieved. Without spans the return value is the answer (a str, a mapping with
+``answer``, or an object with ``.answer``; streams are joined) and the
+documents are those of a returned mapping's ``documents``/``contexts``, else
+the recorded ones.
+
+"Before" scores are the recorded results; a metric/method the row did not
+record is scored now on the recorded record. Comparisons pair rows scored on
+both sides. Higher is better except for the detection metrics in
+:data:`RISK_METRICS`, where a rise is a regression.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import logging
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ragpulse import semconv as sc
+from ragpulse.errors import ConfigError
+from ragpulse.evaluators.base import Evaluator
+from ragpulse.exporters.jsonl import result_dict
+from ragpulse.offline import ParsedLine, row_to_record
+from ragpulse.record import Document, EvalResult, RagRecord
+
+RISK_METRICS = frozenset({"injection", "refusal"})
+"""Detection scores: higher is worse (a rise is a regression)."""
+CHANGE = 0.05
+"""A paired score that moves by more than this (in the good or bad direction) counts as
+improved or regressed."""
+HISTOGRAM_BINS = 10
+WORST = 10
+
+_ANSWER_KEYS = ("answer", "output", "response", "result", "text")
+_DOCUMENT_KEYS = ("documents", "contexts", "sources", "source_documents")
+
+
+# --- Input ------------------------------------------------------------------------------
+
+
+def input_files(path: Path) -> list[Path]:
+    """A JSONL file, or every ``*.jsonl`` of a set directory, oldest first."""
+    if path.is_dir():
+        return sorted(p for p in path.glob("*.jsonl") if p.is_file())
+    return [path]
+
+
+def read_lines(path: Path) -> Iterator[str]:
+    for file in input_files(path):
+        with file.open(encoding="utf-8", errors="replace") as f:
+            yield from f
+
+
+@dataclass
+class ReplayRow:
+    """One input row and what the replay made of it."""
+
+    line: int
+    before: RagRecord
+    recorded: dict[str, EvalResult]
+    set: str | None = None
+    before_results: dict[str, EvalResult] = field(default_factory=dict)
+    after: RagRecord | None = None
+    after_results: dict[str, EvalResult] = field(default_factory=dict)
+    error: str | None = None
+    duration_ms: float | None = None
+    answer_from: str | None = None
+    documents_from: str | None = None
+    replay_trace_id: str | None = None
+
+
+def to_row(parsed: ParsedLine) -> ReplayRow | None:
+    """A regression-set line or a plain row; None when it has no question to replay."""
+    row = parsed.row or {}
+    nested = row.get("record")
+    if isinstance(nested, dict):
+        try:
+            record = RagRecord.model_validate(nested)
+        except ValidationError:
+            record = row_to_record(nested, parsed.line)
+    else:
+        record = row_to_record(row, parsed.line)
+    if not record.question.strip():
+        return None
+    recorded: dict[str, EvalResult] = {}
+    for raw in row.get("results") or []:
+        try:
+            result = EvalResult.model_validate(raw)
+        except ValidationError:
+            continue
+        recorded[result.name] = result
+    set_name = row.get("set")
+    return ReplayRow(
+        parsed.line, record, recorded, set=set_name if isinstance(set_name, str) else None
+    )
+
+
+def recorded_names(rows: Sequence[ReplayRow]) -> list[str]:
+    """metric/method names the rows recorded, in first-seen order."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row.recorded))
+    return list(names)
+
+
+# --- The user's function ----------------------------------------------------------------
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """``package.module:function`` (or ``module:Class.method``); the current directory is
+    importable."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"--replay takes module:function, got {spec!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    importlib.invalidate_caches()
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise ConfigError(f"{module_name!r} has no attribute {attr!r}") from exc
+    if not callable(obj):
+        raise ConfigError(f"{spec} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    for target in (fn, getattr(fn, "__call__", None)):  # noqa: B004 - callable objects too
+        if target is not None and (
+            inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target)
+        ):
+            return True
+    return False
+
+
+def answer_of(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in _ANSWER_KEYS:
+            if isinstance(value.get(key), str):
+                return str(value[key])
+        return json.dumps(value, default=str, ensure_ascii=False)
+    answer = getattr(value, "answer", None)
+    if isinstance(answer, str):
+        return answer
+    return str(value)
+
+
+def documents_of(value: Any) -> list[Document] | None:
+    """Documents a returned mapping (or object) carries, else None."""
+    for key in _DOCUMENT_KEYS:
+        docs = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
+        if isinstance(docs, list | tuple):
+            return row_to_record({"contexts": list(docs)}, 0).documents
+    return None
+
+
+def _is_stream(value: Any) -> bool:
+    return isinstance(value, Iterator) and not isinstance(value, str | bytes | Mapping)
+
+
+async def _materialize_async(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        value = await value
+    if hasattr(value, "__aiter__"):
+        return "".join([str(chunk) async for chunk in value])
+    if _is_stream(value):
+        return "".join(str(chunk) for chunk in value)
+    return value
+
+
+def _materialize_sync(value: Any) -> Any:
+    if inspect.isawaitable(value) or hasattr(value, "__aiter__"):
+        return asyncio.run(_materialize_async(value))
+    if _is_stream(value):
+        return "".join(str(chunk) for chunk in value)
+    return value
+
+
+# --- Span capture ------------------------------------------------------------------------
+
+
+class _Capture:
+    """ragpulse configured with an in-memory exporter on a private provider.
+
+    Spans are bucketed by trace id as they end, and each replayed call takes its
+    own trace's spans back, so memory holds only calls in flight.
+    """
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        import ragpulse
+
+        class _ByTrace(InMemorySpanExporter):
+            def __init__(self) -> None:
+                super().__init__()
+                self.traces: dict[int, list[Any]] = defaultdict(list)
+                self.traces_lock = threading.Lock()
+
+            def export(self, spans: Sequence[Any]) -> Any:
+                with self.traces_lock:
+                    for span in spans:
+                        self.traces[span.context.trace_id].append(span)
+                return super().export(())
+
+        self.exporter = _ByTrace()
+        self.provider = TracerProvider(
+            resource=Resource.create({sc.SERVICE_NAME: "ragpulse-replay"})
+        )
+        ragpulse.configure(
+            exporter=self.exporter, tracer_provider=self.provider, capture_content=True
+        )
+        self.tracer = self.provider.get_tracer("ragpulse.replay")
+
+    @contextmanager
+    def span(self, question: str, line: int) -> Iterator[Any]:
+        attributes = {
+            sc.OPENINFERENCE_SPAN_KIND: sc.KIND_CHAIN,
+            sc.INPUT_VALUE: question,
+            sc.INPUT_MIME_TYPE: sc.MIME_TEXT,
+            "ragpulse.replay.line": line,
+        }
+        with self.tracer.start_as_current_span("ragpulse.replay", attributes=attributes) as span:
+            yield span
+
+    def record(self, trace_id: int) -> RagRecord | None:
+        """The trace's record (its first pipeline), extracted as the collector would."""
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+        from ragpulse.collector.extract import extract_records
+        from ragpulse.collector.otlp import decode_request
+
+        with self.exporter.traces_lock:
+            spans = self.exporter.traces.pop(trace_id, [])
+        if not spans:
+            return None
+        try:
+            records, _ = extract_records(decode_request(encode_spans(spans)).spans)
+        except Exception:  # the return value still gives the answer
+            logging.getLogger(__name__).warning("replay: extraction failed", exc_info=True)
+            return None
+        return records[0] if records else None
+
+    def close(self) -> None:
+        import ragpulse
+
+        ragpulse.shutdown()
+        self.provider.shutdown()
+
+
+def _start_capture() -> _Capture | None:
+    try:
+        return _Capture()
+    except Exception as exc:  # no spans: answers come from return values
+        logging.getLogger(__name__).warning(
+            "replay: cannot capture spans (%s); using return values", exc
+        )
+        return None
+
+
+# --- Replay ------------------------------------------------------------------------------
+
+
+def _finish(row: ReplayRow, value: Any, record: RagRecord | None, trace_id: int | None) -> None:
+    row.replay_trace_id = f"{trace_id:032x}" if trace_id else None
+    returned_docs = documents_of(value)
+    answer = record.answer if record is not None and record.answer else ""
+    row.answer_from = "spans" if answer else "return"
+    answer = answer or answer_of(value)
+    if record is not None and record.documents:
+        documents, row.documents_from = list(record.documents), "spans"
+    elif returned_docs is not None:
+        documents, row.documents_from = returned_docs, "return"
+    else:
+        documents, row.documents_from = list(row.before.documents), "recorded"
+    base = record if record is not None else row.before
+    row.after = base.model_copy(
+        update={
+            "trace_id": row.before.trace_id,
+            "span_id": row.before.span_id,
+            "service": row.before.service,
+            "route": row.before.route,
+            "question": row.before.question,
+            "answer": answer,
+            "documents": documents,
+            "attributes": {**row.before.attributes, **(record.attributes if record else {})},
+        }
+    )
+
+
+def _failed(row: ReplayRow, exc: BaseException, start: float) -> None:
+    row.duration_ms = (time.perf_counter() - start) * 1000
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    row.error = f"{type(exc).__name__}: {message}"[:500] if message else type(exc).__name__
+
+
+def _call_sync(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
+    start = time.perf_counter()
+    trace_id = None
+    try:
+        if capture is None:
+            value = _materialize_sync(fn(row.before.question))
+        else:
+            with capture.span(row.before.question, row.line) as span:
+                trace_id = span.get_span_context().trace_id
+                value = _materialize_sync(fn(row.before.question))
+                span.set_attribute(sc.OUTPUT_VALUE, answer_of(value))
+                span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_TEXT)
+        row.duration_ms = (time.perf_counter() - start) * 1000
+        record = capture.record(trace_id) if capture is not None and trace_id else None
+        _finish(row, value, record, trace_id)
+    except Exception as exc:
+        if capture is not None and trace_id:
+            _drop(capture, trace_id)
+        _failed(row, exc, start)
+
+
+async def _call_async(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
+    start = time.perf_counter()
+    trace_id = None
+    try:
+        if capture is None:
+            value = await _materialize_async(fn(row.before.question))
+        else:
+            with capture.span(row.before.question, row.line) as span:
+                trace_id = span.get_span_context().trace_id
+                value = await _materialize_async(fn(row.before.question))
+                span.set_attribute(sc.OUTPUT_VALUE, answer_of(value))
+                span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_TEXT)
+        row.duration_ms = (time.perf_counter() - start) * 1000
+        record = capture.record(trace_id) if capture is not None and trace_id else None
+        _finish(row, value, record, trace_id)
+    except Exception as exc:
+        if capture is not None and trace_id:
+            _drop(capture, trace_id)
+        _failed(row, exc, start)
+
+
+def _drop(capture: _Capture, trace_id: int) -> None:
+    with capture.exporter.traces_lock:
+        capture.exporter.traces.pop(trace_id, None)
+
+
+def replay(
+    rows: Sequence[ReplayRow],
+    fn: Callable[..., Any],
+    concurrency: int = 8,
+    progress: Callable[[], None] | None = None,
+    capture_spans: bool = True,
+) -> None:
+    """Call ``fn(question)`` for every row; fills ``after`` or ``error``; never raises for
+    the function's exceptions."""
+    concurrency = max(1, concurrency)
+    tick = progress or (lambda: None)
+    capture = _start_capture() if capture_spans else None
+    try:
+        if _is_async(fn):
+            asyncio.run(_replay_async(rows, fn, concurrency, tick, capture))
+        else:
+            with ThreadPoolExecutor(concurrency, thread_name_prefix="ragpulse-replay") as pool:
+                futures = [pool.submit(_call_sync, fn, row, capture) for row in rows]
+                for _ in as_completed(futures):
+                    tick()
+    finally:
+        if capture is not None:
+            capture.close()
+
+
+async def _replay_async(
+    rows: Sequence[ReplayRow],
+    fn: Callable[..., Any],
+    concurrency: int,
+    tick: Callable[[], None],
+    capture: _Capture | None,
+) -> None:
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(row: ReplayRow) -> None:
+        async with semaphore:
+            await _call_async(fn, row, capture)
+        tick()
+
+    await asyncio.gather(*(one(row) for row in rows))
+
+
+# --- Scoring -----------------------------------------------------------------------------
+
+
+def score(
+    rows: Sequence[ReplayRow], evaluators: Sequence[Evaluator], batch_size: int = 256
+) -> None:
+    """Score every replayed record, and the recorded record where a result is missing."""
+    from ragpulse.collector.pipeline import evaluate_records
+
+    for row in rows:
+        row.before_results = {
+            e.name(): row.recorded[e.name()] for e in evaluators if e.name() in row.recorded
+        }
+    for evaluator in evaluators:
+        missing = [r for r in rows if evaluator.name() not in r.before_results]
+        for chunk in _chunks(missing, batch_size):
+            scored = evaluate_records([r.before for r in chunk], [evaluator])
+            for row, results in zip(chunk, scored, strict=True):
+                row.before_results[evaluator.name()] = results[0]
+    replayed = [r for r in rows if r.after is not None]
+    for chunk in _chunks(replayed, batch_size):
+        scored = evaluate_records([r.after for r in chunk if r.after is not None], evaluators)
+        for row, results in zip(chunk, scored, strict=True):
+            row.after_results = {r.name: r for r in results}
+
+
+def _chunks(items: Sequence[ReplayRow], size: int) -> Iterator[Sequence[ReplayRow]]:
+    size = max(1, size)
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# --- Comparison --------------------------------------------------------------------------
+
+
+def higher_is_better(name: str) -> bool:
+    return name.split("/")[0] not in RISK_METRICS
+
+
+def gain(name: str, before: float, after: float) -> float:
+    """How much better ``after`` is (negative: a regression), in the metric's direction."""
+    return after - before if higher_is_better(name) else before - after
+
+
+def parse_max_drop(items: Iterable[str]) -> dict[str, float]:
+    """``metric=0.05`` or ``metric/method=0.05`` -> {name: drop}."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            drop = float(value)
+        except ValueError:
+            drop = -1.0
+        if not sep or not name.strip() or drop < 0:
+            raise ConfigError(f"--max-drop takes metric=value with value >= 0, got {item!r}")
+        out[name.strip()] = drop
+    return out
+
+
+def _histogram(values: Sequence[float]) -> list[int]:
+    counts = [0] * HISTOGRAM_BINS
+    for v in values:
+        counts[min(HISTOGRAM_BINS - 1, max(0, int(v * HISTOGRAM_BINS)))] += 1
+    return counts
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def summarize(
+    rows: Sequence[ReplayRow],
+    evaluators: Sequence[str],
+    max_drop: Mapping[str, float],
+    *,
+    bad_lines: int = 0,
+    skipped: int = 0,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The comparison as a JSON-able summary (what the console, Markdown and HTML show)."""
+    metrics = []
+    regressions: list[dict[str, Any]] = []
+    for name in evaluators:
+        before_vals, after_vals = [], []
+        improved = regressed = after_na = after_err = 0
+        for row in rows:
+            b, a = row.before_results.get(name), row.after_results.get(name)
+            if row.after is not None and a is not None:
+                after_err += bool(a.error)
+                after_na += a.score is None and not a.error
+            if b is None or a is None or b.score is None or a.score is None:
+                continue
+            before_vals.append(b.score)
+            after_vals.append(a.score)
+            g = gain(name, b.score, a.score)
+            improved += g > CHANGE
+            regressed += g < -CHANGE
+            if g < -CHANGE:
+                regressions.append(
+                    {
+                        "trace_id": row.before.trace_id,
+                        "line": row.line,
+                        "set": row.set,
+                        "evaluator": name,
+                        "before": b.score,
+                        "after": a.score,
+                        "drop": -g,
+                        "question": row.before.question,
+                        "answer_after": row.after.answer if row.after else "",
+                    }
+                )
+        n = len(before_vals)
+        mean_b, mean_a = _mean(before_vals), _mean(after_vals)
+        metric, _, method = name.partition("/")
+        metrics.append(
+            {
+                "evaluator": name,
+                "metric": metric,
+                "method": method,
+                "higher_is_better": higher_is_better(name),
+                "paired": n,
+                "mean_before": mean_b,
+                "mean_after": mean_a,
+                "delta": None if mean_b is None or mean_a is None else mean_a - mean_b,
+                "drop": None if mean_b is None or mean_a is None else -gain(name, mean_b, mean_a),
+                "improved": improved,
+                "regressed": regressed,
+                "unchanged": n - improved - regressed,
+                "improved_share": improved / n if n else None,
+                "regressed_share": regressed / n if n else None,
+                "after_not_applicable": after_na,
+                "after_errors": after_err,
+                "histogram": {
+                    "edges": [i / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1)],
+                    "before": _histogram(before_vals),
+                    "after": _histogram(after_vals),
+                },
+            }
+        )
+    regressions.sort(key=lambda r: (-r["drop"], r["line"]))
+    thresholds = check_thresholds(metrics, max_drop)
+    errors = [r for r in rows if r.error]
+    return {
+        **dict(meta or {}),
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "rows": len(rows) + skipped + bad_lines,
+        "replayed": sum(r.after is not None for r in rows),
+        "replay_errors": len(errors),
+        "error_examples": [
+            {"line": r.line, "trace_id": r.before.trace_id, "error": r.error} for r in errors[:10]
+        ],
+        "skipped_no_question": skipped,
+        "unreadable_lines": bad_lines,
+        "change_threshold": CHANGE,
+        "metrics": metrics,
+        "regressions": len(regressions),
+        "worst_regressions": regressions[:WORST],
+        "thresholds": thresholds,
+        "passed": not any(t["exceeded"] for t in thresholds),
+    }
+
+
+def check_thresholds(
+    metrics: Sequence[Mapping[str, Any]], max_drop: Mapping[str, float]
+) -> list[dict[str, Any]]:
+    """One entry per (threshold, matching evaluator); a threshold nothing can be checked
+    against fails (a CI gate must not pass silently)."""
+    out = []
+    for rule, limit in max_drop.items():
+        matched = [m for m in metrics if rule in (m["metric"], m["evaluator"])]
+        checked = [m for m in matched if m["drop"] is not None]
+        for m in checked:
+            out.append(
+                {
+                    "rule": f"{rule}={limit:g}",
+                    "evaluator": m["evaluator"],
+                    "max_drop": limit,
+                    "drop": m["drop"],
+                    "exceeded": m["drop"] > limit,
+                }
+            )
+        if not checked:
+            out.append(
+                {
+                    "rule": f"{rule}={limit:g}",
+                    "evaluator": None,
+                    "max_drop": limit,
+                    "drop": None,
+                    "exceeded": True,
+                    "note": "no paired scores for this metric"
+                    if matched
+                    else "metric not evaluated",
+                }
+            )
+    return out
+
+
+# --- Output ------------------------------------------------------------------------------
+
+
+def _side(record: RagRecord | None, results: Mapping[str, EvalResult]) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {
+        "answer": record.answer,
+        "documents": [d.model_dump(mode="json") for d in record.documents],
+        "results": [result_dict(r) for r in results.values()],
+    }
+
+
+def output_line(row: ReplayRow) -> str:
+    deltas = {}
+    for name, b in row.before_results.items():
+        a = row.after_results.get(name)
+        if a is not None and a.score is not None and b.score is not None:
+            deltas[name] = round(a.score - b.score, 6)
+    out = {
+        "line": row.line,
+        "set": row.set,
+        "trace_id": row.before.trace_id,
+        "question": row.before.question,
+        "before": _side(row.before, row.before_results),
+        "after": _side(row.after, row.after_results),
+        "deltas": deltas,
+        "replay": {
+            "error": row.error,
+            "duration_ms": None if row.duration_ms is None else round(row.duration_ms, 3),
+            "answer_from": row.answer_from,
+            "documents_from": row.documents_from,
+            "trace_id": row.replay_trace_id,
+        },
+    }
+    return json.dumps(out, ensure_ascii=False)
