@@ -384,14 +384,19 @@ def _ends_with_newline(path: Path) -> bool:
         return f.read(1) == b"\n"
 
 
-def _question_of(raw: str) -> str | None:
-    if not raw.strip():
-        return None
+def _parsed(raw: str | None) -> dict[str, Any]:
+    """A set line as a dict; {} for a blank, cut-short or foreign line."""
+    if not raw or not raw.strip():
+        return {}
     try:
         row = json.loads(raw)
     except ValueError:
-        return None
-    record = row.get("record") if isinstance(row, dict) else None
+        return {}
+    return row if isinstance(row, dict) else {}
+
+
+def _question_of(raw: str) -> str | None:
+    record = _parsed(raw).get("record")
     question = record.get("question") if isinstance(record, dict) else None
     return question if isinstance(question, str) else None
 
@@ -436,11 +441,5 @@ def set_stats(directory: str | Path) -> list[SetStats]:
 
 
 def _written_at(raw: str | None) -> str | None:
-    if raw is None:
-        return None
-    try:
-        row = json.loads(raw)
-    except ValueError:
-        return None
-    value = row.get("written_at") if isinstance(row, dict) else None
+    value = _parsed(raw).get("written_at")
     return value if isinstance(value, str) else None

@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -339,46 +339,43 @@ def _failed(row: ReplayRow, exc: BaseException, start: float) -> None:
     row.error = f"{type(exc).__name__}: {message}"[:500] if message else type(exc).__name__
 
 
-def _call_sync(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
+class _Call:
+    """What one replayed call returned (set inside :func:`_replaying`)."""
+
+    value: Any = None
+
+
+@contextmanager
+def _replaying(row: ReplayRow, capture: _Capture | None) -> Iterator[_Call]:
+    """Times one call inside its replay span, then fills ``row`` from the value and the
+    trace's spans; an exception from the call becomes ``row.error`` (never raised)."""
     start = time.perf_counter()
+    call = _Call()
     trace_id = None
     try:
-        if capture is None:
-            value = _materialize_sync(fn(row.before.question))
-        else:
-            with capture.span(row.before.question, row.line) as span:
-                trace_id = span.get_span_context().trace_id
-                value = _materialize_sync(fn(row.before.question))
-                span.set_attribute(sc.OUTPUT_VALUE, answer_of(value))
+        with capture.span(row.before.question, row.line) if capture else nullcontext() as span:
+            trace_id = span.get_span_context().trace_id if span is not None else None
+            yield call
+            if span is not None:
+                span.set_attribute(sc.OUTPUT_VALUE, answer_of(call.value))
                 span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_TEXT)
         row.duration_ms = (time.perf_counter() - start) * 1000
         record = capture.record(trace_id) if capture is not None and trace_id else None
-        _finish(row, value, record, trace_id)
+        _finish(row, call.value, record, trace_id)
     except Exception as exc:
         if capture is not None and trace_id:
             _drop(capture, trace_id)
         _failed(row, exc, start)
+
+
+def _call_sync(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
+    with _replaying(row, capture) as call:
+        call.value = _materialize_sync(fn(row.before.question))
 
 
 async def _call_async(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
-    start = time.perf_counter()
-    trace_id = None
-    try:
-        if capture is None:
-            value = await _materialize_async(fn(row.before.question))
-        else:
-            with capture.span(row.before.question, row.line) as span:
-                trace_id = span.get_span_context().trace_id
-                value = await _materialize_async(fn(row.before.question))
-                span.set_attribute(sc.OUTPUT_VALUE, answer_of(value))
-                span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_TEXT)
-        row.duration_ms = (time.perf_counter() - start) * 1000
-        record = capture.record(trace_id) if capture is not None and trace_id else None
-        _finish(row, value, record, trace_id)
-    except Exception as exc:
-        if capture is not None and trace_id:
-            _drop(capture, trace_id)
-        _failed(row, exc, start)
+    with _replaying(row, capture) as call:
+        call.value = await _materialize_async(fn(row.before.question))
 
 
 def _drop(capture: _Capture, trace_id: int) -> None:
