@@ -4,13 +4,20 @@ Keyword retrieval over a tiny corpus shipped with the package, and an
 extractive answerer that copies the best-matching sentence. To give the
 evaluators something to find, a share of answers is deliberately ungrounded,
 two documents carry prompt injections, and one question is an injection.
+
+``python -m ragpulse.demo_app`` sends questions until stopped, exporting to
+``RAGPULSE_ENDPOINT`` (the compose stack's demo app).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import re
+import signal
+import sys
+import time
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
@@ -60,3 +67,34 @@ def generate(question: str, documents: list[dict[str, Any]], ungrounded: bool = 
 def answer(question: str, ungrounded_rate: float = 0.25) -> str:
     documents = retrieve(question)
     return generate(question, documents, ungrounded=random.random() < ungrounded_rate)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Ask the demo app questions at ``--rate`` per second, forever or ``--count`` times."""
+    parser = argparse.ArgumentParser(prog="python -m ragpulse.demo_app", description=main.__doc__)
+    parser.add_argument("--rate", type=float, default=2.0, help="questions per second (2)")
+    parser.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
+    args = parser.parse_args(argv)
+    # Endpoint and service name come from RAGPULSE_ENDPOINT / RAGPULSE_SERVICE_NAME.
+    ragpulse.configure()
+    # SIGTERM (docker stop) unwinds through `finally`, which flushes the last spans.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    questions = corpus()["questions"]
+    sent = 0
+    try:
+        while args.count <= 0 or sent < args.count:
+            try:
+                answer(random.choice(questions)["question"])
+            except Exception:  # a demo that keeps sending beats one that stops
+                pass
+            sent += 1
+            time.sleep(1.0 / args.rate)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        ragpulse.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
