@@ -5,7 +5,10 @@ Each row becomes a RagRecord: ``where=question`` rows are the question,
 the numbers show what the evaluator sees in production. Data:
 injection_dev.jsonl in ../shared/data/dev (or $RAGPULSE_DEV_DATA).
 
-    .venv/bin/python bench/injection_dev.py [--threshold 0.5] [--data PATH] [--misses]
+``injection/probe`` (our own model, its trained threshold) is measured beside the
+rules when the models extra is installed; ``--rules-only`` skips it.
+
+    .venv/bin/python bench/injection_dev.py [--threshold 0.5] [--data PATH] [--misses] [--rules-only]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragpulse.evaluators.base import Evaluator
 from ragpulse.evaluators.injection_rules import InjectionRules
 from ragpulse.record import Document, RagRecord
 
@@ -98,9 +102,10 @@ def table(rows: Iterable[tuple[str, Counts]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threshold", type=float, default=0.5)
+    parser.add_argument("--threshold", type=float, default=0.5, help="of injection/rules")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--misses", action="store_true", help="list false positives/negatives")
+    parser.add_argument("--rules-only", action="store_true", help="skip injection/probe")
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(
@@ -109,15 +114,40 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     rows = load(args.data)
-    evaluator = InjectionRules(threshold=args.threshold)
+    evaluators: list[Evaluator] = [InjectionRules(threshold=args.threshold)]
+    if not args.rules_only:
+        evaluators += _probe()
+    for i, evaluator in enumerate(evaluators):
+        print("\n" * (i > 0) + measure(evaluator, rows, args.data.name, args.misses))
+    return 0
+
+
+def _probe() -> list[Evaluator]:
+    """injection/probe with its shipped weights, or nothing (and why) without the models extra."""
+    from ragpulse.evaluators.injection_probe import InjectionProbe
+
+    why = InjectionProbe.missing()
+    if why is not None:
+        print(f"injection/probe skipped: {why}\n")
+        return []
+    probe = InjectionProbe()
+    probe.load()
+    return [probe]
+
+
+def measure(evaluator: Evaluator, rows: list[dict[str, Any]], name: str, misses: bool) -> str:
+    """The table of one evaluator on the dev rows (batches of 32, as the model tier batches)."""
+    records = [to_record(r) for r in rows]
     start = time.perf_counter()
-    results = evaluator.evaluate([to_record(r) for r in rows])
+    results = []
+    for i in range(0, len(records), 32):
+        results += evaluator.evaluate(records[i : i + 32])
     elapsed = time.perf_counter() - start
 
     overall = Counts()
     by_where: dict[str, Counts] = defaultdict(Counts)
     by_variant: dict[str, Counts] = defaultdict(Counts)
-    misses: list[str] = []
+    missed: list[str] = []
     for row, res in zip(rows, results, strict=True):
         label = int(row["label"])
         predicted = res.label == "injection"
@@ -130,18 +160,31 @@ def main(argv: list[str] | None = None) -> int:
         if predicted != bool(label):
             kind = "FP" if predicted else "FN"
             text = str(row["text"]).replace("\n", " ")[:160]
-            misses.append(f"{kind} {row['id']} score={res.score:.2f} {res.explanation} | {text}")
+            missed.append(f"{kind} {row['id']} score={res.score:.2f} {res.explanation} | {text}")
 
-    print(f"injection/rules on {args.data.name}: {len(rows)} rows, threshold {args.threshold}")
-    print(f"{elapsed * 1000 / max(1, len(rows)):.3f} ms per record\n")
-    print(table([("overall", overall), *sorted(by_where.items())]))
-    print("\nrecall per injection_variant")
-    print(f"{'variant':<32} {'n':>4} {'recall':>6}")
+    threshold = getattr(evaluator, "threshold", None)
+    out = [
+        f"{evaluator.name()} on {name}: {len(rows)} rows, threshold {threshold}",
+        f"{elapsed * 1000 / max(1, len(rows)):.3f} ms per record, AUROC {_auroc(rows, results)}\n",
+        table([("overall", overall), *sorted(by_where.items())]),
+        "\nrecall per injection_variant",
+        f"{'variant':<32} {'n':>4} {'recall':>6}",
+    ]
     for variant, c in sorted(by_variant.items(), key=lambda kv: (-(metrics(kv[1])[1] or 0), kv[0])):
-        print(f"{variant:<32} {c.n:>4} {_fmt(metrics(c)[1])}")
-    if args.misses:
-        print("\n" + "\n".join(misses))
-    return 0
+        out.append(f"{variant:<32} {c.n:>4} {_fmt(metrics(c)[1])}")
+    if misses:
+        out += ["", *missed]
+    return "\n".join(out)
+
+
+def _auroc(rows: list[dict[str, Any]], results: list[Any]) -> str:
+    """Threshold-free ranking quality: P(an injection row outscores a benign one), ties halved."""
+    pos = [r.score or 0.0 for r, row in zip(results, rows, strict=True) if row["label"]]
+    neg = [r.score or 0.0 for r, row in zip(results, rows, strict=True) if not row["label"]]
+    if not pos or not neg:
+        return "-"
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return f"{wins / (len(pos) * len(neg)):.3f}"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,115 @@
+"""``injection/probe``: ragpulse's own prompt-injection model, shipped in the package.
+
+No public injection classifier can be downloaded where ragpulse runs, so this
+is a small logistic-regression probe (``models/weights/injection_probe.npz``,
+model card beside it) over the shared MiniLM embedding plus the rule scanner's
+verdict and a few lexical cues (:mod:`ragpulse.evaluators.models.injection_features`).
+It catches paraphrased, persuasive, hypothetical and multilingual attacks the
+rules miss, at the cost of one MiniLM pass per chunk (shared with, and cached
+for, the other embedding metrics).
+
+Every location (the question, each document) is chunked to fit the encoder; a
+location's risk is its riskiest chunk, so one poisoned paragraph in a long
+document is not averaged away. Findings have the same shape as
+``injection/classifier``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.injection_classifier import findings_result, locations
+from ragpulse.evaluators.models.loading import MINILM, missing_extra
+from ragpulse.record import EvalResult, RagRecord
+
+WEIGHTS = "injection_probe.npz"
+DEFAULT_THRESHOLD = 0.5
+"""Used only when the weights file carries no ``threshold`` of its own. The shipped file
+carries the one chosen on out-of-fold training predictions (model card), never on the dev set."""
+
+
+class InjectionProbe(Evaluator):
+    metric = "injection"
+    method = "probe"
+    tier = Tier.MODEL
+    default_enabled = True
+
+    def __init__(
+        self, threshold: float | None = None, model: str = MINILM, weights: str | None = None
+    ) -> None:
+        """``threshold``: None takes the one trained with the weights; ``weights``: a retrained
+        probe's .npz instead of the shipped one (same features)."""
+        if threshold is not None and not 0.0 < threshold < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+        self._threshold = threshold
+        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+        self.model = model
+        self.weights = weights
+        self._encoder: Any = None
+        self._probe: Any = None
+
+    @classmethod
+    def missing(cls) -> str | None:
+        return missing_extra()
+
+    def load(self) -> None:
+        from ragpulse.errors import ModelUnavailable
+        from ragpulse.evaluators.models.encoder import shared_encoder
+        from ragpulse.evaluators.models.injection_features import FEATURE_NAMES
+        from ragpulse.evaluators.models.probe import LinearProbe, shipped
+
+        path = Path(self.weights) if self.weights else shipped(WEIGHTS)
+        probe = LinearProbe.load(path)
+        if probe.feature_names != FEATURE_NAMES:
+            raise ModelUnavailable(
+                f"{WEIGHTS} ({probe.version}) was trained on other features than this ragpulse "
+                "computes; reinstall ragpulse or retrain (training/train_injection_probe.py)"
+            )
+        if self._threshold is None:
+            self.threshold = _trained_threshold(path)
+        self._probe = probe
+        self._encoder = shared_encoder(self.model)
+
+    def chunk_risks(self, texts: Sequence[str], documents: Sequence[bool]) -> list[float]:
+        """Risk per text (its riskiest piece), embedding all pieces of all texts in one call."""
+        from ragpulse.evaluators.models.injection_features import chunk_features, pieces
+
+        owner: list[int] = []
+        units: list[str] = []
+        for i, text in enumerate(texts):
+            parts = pieces(self._encoder, text)
+            units += parts
+            owner += [i] * len(parts)
+        if not units:
+            return []
+        features = chunk_features(units, self._encoder.embed(units), [documents[i] for i in owner])
+        risks = [0.0] * len(texts)
+        for i, p in zip(owner, self._probe.predict(features).tolist(), strict=True):
+            risks[i] = max(risks[i], float(p))
+        return risks
+
+    def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        places = [(ri, where, text) for ri, r in enumerate(records) for where, text in locations(r)]
+        risks = self.chunk_risks(
+            [text for _, _, text in places], [where != "question" for _, where, _ in places]
+        )
+        per_record: dict[int, list[tuple[str, float]]] = {}
+        for (ri, where, _), risk in zip(places, risks, strict=True):
+            per_record.setdefault(ri, []).append((where, risk))
+        return [
+            findings_result(self, per_record.get(i, []), self.threshold, model=self._probe.version)
+            for i in range(len(records))
+        ]
+
+
+def _trained_threshold(path: Path) -> float:
+    """The threshold stored beside the weights (an extra ``threshold`` array in the .npz)."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as data:
+        return (
+            round(float(data["threshold"]), 4) if "threshold" in data.files else DEFAULT_THRESHOLD
+        )
