@@ -57,19 +57,21 @@ def rows(name: str) -> list[dict]:
     return [json.loads(line) for line in (DEV / name).open(encoding="utf-8")]
 
 
-def passages(words: int = 100) -> list[str]:
+def passages(words: int = 100, offset: int = 0) -> list[str]:
     texts = sorted(
         {c for f in DEV.glob("faithfulness_*.jsonl") for r in rows(f.name) for c in r["contexts"]}
     )
     tokens = " ".join(texts).split()
-    return [" ".join(tokens[i : i + words]) for i in range(0, len(tokens) - words, words)]
+    return [" ".join(tokens[i : i + words]) for i in range(offset, len(tokens) - words, words)]
 
 
 def synthetic_records(n: int) -> list[RagRecord]:
-    pool = passages()
+    # Windows at two offsets: ~2,200 distinct passages, so 400 records x 5 documents
+    # never repeat a text (the embedding cache must not hit).
+    pool = passages() + passages(offset=50)
     out = []
     for i in range(n):
-        docs = pool[(i * 6) % len(pool) : (i * 6) % len(pool) + 5]
+        docs = [pool[(i * 5 + j) % len(pool)] for j in range(5)]
         answer = (
             " ".join(docs[0].split()[5:25]) + ". " + " ".join(docs[1].split()[:15]) + ". It is so."
         )

@@ -38,6 +38,7 @@ from ragpulse.errors import DecodeError
 log = logging.getLogger(__name__)
 
 ERROR_HEADER = "ragpulse.error"
+BOOTSTRAP_TIMEOUT_MS = 5000
 _MEDIA = {"otlp_proto": otlp.PROTOBUF, "otlp_json": otlp.JSON}
 
 
@@ -130,16 +131,20 @@ class KafkaSource(Source, ConsumerRebalanceListener):
 
     def stop(self) -> None:
         """Stop reading. Open traces are abandoned, not evaluated half-assembled:
-        their messages stay uncommitted and are read again after a restart."""
+        their messages stay uncommitted and are read again after a restart.
+
+        While the broker was never reached there is nothing to wait for: the
+        (daemon) thread may sit in a bootstrap attempt, but it holds no messages.
+        """
         self._stopping.set()
-        if self._thread is not None:
+        if self._thread is not None and self._consumer is not None:
             self._reading_stopped.wait(30)
 
     def close(self) -> None:
         self._drained.set()
-        if self._thread is not None:
+        if self._thread is not None and self._consumer is not None:
             self._thread.join(30)
-            self._thread = None
+        self._thread = None
 
     @property
     def assignment(self) -> set[TopicPartition]:
@@ -173,7 +178,15 @@ class KafkaSource(Source, ConsumerRebalanceListener):
             session_timeout_ms=s.session_timeout_ms,
             heartbeat_interval_ms=s.heartbeat_interval_ms,
             max_partition_fetch_bytes=max(s.max_message_bytes, 1024 * 1024),
-            **{**s.client_config(), **s.consumer_options},
+            # kafka-python's defaults block up to 30 s per bootstrap attempt and back
+            # off up to 30 s between reconnects: too long to notice a stop, or a
+            # restarted broker. consumer_options can still override both.
+            **{
+                "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
+                "reconnect_backoff_max_ms": BOOTSTRAP_TIMEOUT_MS,
+                **s.client_config(),
+                **s.consumer_options,
+            },
         )
         consumer.subscribe([s.topic], listener=self)
         return consumer

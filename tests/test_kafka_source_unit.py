@@ -10,6 +10,7 @@ about KafkaSource is tested against the real broker in test_kafka_intake.py.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, NamedTuple
 
 from helpers import rag_request
@@ -52,3 +53,19 @@ def test_rereads_below_the_previous_read_mark_are_counted_as_redeliveries() -> N
     registry = collector.metrics.registry
     assert registry.get_sample_value("ragpulse_kafka_redelivered_messages_total") == 3
     assert registry.get_sample_value("ragpulse_kafka_messages_total", {"outcome": "ok"}) == 5
+
+
+def test_stop_is_prompt_while_the_broker_was_never_reached() -> None:
+    """A real kafka-python consumer against a port nobody listens on: start() gives up
+    waiting after one bootstrap attempt, and stop/close return at once (a SIGTERM during
+    a broker outage must not hang past the orchestrator's grace period)."""
+    settings = load_settings(source="kafka", kafka={"bootstrap": "127.0.0.1:1"})
+    collector = Collector(settings, evaluators=[], sinks=[], receiver=False, metrics_server=False)
+    source = KafkaSource(settings.kafka, collector, collector.metrics)
+    t0 = time.monotonic()
+    source.start()
+    assert time.monotonic() - t0 < 15
+    t1 = time.monotonic()
+    source.stop()
+    source.close()
+    assert time.monotonic() - t1 < 2

@@ -226,9 +226,8 @@ def test_live_metrics_declare_every_series_rules_and_panels_read() -> None:
     try:
         exported = exported_series(http_get(metrics_url))
     finally:
-        # Killed: a graceful stop waits on the unreachable broker for long seconds.
-        proc.kill()
-        proc.wait(10)
+        proc.terminate()  # graceful even though the broker was never reached
+        assert proc.wait(20) == 0
     for family in ("ragpulse_kafka_consumer_lag", "ragpulse_judge_tokens_total"):
         assert family in exported
     exprs = [r["expr"] for r in rules()] + [e for _, e in panel_exprs()]
