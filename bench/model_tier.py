@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from injection_dev import to_record as injection_record
 from lexical_dev import auroc
 
 from ragpulse.collector.pipeline import load_evaluators_safely
@@ -203,11 +204,10 @@ def _relevance(row: dict) -> RagRecord:
 
 
 def _injection(row: dict) -> RagRecord:
-    if row["where"] == "question":
-        return RagRecord(question=row["text"])
-    return RagRecord(
-        question="What does the document say?", documents=[Document(content=row["text"])]
-    )
+    # As bench/injection_dev.py and the probe's model card: a document row is asked
+    # about with a neutral question whose own risk is ~0.01, so the record's risk
+    # (the max over locations) is the document's.
+    return injection_record(row)
 
 
 def main() -> None:
