@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.models.faithfulness_features import (
     FEATURE_NAMES,
@@ -29,7 +28,7 @@ from ragpulse.evaluators.models.faithfulness_features import (
     prepare,
 )
 from ragpulse.evaluators.models.loading import MINILM, missing_extra
-from ragpulse.evaluators.models.probe import LinearProbe, shipped
+from ragpulse.evaluators.models.probe import LinearProbe, load_probe, shipped
 from ragpulse.record import EvalResult, RagRecord
 
 WEIGHTS = "faithfulness_probe.npz"
@@ -60,14 +59,9 @@ class FaithfulnessProbe(Evaluator):
         from ragpulse.evaluators.models.encoder import shared_encoder
 
         path = shipped(WEIGHTS) if self._weights is None else Path(self._weights)
-        probe = LinearProbe.load(path)
-        if probe.feature_names != FEATURE_NAMES:
-            raise ModelUnavailable(
-                f"{path} was trained on other features ({probe.version}); retrain it with "
-                "training/train_faithfulness_probe.py"
-            )
+        probe = load_probe(path, FEATURE_NAMES, "training/train_faithfulness_probe.py")
         if self._threshold is None:
-            self.threshold = _threshold_of(Path(path))
+            self.threshold = DEFAULT_THRESHOLD if probe.threshold is None else probe.threshold
         self._encoder = shared_encoder(MINILM)
         self._probe = probe
 
@@ -106,12 +100,6 @@ class FaithfulnessProbe(Evaluator):
             model_version=self._probe.version,
             **ev,
         )
-
-
-def _threshold_of(path: Path) -> float:
-    """The decision threshold chosen in training, an extra ``threshold`` array in the .npz."""
-    with np.load(path, allow_pickle=False) as data:
-        return float(data["threshold"]) if "threshold" in data.files else DEFAULT_THRESHOLD
 
 
 def _explain(p: float, label: str, ev: dict[str, Any]) -> str:

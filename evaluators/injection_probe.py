@@ -56,20 +56,14 @@ class InjectionProbe(Evaluator):
         return missing_extra()
 
     def load(self) -> None:
-        from ragpulse.errors import ModelUnavailable
         from ragpulse.evaluators.models.encoder import shared_encoder
         from ragpulse.evaluators.models.injection_features import FEATURE_NAMES
-        from ragpulse.evaluators.models.probe import LinearProbe, shipped
+        from ragpulse.evaluators.models.probe import load_probe, shipped
 
         path = Path(self.weights) if self.weights else shipped(WEIGHTS)
-        probe = LinearProbe.load(path)
-        if probe.feature_names != FEATURE_NAMES:
-            raise ModelUnavailable(
-                f"{WEIGHTS} ({probe.version}) was trained on other features than this ragpulse "
-                "computes; reinstall ragpulse or retrain (training/train_injection_probe.py)"
-            )
+        probe = load_probe(path, FEATURE_NAMES, "training/train_injection_probe.py")
         if self._threshold is None:
-            self.threshold = _trained_threshold(path)
+            self.threshold = DEFAULT_THRESHOLD if probe.threshold is None else probe.threshold
         self._probe = probe
         self._encoder = shared_encoder(self.model)
 
@@ -103,13 +97,3 @@ class InjectionProbe(Evaluator):
             findings_result(self, per_record.get(i, []), self.threshold, model=self._probe.version)
             for i in range(len(records))
         ]
-
-
-def _trained_threshold(path: Path) -> float:
-    """The threshold stored beside the weights (an extra ``threshold`` array in the .npz)."""
-    import numpy as np
-
-    with np.load(path, allow_pickle=False) as data:
-        return (
-            round(float(data["threshold"]), 4) if "threshold" in data.files else DEFAULT_THRESHOLD
-        )

@@ -2,8 +2,8 @@
 
 Weights live in a small ``.npz`` shipped in the package (see the model cards
 beside them): ``weights``, ``bias``, ``mean`` and ``scale`` (standardisation),
-``feature_names`` and a ``version`` string. Inference is numpy only; training
-scripts live in ``training/``.
+``feature_names``, a ``version`` string and, optionally, the decision ``threshold``
+chosen in training. Inference is numpy only; training scripts live in ``training/``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class LinearProbe:
     scale: np.ndarray
     feature_names: tuple[str, ...]
     version: str
+    threshold: float | None = None
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """P(positive) per row of ``features`` (n, len(feature_names))."""
@@ -57,9 +58,24 @@ class LinearProbe:
                     scale=data["scale"].astype(np.float64),
                     feature_names=tuple(str(x) for x in data["feature_names"]),
                     version=str(data["version"]),
+                    # float32 on disk: rounded so 0.85 reads back as 0.85
+                    threshold=round(float(data["threshold"]), 4)
+                    if "threshold" in data.files
+                    else None,
                 )
         except (OSError, KeyError, ValueError) as exc:
             raise ModelUnavailable(f"cannot read probe weights {path}: {exc}") from exc
+
+
+def load_probe(path: Path, feature_names: tuple[str, ...], retrain: str) -> LinearProbe:
+    """Load ``path`` and check it was trained on the features this ragpulse computes."""
+    probe = LinearProbe.load(path)
+    if probe.feature_names != tuple(feature_names):
+        raise ModelUnavailable(
+            f"{path} ({probe.version}) was trained on other features than this ragpulse "
+            f"computes; reinstall ragpulse or retrain it with {retrain}"
+        )
+    return probe
 
 
 def shipped(name: str) -> Path:
