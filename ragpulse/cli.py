@@ -420,6 +420,7 @@ def print_replay(summary: dict[str, Any]) -> None:
         SCORE_HEADER,
         THRESHOLD_HEADER,
         WORST_HEADER,
+        count,
         score_rows,
         threshold_rows,
         worst_rows,
@@ -437,13 +438,14 @@ def print_replay(summary: dict[str, Any]) -> None:
     else:
         out.print("no regressions")
     if summary["replay_errors"]:
-        out.print(f"[yellow]{summary['replay_errors']} replay errors[/yellow], e.g.:")
+        out.print(f"[yellow]{count(summary['replay_errors'], 'replay error')}[/yellow], e.g.:")
         for e in summary["error_examples"][:5]:
             out.print(f"  line {e['line']}: {e['error']}", markup=False, highlight=False)
     if summary["skipped_no_question"] or summary["unreadable_lines"]:
         out.print(
-            f"[yellow]{summary['skipped_no_question']} rows without a question, "
-            f"{summary['unreadable_lines']} unreadable lines (kept with an error field)[/yellow]"
+            f"[yellow]{count(summary['skipped_no_question'], 'row')} without a question, "
+            f"{count(summary['unreadable_lines'], 'unreadable line')} (kept with an error field)"
+            "[/yellow]"
         )
     if summary["thresholds"]:
         out.print(_table("thresholds (--max-drop)", THRESHOLD_HEADER, threshold_rows(summary)))

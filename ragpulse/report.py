@@ -137,13 +137,18 @@ def worst_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     ]
 
 
+def count(n: int, thing: str, things: str | None = None) -> str:
+    """``1 replay error``, ``2 replay errors``."""
+    return f"{n} {thing if n == 1 else (things or thing + 's')}"
+
+
 def headline(summary: Mapping[str, Any]) -> str:
     return (
-        f"{summary['replayed']} of {summary['rows']} rows replayed with "
-        f"`{summary.get('replay', '?')}`; {summary['replay_errors']} replay errors, "
-        f"{summary['skipped_no_question']} rows without a question, "
-        f"{summary['unreadable_lines']} unreadable lines. A paired score that moves by more "
-        f"than {summary['change_threshold']:g} counts as improved or regressed."
+        f"{summary['replayed']} of {count(summary['rows'], 'row')} replayed with "
+        f"`{summary.get('replay', '?')}`; {count(summary['replay_errors'], 'replay error')}, "
+        f"{count(summary['skipped_no_question'], 'row')} without a question, "
+        f"{count(summary['unreadable_lines'], 'unreadable line')}. A paired score that moves by "
+        f"more than {summary['change_threshold']:g} counts as improved or regressed."
     )
 
 
