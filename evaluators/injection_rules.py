@@ -10,44 +10,9 @@ metrics. The rules, the normaliser and the anchor-window search engine live in
 from __future__ import annotations
 
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.injection import (
-    DELIMITER,
-    DOC_COMMAND,
-    ENCODED,
-    EXCERPT_CHARS,
-    EXFIL,
-    EXTRACTION,
-    FAMILIES,
-    HIDDEN,
-    HIJACK,
-    OVERRIDE,
-    RULES,
-    TOOL,
-    Rule,
-    TextScan,
-    scan_text,
-)
+from ragpulse.evaluators.injection import TextScan, scan_text
 from ragpulse.evaluators.injection.prefilter import prepare
 from ragpulse.record import EvalResult, RagRecord
-
-__all__ = [
-    "DELIMITER",
-    "DOC_COMMAND",
-    "ENCODED",
-    "EXCERPT_CHARS",
-    "EXFIL",
-    "EXTRACTION",
-    "FAMILIES",
-    "HIDDEN",
-    "HIJACK",
-    "OVERRIDE",
-    "RULES",
-    "TOOL",
-    "InjectionRules",
-    "Rule",
-    "TextScan",
-    "scan_text",
-]
 
 
 class InjectionRules(Evaluator):

@@ -10,15 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from ragpulse.evaluators.injection import FAMILIES, RULES, TextScan, scan_text
 from ragpulse.evaluators.injection.normalize import _normalize
 from ragpulse.evaluators.injection.search import _Haystack
-from ragpulse.evaluators.injection_rules import (
-    FAMILIES,
-    RULES,
-    InjectionRules,
-    TextScan,
-    scan_text,
-)
+from ragpulse.evaluators.injection_rules import InjectionRules
 from ragpulse.record import Document, RagRecord
 
 NEUTRAL_QUESTION = "Summarize the key facts in the provided document."
