@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ragpulse import semconv as sc
 from ragpulse.collector.assembly import Assembler
@@ -25,10 +25,19 @@ def is_feedback(span: Span) -> bool:
     return span.attributes.get(sc.RAGPULSE_ROLE) == sc.ROLE_FEEDBACK
 
 
-def feedback_result(attributes: dict[str, AttributeValue]) -> EvalResult | None:
-    """A ``user_feedback`` result from record attributes (score 1 good, 0 bad, 0.5 neutral)."""
+def feedback_score(attributes: Mapping[str, AttributeValue]) -> float | None:
+    """The user's score joined onto a record (negative is bad), or None: the one reading
+    that the feedback result, the sampling priority and the regression sets share."""
     raw = attributes.get(sc.RAGPULSE_FEEDBACK_SCORE)
     if not isinstance(raw, int | float) or isinstance(raw, bool):
+        return None
+    return float(raw)
+
+
+def feedback_result(attributes: dict[str, AttributeValue]) -> EvalResult | None:
+    """A ``user_feedback`` result from record attributes (score 1 good, 0 bad, 0.5 neutral)."""
+    raw = feedback_score(attributes)
+    if raw is None:
         return None
     label = "negative" if raw < 0 else "positive" if raw > 0 else "neutral"
     comment = attributes.get(sc.RAGPULSE_FEEDBACK_COMMENT)

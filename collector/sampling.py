@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Sequence
 
 from ragpulse import semconv as sc
+from ragpulse.collector.feedback import feedback_score
 from ragpulse.config import EvaluationSettings, PriorityRule
 from ragpulse.evaluators.base import Tier
 from ragpulse.record import EvalResult, RagRecord
@@ -36,8 +37,8 @@ def _fires(rule: PriorityRule, record: RagRecord, results: Sequence[EvalResult])
     if rule.when == "latency_above":
         return rule.ms is not None and (record.latency_ms or 0.0) > rule.ms
     if rule.when == "negative_feedback":
-        score = record.attributes.get(sc.RAGPULSE_FEEDBACK_SCORE)
-        return isinstance(score, int | float) and score < 0
+        score = feedback_score(record.attributes)
+        return score is not None and score < 0
     if rule.when == "injection":
         return any(r.metric == "injection" and r.label == "injection" for r in results)
     if rule.when == "low_score":

@@ -43,6 +43,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from ragpulse.collector.feedback import feedback_score
+from ragpulse.collector.sampling import trace_fraction
 from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import RedactionSettings, RegressionSetRule, Settings
 from ragpulse.errors import ConfigError
@@ -50,7 +52,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.semconv import RAGPULSE_FEEDBACK_SCORE, RAGPULSE_SAMPLED_PREFIX
+from ragpulse.semconv import RAGPULSE_SAMPLED_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +83,6 @@ def _strippable(ch: str) -> bool:
 def question_key(question: str) -> bytes:
     """The dedupe key: sha256 of the normalized question."""
     return hashlib.sha256(normalize_question(question).encode("utf-8")).digest()
-
-
-def trace_fraction(trace_id: str, salt: str) -> float:
-    """A uniform number in [0, 1) derived from the trace id (blake2b), stable across runs."""
-    digest = hashlib.blake2b(f"{salt}:{trace_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
 
 
 def check_rule(name: str, rule: RegressionSetRule) -> None:
@@ -120,16 +116,6 @@ def _metric_matches(result: EvalResult, metric: str | None) -> bool:
     return metric is not None and metric in (result.metric, result.name)
 
 
-def feedback_score(record: RagRecord) -> float | None:
-    value = record.attributes.get(RAGPULSE_FEEDBACK_SCORE)
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
 def rule_reason(
     set_name: str, rule: RegressionSetRule, record: RagRecord, results: Sequence[EvalResult]
 ) -> str | None:
@@ -150,7 +136,7 @@ def rule_reason(
                 return f"{r.name} label = {r.label}"
         return None
     if rule.kind == "negative_feedback":
-        score = feedback_score(record)
+        score = feedback_score(record.attributes)
         return f"user feedback {score:g} < 0" if score is not None and score < 0 else None
     rate = rule.rate or 0.0
     if rate > 0 and (
