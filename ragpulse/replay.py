@@ -48,6 +48,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragpulse import semconv as sc
+from ragpulse._coerce import _answer_text, _chunk_text
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
@@ -62,7 +63,7 @@ improved or regressed."""
 HISTOGRAM_BINS = 10
 WORST = 10
 
-_ANSWER_KEYS = ("answer", "output", "response", "result", "text")
+_ANSWER_KEYS = ("output", "response", "result", "text")  # beyond what _answer_text reads
 _DOCUMENT_KEYS = ("documents", "contexts", "sources", "source_documents")
 
 
@@ -171,18 +172,18 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 def answer_of(value: Any) -> str:
+    """The answer in a return value, read as the instrumentation reads one (str, ``answer``,
+    OpenAI/Anthropic/LangChain responses), then by other common keys, else as JSON/str."""
     if value is None:
         return ""
-    if isinstance(value, str):
-        return value
+    text = _answer_text(value, generation=True)
+    if text is not None:
+        return text
     if isinstance(value, Mapping):
         for key in _ANSWER_KEYS:
             if isinstance(value.get(key), str):
                 return str(value[key])
         return json.dumps(value, default=str, ensure_ascii=False)
-    answer = getattr(value, "answer", None)
-    if isinstance(answer, str):
-        return answer
     return str(value)
 
 
@@ -195,6 +196,12 @@ def documents_of(value: Any) -> list[Document] | None:
     return None
 
 
+def _chunk(chunk: Any) -> str:
+    """A streamed chunk's text as the instrumentation reads it (str, OpenAI delta, ...)."""
+    text = _chunk_text(chunk)
+    return str(chunk) if text is None else text
+
+
 def _is_stream(value: Any) -> bool:
     return isinstance(value, Iterator) and not isinstance(value, str | bytes | Mapping)
 
@@ -203,9 +210,9 @@ async def _materialize_async(value: Any) -> Any:
     if inspect.isawaitable(value):
         value = await value
     if hasattr(value, "__aiter__"):
-        return "".join([str(chunk) async for chunk in value])
+        return "".join([_chunk(chunk) async for chunk in value])
     if _is_stream(value):
-        return "".join(str(chunk) for chunk in value)
+        return "".join(_chunk(chunk) for chunk in value)
     return value
 
 
@@ -213,7 +220,7 @@ def _materialize_sync(value: Any) -> Any:
     if inspect.isawaitable(value) or hasattr(value, "__aiter__"):
         return asyncio.run(_materialize_async(value))
     if _is_stream(value):
-        return "".join(str(chunk) for chunk in value)
+        return "".join(_chunk(chunk) for chunk in value)
     return value
 
 
