@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from injection_dev import to_record as injection_record
 from lexical_dev import auroc
+from lexical_dev import record as dev_record
 
 from ragpulse.collector.pipeline import load_evaluators_safely
 from ragpulse.evaluators.base import Evaluator
@@ -151,20 +152,22 @@ def accuracy() -> None:
     )
     faith = ["faithfulness/lexical", "faithfulness/embedding", "faithfulness/probe"]
     tasks: list[tuple[str, list[str], Callable[[dict], RagRecord]]] = [
-        ("faithfulness_summedits_dev.jsonl", faith, _faith),
-        ("faithfulness_halueval_dialogue.jsonl", faith, _faith),
-        ("faithfulness_ares_nq.jsonl", faith, _faith),
+        ("faithfulness_summedits_dev.jsonl", faith, dev_record),
+        ("faithfulness_halueval_dialogue.jsonl", faith, dev_record),
+        ("faithfulness_ares_nq.jsonl", faith, dev_record),
         (
             "context_relevance_ares_nq.jsonl",
             ["context_relevance/lexical", "context_relevance/embedding"],
-            _relevance,
+            dev_record,
         ),
         (
             "answer_relevance_ares_nq.jsonl",
             ["answer_relevance/lexical", "answer_relevance/embedding"],
-            _faith,
+            dev_record,
         ),
-        ("injection_dev.jsonl", ["injection/rules", "injection/probe"], _injection),
+        # As bench/injection_dev.py and the probe's card: a document row is asked about
+        # with a neutral question (its own risk ~0.01), so the record's risk is the document's.
+        ("injection_dev.jsonl", ["injection/rules", "injection/probe"], injection_record),
     ]
     for file, names, to_record in tasks:
         data = rows(file)
@@ -189,25 +192,6 @@ def accuracy() -> None:
 
 def _pair(metric: str) -> list[str]:
     return [f"{metric}/lexical", f"{metric}/embedding"]
-
-
-def _faith(row: dict) -> RagRecord:
-    return RagRecord(
-        question=row.get("question", ""),
-        documents=[Document(content=c) for c in row.get("contexts", [])],
-        answer=row.get("answer", ""),
-    )
-
-
-def _relevance(row: dict) -> RagRecord:
-    return RagRecord(question=row["question"], documents=[Document(content=row["context"])])
-
-
-def _injection(row: dict) -> RagRecord:
-    # As bench/injection_dev.py and the probe's model card: a document row is asked
-    # about with a neutral question whose own risk is ~0.01, so the record's risk
-    # (the max over locations) is the document's.
-    return injection_record(row)
 
 
 def main() -> None:
