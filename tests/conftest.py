@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,12 +14,6 @@ DEV_DATA = Path(
     os.environ.get("RAGPULSE_DEV_DATA")
     or Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

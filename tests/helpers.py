@@ -1,15 +1,21 @@
-"""Test helpers: span builders and an OTLP/HTTP capture server (a test double of a
-trace/log backend such as Jaeger or Tempo, which cannot run here)."""
+"""Test helpers: span builders, an OTLP/HTTP capture server (a test double of a
+trace/log backend such as Jaeger or Tempo, which cannot run here), and starting and
+stopping a `ragpulse serve` subprocess."""
 
 from __future__ import annotations
 
 import gzip
+import os
 import secrets
+import subprocess
+import sys
 import threading
+import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from kafka_env import free_port, wait_until
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
@@ -156,3 +162,45 @@ def rag_request(
             span.name, span.start_time_unix_nano, span.end_time_unix_nano = name, 1, 2
             span.attributes.extend(_kv(k, v) for k, v in attrs)
     return req
+
+
+def http_get(url: str, timeout: float = 5, openmetrics: bool = False) -> str:
+    """GET ``url`` as text; ``openmetrics`` asks /metrics for OpenMetrics (with exemplars)."""
+    req = urllib.request.Request(url)
+    if openmetrics:
+        req.add_header("Accept", "application/openmetrics-text; version=1.0.0")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return str(resp.read().decode())
+
+
+def start_serve(
+    *args: str, env: dict[str, str] | None = None, quiet: bool = False
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``ragpulse serve *args`` on a free metrics port, once /metrics answers: (process,
+    metrics URL). Stop it with :func:`stop_process`."""
+    metrics = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragpulse.cli", "--log-level", "ERROR", "serve",
+         "--metrics-port", str(metrics), *args],
+        env={**os.environ, **(env or {})},
+        stderr=subprocess.DEVNULL if quiet else None,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{metrics}/metrics"
+
+    def up() -> bool:
+        assert proc.poll() is None, "ragpulse serve exited"
+        return bool(http_get(url))
+
+    wait_until(up, 30, "ragpulse serve did not start", interval=0.1, ignore=(OSError,))
+    return proc, url
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 15 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

@@ -117,15 +117,23 @@ def free_port() -> int:
 
 
 def wait_until(
-    predicate: Callable[[], Any], timeout: float, message: str, interval: float = 0.05
+    predicate: Callable[[], Any],
+    timeout: float,
+    message: str,
+    interval: float = 0.05,
+    ignore: tuple[type[Exception], ...] = (),
 ) -> Any:
     """Poll ``predicate`` until it returns something truthy; return that value.
 
-    Raises ``AssertionError(message)`` after ``timeout`` seconds.
+    Exceptions of the ``ignore`` types (e.g. ``OSError`` while a server starts) count
+    as "not yet". Raises ``AssertionError(message)`` after ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except ignore:
+            value = None
         if value:
             return value
         if time.monotonic() >= deadline:

@@ -4,18 +4,15 @@ subprocess -> JSONL file and Prometheus histogram (with trace-id exemplars)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import free_port
-from helpers import CaptureServer
+from helpers import CaptureServer, http_get, start_serve, stop_process
+from kafka_env import free_port
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -68,14 +65,6 @@ def ask_injected(question: str) -> str:
     return generate(question, grounded=True)
 
 
-def scrape(url: str, openmetrics: bool = False) -> str:
-    req = urllib.request.Request(url)
-    if openmetrics:
-        req.add_header("Accept", "application/openmetrics-text; version=1.0.0")
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        return str(resp.read().decode())
-
-
 def sample(body: str, name: str, **labels: str) -> float:
     for line in body.splitlines():
         if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
@@ -94,37 +83,16 @@ def backend() -> Iterator[CaptureServer]:
 def serve(
     tmp_path: Path, backend: CaptureServer
 ) -> Iterator[tuple[str, str, Path, subprocess.Popen[bytes]]]:
-    otlp, metrics = free_port(), free_port()
+    otlp = free_port()
     results = tmp_path / "results.jsonl"
     # The model tier off: this test is about the cheap tier's path end to end.
-    env = {
-        **os.environ,
-        "RAGPULSE_ASSEMBLY__GRACE_S": "0.2",
-        "RAGPULSE_EVALUATION__MODEL_RATE": "0",
-    }
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "ragpulse.cli", "serve",
-            "--otlp-http-port", str(otlp), "--metrics-port", str(metrics),
-            "--results-jsonl", str(results),
-            "--otlp-export-endpoint", backend.url,
-        ],
-        env=env,
+    env = {"RAGPULSE_ASSEMBLY__GRACE_S": "0.2", "RAGPULSE_EVALUATION__MODEL_RATE": "0"}
+    proc, metrics_url = start_serve(
+        "--otlp-http-port", str(otlp), "--results-jsonl", str(results),
+        "--otlp-export-endpoint", backend.url, env=env,
     )  # fmt: skip
-    metrics_url = f"http://127.0.0.1:{metrics}/metrics"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            scrape(metrics_url)
-            break
-        except OSError:
-            assert proc.poll() is None, "ragpulse serve exited"
-            assert time.monotonic() < deadline, "ragpulse serve did not start"
-            time.sleep(0.1)
     yield f"http://127.0.0.1:{otlp}", metrics_url, results, proc
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(10)
+    stop_process(proc)
 
 
 def test_grounded_beats_ungrounded_and_injection_is_located(
@@ -174,7 +142,7 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
     [clean] = [r for r in grounded["results"] if r["metric"] == "injection"]
     assert clean["label"] == "benign"
 
-    body = scrape(metrics_url)
+    body = http_get(metrics_url)
     mean = {}
     for route in ("/grounded", "/ungrounded"):
         labels = {"metric": "faithfulness", "method": "lexical", "route": route}
@@ -188,7 +156,7 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
         assert sample(body, "ragpulse_eval_score_count", metric=metric, route="/grounded") == 1
 
     # Exemplars carry the trace id (OpenMetrics exposition only).
-    om = scrape(metrics_url, openmetrics=True)
+    om = http_get(metrics_url, openmetrics=True)
     assert f'trace_id="{grounded["trace_id"]}"' in om
 
     proc.send_signal(signal.SIGTERM)

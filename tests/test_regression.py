@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from helpers import new_trace_id
-from test_sampling import feedback_span, rag_spans, wait_for
+from kafka_env import wait_until
+from test_sampling import feedback_span, rag_spans
 
 from ragpulse import semconv as sc
 from ragpulse.collector.service import Collector
@@ -174,8 +175,8 @@ def test_collector_writes_sets_from_live_traffic(tmp_path: Path) -> None:
         t = new_trace_id()
         c.ingest(rag_spans(t))
         c.ingest([feedback_span(t, -1)])  # type: ignore[list-item]
-        wait_for(lambda: len(sink.items) >= 1)
-        wait_for(lambda: bool(set_files(tmp_path / "negative_feedback")))
+        wait_until(lambda: len(sink.items) >= 1, 10, "timed out")
+        wait_until(lambda: bool(set_files(tmp_path / "negative_feedback")), 10, "timed out")
     finally:
         c.stop()
     [line] = lines(tmp_path / "everything")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 from helpers import make_span, new_span_id, new_trace_id
+from kafka_env import wait_until
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -119,13 +119,6 @@ def collector() -> tuple[Collector, InMemorySink]:
     return c.start(), sink
 
 
-def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def joined(c: Collector, how: str) -> float:
     return c.metrics.registry.get_sample_value("ragpulse_feedback_total", {"joined": how}) or 0
 
@@ -136,7 +129,7 @@ def test_feedback_within_the_window_joins_the_record() -> None:
         t = new_trace_id()
         c.ingest(rag_spans(t))
         c.ingest([feedback_span(t, -1)])  # type: ignore[list-item]
-        wait_for(lambda: len(sink.items) == 1)
+        wait_until(lambda: len(sink.items) == 1, 10, "timed out")
         [item] = sink.items
         assert item.record.attributes[sc.RAGPULSE_FEEDBACK_SCORE] == -1
         assert item.results[-1].metric == "user_feedback" and item.results[-1].label == "negative"
@@ -151,9 +144,9 @@ def test_late_and_early_feedback_are_joined_and_counted() -> None:
     try:
         late, early = new_trace_id(), new_trace_id()
         c.ingest(rag_spans(late))
-        wait_for(lambda: len(sink.items) == 1)
+        wait_until(lambda: len(sink.items) == 1, 10, "timed out")
         c.ingest([feedback_span(late, -1)])  # type: ignore[list-item]
-        wait_for(lambda: len(sink.items) == 2)
+        wait_until(lambda: len(sink.items) == 2, 10, "timed out")
         update = sink.items[1]
         assert update.record.trace_id == late
         assert [r.metric for r in update.results] == ["user_feedback"]
@@ -161,7 +154,7 @@ def test_late_and_early_feedback_are_joined_and_counted() -> None:
         c.ingest([feedback_span(early, 1)])  # before its trace: waits for it
         assert joined(c, "waiting") == 1
         c.ingest(rag_spans(early))
-        wait_for(lambda: len(sink.items) == 3)
+        wait_until(lambda: len(sink.items) == 3, 10, "timed out")
         assert sink.items[2].results[-1].label == "positive" and joined(c, "in_window") == 1
         c.ingest([feedback_span("not-a-trace-id", 1)])  # type: ignore[list-item]
         assert joined(c, "invalid") == 1
