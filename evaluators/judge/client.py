@@ -17,6 +17,7 @@ import asyncio
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -265,26 +266,31 @@ def _short(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
 
 
-_clients: dict[tuple[str, str, int], JudgeClient] = {}
+# Keyed by the registry object, not id(registry): a registry that was garbage-collected
+# can hand its id to a new one, which then got the old client and counted into the dead
+# registry (seen as a flaky test). An entry now goes when its registry does.
+_clients: weakref.WeakKeyDictionary[CollectorRegistry, dict[tuple[str, str], JudgeClient]] = (
+    weakref.WeakKeyDictionary()
+)
 _clients_lock = threading.Lock()
 
 
 def shared_client(settings: JudgeSettings, registry: CollectorRegistry) -> JudgeClient:
     """One client (loop, cache, budget) per endpoint, model and metrics registry."""
-    key = (str(settings.base_url), str(settings.model), id(registry))
+    key = (str(settings.base_url), str(settings.model))
     with _clients_lock:
-        client = _clients.get(key)
+        clients = _clients.setdefault(registry, {})
+        client = clients.get(key)
         if client is None or client.settings != settings:
-            client = JudgeClient(settings, _metrics_for(registry))
-            _clients[key] = client
+            client = clients[key] = JudgeClient(settings, _metrics_for(registry))
         return client
 
 
-_metrics: dict[int, JudgeMetrics] = {}
+_metrics: weakref.WeakKeyDictionary[CollectorRegistry, JudgeMetrics] = weakref.WeakKeyDictionary()
 
 
 def _metrics_for(registry: CollectorRegistry) -> JudgeMetrics:
-    metrics = _metrics.get(id(registry))
+    metrics = _metrics.get(registry)
     if metrics is None:
-        metrics = _metrics[id(registry)] = JudgeMetrics(registry)
+        metrics = _metrics[registry] = JudgeMetrics(registry)
     return metrics
