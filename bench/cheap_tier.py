@@ -29,7 +29,7 @@ from pathlib import Path
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 
-from ragpulse.collector.pipeline import evaluate_records
+from ragpulse.evaluation import evaluate_records
 from ragpulse.evaluators.base import Tier
 from ragpulse.evaluators.text import content_tokens
 from ragpulse.plugins import load_evaluators

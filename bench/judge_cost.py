@@ -24,11 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from judge_server import JudgeServer
 
-from ragpulse.collector.pipeline import load_evaluators_safely
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import JudgeSettings
+from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.judge_faithfulness import JudgeFaithfulness
 from ragpulse.record import Document, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 TOPICS = [
     "plan",

@@ -38,9 +38,9 @@ from kafka_env import Broker, free_port
 
 from ragpulse.collector import otlp
 from ragpulse.collector.assembly import Assembler
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import AssemblySettings
 from ragpulse.demo_app import corpus
+from ragpulse.telemetry import CollectorMetrics
 
 DEV = Path(
     os.environ.get("RAGPULSE_DEV_DATA") or Path(__file__).resolve().parents[2] / "shared/data/dev"

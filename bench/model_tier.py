@@ -34,7 +34,7 @@ from injection_dev import to_record as injection_record
 from lexical_dev import auroc
 from lexical_dev import record as dev_record
 
-from ragpulse.collector.pipeline import load_evaluators_safely
+from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.evaluators.models.encoder import Encoder
 from ragpulse.plugins import evaluator_classes

@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ragpulse import semconv
-from ragpulse.collector.telemetry import (
+from ragpulse.config import AssemblySettings
+from ragpulse.record import AttributeValue, Span
+from ragpulse.telemetry import (
     DROP_LATE_SPAN,
     DROP_OPEN_TRACES,
     DROP_SPANS_PER_TRACE,
     CollectorMetrics,
 )
-from ragpulse.config import AssemblySettings
-from ragpulse.record import AttributeValue, Span
 
 
 class Ack:

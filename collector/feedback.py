@@ -11,27 +11,19 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from ragpulse import semconv as sc
 from ragpulse.collector.assembly import Assembler
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.record import AttributeValue, EvalResult, Span
+from ragpulse.signals import feedback_score
+from ragpulse.telemetry import CollectorMetrics
 
 FEEDBACK_ATTRIBUTES = (sc.RAGPULSE_FEEDBACK_SCORE, sc.RAGPULSE_FEEDBACK_COMMENT)
 
 
 def is_feedback(span: Span) -> bool:
     return span.attributes.get(sc.RAGPULSE_ROLE) == sc.ROLE_FEEDBACK
-
-
-def feedback_score(attributes: Mapping[str, AttributeValue]) -> float | None:
-    """The user's score joined onto a record (negative is bad), or None: the one reading
-    that the feedback result, the sampling priority and the regression sets share."""
-    raw = attributes.get(sc.RAGPULSE_FEEDBACK_SCORE)
-    if not isinstance(raw, int | float) or isinstance(raw, bool):
-        return None
-    return float(raw)
 
 
 def feedback_result(attributes: dict[str, AttributeValue]) -> EvalResult | None:

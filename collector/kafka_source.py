@@ -31,9 +31,9 @@ from ragpulse.collector import otlp
 from ragpulse.collector.assembly import Ack
 from ragpulse.collector.offsets import PartitionOffsets
 from ragpulse.collector.source import Intake, Source
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import KafkaSettings
 from ragpulse.errors import DecodeError
+from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 

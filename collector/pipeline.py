@@ -27,64 +27,14 @@ from ragpulse.collector.assembly import CompletedTrace
 from ragpulse.collector.extract import extract_records
 from ragpulse.collector.feedback import feedback_result
 from ragpulse.collector.sampling import SamplingPolicy, sampled_attributes
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import EvaluationSettings
-from ragpulse.errors import ModelUnavailable
+from ragpulse.evaluation import evaluate_records, load_evaluators_safely
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.record import AttributeValue, EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
-
-
-def evaluate_records(
-    records: Sequence[RagRecord],
-    evaluators: Sequence[Evaluator],
-    metrics: CollectorMetrics | None = None,
-) -> list[list[EvalResult]]:
-    """Run every evaluator over the batch; results[i] belongs to records[i]."""
-    results: list[list[EvalResult]] = [[] for _ in records]
-    if not records:
-        return results
-    for evaluator in evaluators:
-        start = time.perf_counter()
-        scored = evaluator.evaluate(records)
-        if metrics is not None:
-            metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
-                time.perf_counter() - start
-            )
-        for i, result in enumerate(scored):
-            results[i].append(result)
-            if result.error and metrics is not None:
-                metrics.evaluator_errors.labels(result.metric, result.method).inc()
-    return results
-
-
-def load_evaluators_safely(
-    evaluators: Sequence[Evaluator], metrics: CollectorMetrics | None = None
-) -> list[Evaluator]:
-    """Load each evaluator's models; drop (log once, count) those that cannot run."""
-    ready = []
-    for evaluator in evaluators:
-        reason = evaluator.missing()
-        if reason is None:
-            try:
-                if metrics is not None:
-                    evaluator.bind(metrics)
-                evaluator.load()
-            except ModelUnavailable as exc:
-                reason = str(exc)
-            except Exception as exc:  # a broken model must not crash-loop the collector
-                reason = f"{type(exc).__name__}: {exc}"
-        if metrics is not None:
-            metrics.evaluator_available.labels(evaluator.metric, evaluator.method).set(
-                0 if reason else 1
-            )
-        if reason:
-            log.error("evaluator %s disabled: %s", evaluator.name(), reason)
-        else:
-            ready.append(evaluator)
-    return ready
 
 
 class _TraceTicket:

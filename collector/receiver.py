@@ -21,7 +21,9 @@ from aiohttp import web
 
 from ragpulse.collector import otlp
 from ragpulse.collector.source import Source
-from ragpulse.collector.telemetry import (
+from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
+from ragpulse.record import Span
+from ragpulse.telemetry import (
     DROP_INVALID_SPAN,
     DROP_MALFORMED,
     DROP_TOO_LARGE,
@@ -29,8 +31,6 @@ from ragpulse.collector.telemetry import (
     DROP_UNSUPPORTED,
     CollectorMetrics,
 )
-from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
-from ragpulse.record import Span
 
 log = logging.getLogger(__name__)
 

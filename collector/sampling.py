@@ -11,24 +11,17 @@ record (``ragpulse.sampled.<tier>``) and counted in ``ragpulse_sampled_total``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 from ragpulse import semconv as sc
-from ragpulse.collector.feedback import feedback_score
 from ragpulse.config import EvaluationSettings, PriorityRule
 from ragpulse.evaluators.base import Tier
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.signals import feedback_score, trace_fraction
 
 ALL = "all"  # the cheap tier's reason: it sees every record
 BASE_RATE = "base_rate"
 ROUTE_RATE = "route_rate"
-
-
-def trace_fraction(trace_id: str, salt: str) -> float:
-    """A uniform number in [0, 1) derived from the trace id (and a per-use salt)."""
-    digest = hashlib.blake2b(f"{salt}:{trace_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
 
 
 def _fires(rule: PriorityRule, record: RagRecord, results: Sequence[EvalResult]) -> bool:

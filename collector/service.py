@@ -15,12 +15,12 @@ from ragpulse.collector.feedback import FeedbackJoiner
 from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.receiver import OtlpHttpReceiver
 from ragpulse.collector.source import Source
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import Settings
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.plugins import load_evaluators, sink_classes
 from ragpulse.record import Span
+from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ragpulse.record import EvalResult, RagRecord
 
 if TYPE_CHECKING:
-    from ragpulse.collector.telemetry import CollectorMetrics
     from ragpulse.config import EvaluationSettings
+    from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from ragpulse.record import EvalResult, RagRecord
 
 if TYPE_CHECKING:
-    from ragpulse.collector.telemetry import CollectorMetrics
     from ragpulse.config import Settings
+    from ragpulse.telemetry import CollectorMetrics
 
 
 class Sink(ABC):

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 
 def result_dict(result: EvalResult) -> dict[str, Any]:

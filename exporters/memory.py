@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.record import EvalResult, EvaluatedRecord, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 
 class InMemorySink(Sink):

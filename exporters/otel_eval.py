@@ -28,10 +28,10 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from ragpulse import semconv as sc
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 _SCOPE = "ragpulse.evaluation"
 _MAX_DETAILS_CHARS = 4096

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from ragpulse.collector.telemetry import CollectorMetrics, LabelLimiter
 from ragpulse.config import PrometheusSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics, LabelLimiter
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 

@@ -43,9 +43,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from ragpulse.collector.feedback import feedback_score
-from ragpulse.collector.sampling import trace_fraction
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import RedactionSettings, RegressionSetRule, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
@@ -53,6 +50,8 @@ from ragpulse.exporters.jsonl import result_dict
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.semconv import RAGPULSE_SAMPLED_PREFIX
+from ragpulse.signals import feedback_score, trace_fraction
+from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 

@@ -278,7 +278,7 @@ def rekey(args: argparse.Namespace) -> int:
 
 
 def evaluate_file(args: argparse.Namespace) -> int:
-    from ragpulse.collector.pipeline import load_evaluators_safely
+    from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline import Summary, parse_lines, score_rows
     from ragpulse.plugins import load_evaluators
 
@@ -327,7 +327,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
 
 def replay_file(args: argparse.Namespace) -> int:
     """``eval --replay``: replay, score, compare, report; 1 when a --max-drop is exceeded."""
-    from ragpulse.collector.pipeline import load_evaluators_safely
+    from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline import parse_lines
     from ragpulse.plugins import evaluator_classes, load_evaluators
     from ragpulse.replay import (

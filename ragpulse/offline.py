@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragpulse.collector.pipeline import evaluate_records
+from ragpulse.evaluation import evaluate_records
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.record import Document, EvalResult, RagRecord

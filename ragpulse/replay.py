@@ -439,7 +439,7 @@ def score(
     rows: Sequence[ReplayRow], evaluators: Sequence[Evaluator], batch_size: int = 256
 ) -> None:
     """Score every replayed record, and the recorded record where a result is missing."""
-    from ragpulse.collector.pipeline import evaluate_records
+    from ragpulse.evaluation import evaluate_records
 
     for row in rows:
         row.before_results = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kafka_env import kafka_broker, moto_s3, rotel_agent, s3_kafka_broker  # noqa: F401 (fixtures)
 
-from ragpulse.collector.telemetry import CollectorMetrics
+from ragpulse.telemetry import CollectorMetrics
 
 # $RAGPULSE_DEV_DATA (a directory) first, else the shared checkout's dev split.
 DEV_DATA = Path(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from helpers import make_span, new_span_id, new_trace_id
 
 from ragpulse.collector.assembly import Ack, Assembler
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import AssemblySettings
+from ragpulse.telemetry import CollectorMetrics
 
 
 class Clock:

@@ -19,9 +19,9 @@ from deploy_support import (
 )
 
 from ragpulse.collector.kafka_source import KafkaMetrics
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.evaluators.judge.client import JudgeMetrics
 from ragpulse.exporters.prometheus import PrometheusSink
+from ragpulse.telemetry import CollectorMetrics
 
 
 def test_generated_files_are_up_to_date() -> None:

@@ -15,9 +15,9 @@ from judge_server import Behaviour, JudgeServer
 
 from ragpulse.cli import main
 from ragpulse.collector.assembly import CompletedTrace
-from ragpulse.collector.pipeline import Pipeline, load_evaluators_safely
-from ragpulse.collector.telemetry import CollectorMetrics
+from ragpulse.collector.pipeline import Pipeline
 from ragpulse.config import EvaluationSettings, JudgeSettings
+from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.judge.base import JudgeEvaluator
 from ragpulse.evaluators.judge.prompts import data_block
 from ragpulse.evaluators.judge_faithfulness import ClaimsInput, JudgeFaithfulness, WholeInput
@@ -30,6 +30,7 @@ from ragpulse.evaluators.judge_relevance import (
 from ragpulse.evaluators.lexical import LexicalFaithfulness
 from ragpulse.exporters.memory import InMemorySink
 from ragpulse.record import Document, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 DOCS = [
     Document(content="The Pro plan costs 6 dollars per month."),

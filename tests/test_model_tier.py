@@ -11,9 +11,8 @@ import pytest
 from tiny_models import build_deberta_classifier, build_t5
 
 from ragpulse.cli import main
-from ragpulse.collector.pipeline import evaluate_records, load_evaluators_safely
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.errors import ModelUnavailable
+from ragpulse.evaluation import evaluate_records, load_evaluators_safely
 from ragpulse.evaluators.embedding import (
     EmbeddingAnswerRelevance,
     EmbeddingContextRelevance,
@@ -24,6 +23,7 @@ from ragpulse.evaluators.models.encoder import shared_encoder
 from ragpulse.evaluators.question_likelihood import QuestionLikelihood
 from ragpulse.evaluators.reward import RewardModel
 from ragpulse.record import Document, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 pytest.importorskip("torch", reason="the models extra is not installed")
 

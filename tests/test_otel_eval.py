@@ -6,10 +6,10 @@ import json
 
 from helpers import CaptureServer, new_span_id, new_trace_id
 
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import load_settings
 from ragpulse.exporters.otel_eval import OtelEvaluationSink
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 
 def test_events_and_evaluator_spans_parented_to_evaluated_span() -> None:

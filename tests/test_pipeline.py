@@ -9,7 +9,6 @@ from helpers import make_span, new_trace_id
 
 from ragpulse.collector.assembly import Ack, CompletedTrace
 from ragpulse.collector.pipeline import Pipeline
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
@@ -17,6 +16,7 @@ from ragpulse.evaluators.lexical import LexicalFaithfulness
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.memory import InMemorySink
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 
 class Exploding(Evaluator):

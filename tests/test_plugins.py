@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from ragpulse.collector.pipeline import load_evaluators_safely
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import load_settings
 from ragpulse.errors import ConfigError
+from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.plugins import evaluator_classes, resolve_evaluator_names, sink_classes
 from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 EVALUATORS = evaluator_classes()
 RECORDS = [

@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ragpulse.collector.telemetry import CollectorMetrics
 from ragpulse.config import EvaluationSettings, JudgeSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.judge.client import JudgeClient, JudgeError, Usage, shared_client
 from ragpulse.evaluators.models.loading import missing_extra
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 
 class JudgeEvaluator(Evaluator):
