@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
+from ragpulse.record import Direction, EvalResult, RagRecord
 
 if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
-    from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -29,18 +29,48 @@ class Tier(str, Enum):
 class Evaluator(ABC):
     """Turns records into one :class:`EvalResult` each.
 
+    A plug-in is one subclass in one file plus one entry-point line:
+
+    - ``metric``, ``method``, ``tier`` and ``direction`` (which way is good);
+    - ``class Options(PluginOptions)``: its settings (``evaluation.options.<name>``),
+      validated when the settings load; read them as ``self.options``;
+    - :meth:`load` receives the :class:`PluginContext` (settings, metrics,
+      shared models and clients) once, before the first batch;
+    - :meth:`_score` (one record) or :meth:`_score_batch` (a batch).
+
     Contract: ``evaluate`` is called from the collector's evaluation worker
     thread (never from the intake path), may block, and never raises: failures
-    become error results. Subclasses fill :meth:`_score_batch` (or only
-    :meth:`_score` for per-record metrics) and hold no per-call state, so one
-    instance may score concurrently from several threads.
+    become error results. Subclasses hold no per-call state, so one instance
+    may score concurrently from several threads.
     """
 
     metric: ClassVar[str]
     method: ClassVar[str]
     tier: ClassVar[Tier] = Tier.CHEAP
+    direction: ClassVar[Direction] = Direction.HIGHER_IS_BETTER
     default_enabled: ClassVar[bool] = True
     """Selected when the configuration names no evaluators (and :meth:`missing` is None)."""
+
+    class Options(PluginOptions):
+        """No options."""
+
+    options: PluginOptions
+
+    def __init__(
+        self, options: PluginOptions | Mapping[str, Any] | None = None, **overrides: Any
+    ) -> None:
+        """``Options`` from a model, a mapping, keyword arguments, or both (keywords win)."""
+        if isinstance(options, self.Options) and not overrides:
+            self.options = options
+        else:
+            raw = options.model_dump() if isinstance(options, PluginOptions) else options
+            self.options = self.validate_options({**(raw or {}), **overrides})
+        self.context: PluginContext | None = None
+
+    @classmethod
+    def validate_options(cls, raw: Mapping[str, Any]) -> PluginOptions:
+        """``raw`` checked against ``Options``; ConfigError naming this evaluator and the key."""
+        return validate_options("evaluator", cls.name(), cls.Options, raw)
 
     @classmethod
     def name(cls) -> str:
@@ -55,25 +85,21 @@ class Evaluator(ABC):
         return None
 
     @classmethod
-    def build(cls, options: dict[str, Any], settings: EvaluationSettings) -> Evaluator:
-        """Construct from ``evaluation.options[name]`` (and shared settings, for judges)."""
-        return cls(**options)
-
-    @classmethod
     def unconfigured(cls, settings: EvaluationSettings) -> str | None:
         """Why the defaults leave this evaluator out under ``settings`` (e.g. no judge)."""
         return None
 
-    def bind(self, metrics: CollectorMetrics) -> None:  # noqa: B027 - optional hook
-        """Receive the collector's metrics registry before :meth:`load`."""
+    def load(self, context: PluginContext) -> None:
+        """Take what the evaluator needs from ``context``; called once, before scoring.
 
-    def load(self) -> None:  # noqa: B027 - most evaluators have nothing to load
-        """Load models or clients; called once, on the thread that will evaluate.
-
-        Raises :class:`ragpulse.errors.ModelUnavailable` with a message that
-        says the fix; the collector then disables this evaluator (logged once,
-        counted in ``ragpulse_evaluator_available``) instead of crashing.
+        Subclasses that load models or clients override this (calling super),
+        getting shared objects through ``context.shared`` so that evaluators
+        that use the same model load it once. Raises
+        :class:`ragpulse.errors.ModelUnavailable` with a message that says the
+        fix; the collector then disables this evaluator (logged once, counted
+        in ``ragpulse_evaluator_available``) instead of crashing.
         """
+        self.context = context
 
     def evaluate(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         """Score a batch; the i-th result belongs to the i-th record."""
@@ -126,6 +152,7 @@ class Evaluator(ABC):
             label=label,
             explanation=explanation,
             details=dict(details),
+            direction=self.direction,
         )
 
     def not_applicable(self, why: str) -> EvalResult:
@@ -138,4 +165,5 @@ class Evaluator(ABC):
             label="error",
             error=f"{type(exc).__name__}: {exc}"[:500],
             duration_ms=duration_ms,
+            direction=self.direction,
         )

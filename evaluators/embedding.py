@@ -9,33 +9,44 @@ chunked; a document scores as its best chunk.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.models.loading import MINILM, missing_extra
 from ragpulse.evaluators.text import sentences
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
+
+
+class EmbeddingOptions(PluginOptions):
+    model: str = Field(MINILM, description="a sentence-transformers directory or hub id")
+    backend: Literal["torch", "onnx"] = Field(
+        "torch", description="onnx: onnxruntime, about 2x faster on CPU (onnx extra)"
+    )
 
 
 class _EmbeddingEvaluator(Evaluator):
     tier = Tier.MODEL
     default_enabled = False  # opt in: evaluation.evaluators
 
-    def __init__(self, model: str = MINILM, backend: str = "torch") -> None:
-        self.model = model
-        self.backend = backend  # "onnx": onnxruntime, about 2x faster on CPU (onnx extra)
-        self._encoder: Any = None
+    class Options(EmbeddingOptions):
+        pass
+
+    options: EmbeddingOptions
+    _encoder: Any = None
 
     @classmethod
     def missing(cls) -> str | None:
         return missing_extra()
 
-    def load(self) -> None:
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
         from ragpulse.evaluators.models.encoder import shared_encoder
 
-        self._encoder = shared_encoder(self.model, self.backend)
+        self._encoder = shared_encoder(self.options.model, self.options.backend, context)
 
     def _vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         unique = list(dict.fromkeys(t for t in texts if t.strip()))
@@ -53,14 +64,15 @@ class EmbeddingContextRelevance(_EmbeddingEvaluator):
     metric = "context_relevance"
     method = "embedding"
 
-    def __init__(self, model: str = MINILM, backend: str = "torch", top_k: int = 5) -> None:
-        super().__init__(model, backend)
-        self.top_k = top_k
+    class Options(EmbeddingOptions):
+        top_k: int = Field(5, ge=1, description="documents scored, in retrieval order")
+
+    options: Options
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        enc = self._encoder
+        enc, top_k = self._encoder, self.options.top_k
         plans = [
-            (enc.chunks(r.question), [enc.chunks(d.content) for d in r.documents[: self.top_k]])
+            (enc.chunks(r.question), [enc.chunks(d.content) for d in r.documents[:top_k]])
             for r in records
         ]
         vectors = self._vectors(
@@ -123,9 +135,12 @@ class EmbeddingFaithfulness(_EmbeddingEvaluator):
     metric = "faithfulness"
     method = "embedding"
 
-    def __init__(self, model: str = MINILM, backend: str = "torch", threshold: float = 0.6) -> None:
-        super().__init__(model, backend)
-        self.threshold = threshold
+    class Options(EmbeddingOptions):
+        threshold: float = Field(
+            0.6, ge=-1, le=1, description="cosine at which an answer sentence counts as supported"
+        )
+
+    options: Options
 
     def _units(self, text: str) -> list[str]:
         return [c for s in sentences(text) for c in self._encoder.chunks(s)]
@@ -158,7 +173,7 @@ class EmbeddingFaithfulness(_EmbeddingEvaluator):
                         "document": doc_units[j][0],
                         "match": doc_units[j][1][:300],
                         "similarity": round(float(sims[j]), 4),
-                        "supported": bool(sims[j] >= self.threshold),
+                        "supported": bool(sims[j] >= self.options.threshold),
                     }
                 )
             supported = sum(m["supported"] for m in matches)
@@ -166,8 +181,8 @@ class EmbeddingFaithfulness(_EmbeddingEvaluator):
                 self.result(
                     supported / len(matches),
                     explanation=f"{supported} of {len(matches)} answer sentences have a document "
-                    f"sentence with cosine >= {self.threshold}",
-                    threshold=self.threshold,
+                    f"sentence with cosine >= {self.options.threshold}",
+                    threshold=self.options.threshold,
                     matches=matches[:20],
                     min_similarity=min(m["similarity"] for m in matches),
                 )

@@ -14,10 +14,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from ragpulse.errors import ModelUnavailable
-from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.models.loading import missing_extra, sequence_classifier
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.models.loading import sequence_classifier
+from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
+from ragpulse.record import Direction, EvalResult, RagRecord
 
 _INJECTION_NAME = re.compile(r"inject|jailbreak|malicious|unsafe|attack", re.I)
 
@@ -56,47 +59,35 @@ def findings_result(
     )
 
 
-class InjectionClassifier(Evaluator):
+class InjectionClassifier(TransformersEvaluator):
     metric = "injection"
     method = "classifier"
-    tier = Tier.MODEL
-    default_enabled = False
+    direction = Direction.LOWER_IS_BETTER
+    loader = staticmethod(sequence_classifier)
 
-    def __init__(
-        self,
-        model: str = "protectai/deberta-v3-base-prompt-injection-v2",
-        injection_labels: list[str] | None = None,
-        threshold: float = 0.5,
-        max_tokens: int = 512,
-        stride: int = 64,
-        batch_size: int = 16,
-    ) -> None:
-        self.model = model
-        self.injection_labels = injection_labels
-        self.threshold = threshold
-        self.max_tokens = max_tokens
-        self.stride = stride
-        self.batch_size = batch_size
-        self._tokenizer: Any = None
-        self._model: Any = None
-        self._positive: list[int] = []
+    class Options(TransformersOptions):
+        model: str = "protectai/deberta-v3-base-prompt-injection-v2"
+        injection_labels: list[str] | None = Field(
+            None, description="label names that mean injection (default: guessed from names)"
+        )
+        threshold: float = Field(0.5, gt=0, le=1, description="risk labelled 'injection'")
+        batch_size: int = Field(16, ge=1, description="texts per forward pass")
 
-    @classmethod
-    def missing(cls) -> str | None:
-        return missing_extra(("torch", "transformers"))
+    options: Options
+    _positive: list[int]
 
-    def load(self) -> None:
-        self._tokenizer, self._model = sequence_classifier(self.model)
+    def loaded(self) -> None:
         id2label = {int(k): str(v) for k, v in self._model.config.id2label.items()}
-        if self.injection_labels:
-            self._positive = [i for i, n in id2label.items() if n in self.injection_labels]
+        if self.options.injection_labels:
+            wanted = self.options.injection_labels
+            self._positive = [i for i, n in id2label.items() if n in wanted]
         else:
             self._positive = [i for i, n in id2label.items() if _INJECTION_NAME.search(n)]
             if not self._positive and len(id2label) == 2:
                 self._positive = [1]  # LABEL_0 / LABEL_1 style: 1 is the positive class
         if not self._positive:
             raise ModelUnavailable(
-                f"cannot tell which labels of {self.model} mean injection ({id2label}); "
+                f"cannot tell which labels of {self.options.model} mean injection ({id2label}); "
                 "set injection_labels in evaluation.options"
             )
 
@@ -106,30 +97,20 @@ class InjectionClassifier(Evaluator):
         per_record: dict[int, list[tuple[str, float]]] = {}
         for (ri, where, _), risk in zip(places, risks, strict=True):
             per_record.setdefault(ri, []).append((where, risk))
+        opts = self.options
         return [
-            findings_result(self, per_record.get(i, []), self.threshold, model=self.model)
+            findings_result(self, per_record.get(i, []), opts.threshold, model=opts.model)
             for i in range(len(records))
         ]
 
     def _risks(self, texts: list[str]) -> list[float]:
         import torch
 
-        risks = [0.0] * len(texts)
-        for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start : start + self.batch_size]
-            enc = self._tokenizer(
-                chunk,
-                truncation=True,
-                max_length=self.max_tokens,
-                stride=self.stride,
-                return_overflowing_tokens=True,
-                padding=True,
-                return_tensors="pt",
-            )
-            owner = enc.pop("overflow_to_sample_mapping").tolist()
+        risks: list[float] = []
+        for chunk in self.batches(texts):
+            enc, owner = self.windows(list(chunk))
             with torch.inference_mode():
                 probs = torch.softmax(self._model(**enc).logits.float(), -1)
             window_risk = probs[:, self._positive].sum(-1).tolist()
-            for window, i in enumerate(owner):
-                risks[start + i] = max(risks[start + i], window_risk[window])
+            risks.extend(self.best_window(owner, window_risk, len(chunk)))
         return risks

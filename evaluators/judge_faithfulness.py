@@ -15,11 +15,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ragpulse.config import JudgeSettings
 from ragpulse.evaluators.judge.base import JudgeEvaluator
 from ragpulse.evaluators.judge.cache import cache_key
-from ragpulse.evaluators.judge.client import Usage
 from ragpulse.evaluators.judge.prompts import Prompt
+from ragpulse.evaluators.judge.usage import Usage
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 
 
@@ -126,19 +126,25 @@ class JudgeFaithfulness(JudgeEvaluator):
     method = "llm_judge"
     calls_per_record = 2
 
-    def __init__(
-        self, judge: JudgeSettings | None = None, classify_by_statement: bool = True
-    ) -> None:
-        super().__init__(judge)
-        self.by_statement = classify_by_statement
-        self.calls_per_record = 2 if classify_by_statement else 1
+    class Options(PluginOptions):
+        classify_by_statement: bool = Field(
+            True,
+            description="true: extract claims, verdict each (2 calls); false: one whole-answer "
+            "verdict (1 call)",
+        )
+
+    options: Options
+
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
+        self.calls_per_record = 2 if self.options.classify_by_statement else 1
 
     async def _judge(self, record: RagRecord) -> EvalResult:
         if not record.documents:
             return self.not_applicable("no documents retrieved")
         if not record.answer.strip():
             return self.not_applicable("answer is empty")
-        if not self.by_statement:
+        if not self.options.classify_by_statement:
             return await self._whole(record)
         assert self.client is not None
         usage = Usage()

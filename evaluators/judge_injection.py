@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from ragpulse.evaluators.injection_classifier import findings_result, locations
 from ragpulse.evaluators.judge.base import JudgeEvaluator
 from ragpulse.evaluators.judge.prompts import Prompt
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import Direction, EvalResult, RagRecord
 
 
 class Location(BaseModel):
@@ -53,6 +53,7 @@ INJECTION = Prompt(
 class JudgeInjection(JudgeEvaluator):
     metric = "injection"
     method = "llm_judge"
+    direction = Direction.LOWER_IS_BETTER
 
     async def _judge(self, record: RagRecord) -> EvalResult:
         places = locations(record)

@@ -11,58 +11,39 @@ Documents longer than the encoder's window are split into overlapping windows
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.models.loading import missing_extra, seq2seq
+from pydantic import Field
+
+from ragpulse.evaluators.models.loading import seq2seq
+from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import EvalResult, RagRecord
 
 PROMPT = "Generate a question based on the given content: "
 
 
-class QuestionLikelihood(Evaluator):
+class QuestionLikelihood(TransformersEvaluator):
     metric = "context_relevance"
     method = "perplexity"
-    tier = Tier.MODEL
-    default_enabled = False
+    loader = staticmethod(seq2seq)
 
-    def __init__(
-        self,
-        model: str = "google/flan-t5-small",
-        max_input_tokens: int = 512,
-        stride: int = 64,
-        batch_size: int = 8,
-        top_k: int = 5,
-    ) -> None:
-        self.model = model
-        self.max_input_tokens = max_input_tokens
-        self.stride = stride
-        self.batch_size = batch_size
-        self.top_k = top_k
-        self._tokenizer: Any = None
-        self._model: Any = None
+    class Options(TransformersOptions):
+        model: str = "google/flan-t5-small"
+        top_k: int = Field(5, ge=1, description="documents scored, in retrieval order")
 
-    @classmethod
-    def missing(cls) -> str | None:
-        return missing_extra(("torch", "transformers"))
-
-    def load(self) -> None:
-        self._tokenizer, self._model = seq2seq(self.model)
+    options: Options
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        top_k = self.options.top_k
         pairs = [
             (ri, di, PROMPT + d.content, r.question)
             for ri, r in enumerate(records)
             if r.question.strip()
-            for di, d in enumerate(r.documents[: self.top_k])
+            for di, d in enumerate(r.documents[:top_k])
             if d.content.strip()
         ]
         best: dict[tuple[int, int], float] = {}
-        for start in range(0, len(pairs), self.batch_size):
-            chunk = pairs[start : start + self.batch_size]
-            for (ri, di), value in zip(
-                [(p[0], p[1]) for p in chunk], self._likelihoods(chunk), strict=True
-            ):
+        for chunk in self.batches(pairs):
+            for (ri, di, _, _), value in zip(chunk, self._likelihoods(chunk), strict=True):
                 best[(ri, di)] = value
         out = []
         for ri, record in enumerate(records):
@@ -71,7 +52,7 @@ class QuestionLikelihood(Evaluator):
                 continue
             per_doc = [
                 round(best[(ri, di)], 6)
-                for di in range(min(self.top_k, len(record.documents)))
+                for di in range(min(top_k, len(record.documents)))
                 if (ri, di) in best
             ]
             if not per_doc:
@@ -85,7 +66,7 @@ class QuestionLikelihood(Evaluator):
                     f"(mean token probability {per_doc[top]:.3f})",
                     per_document=per_doc,
                     best_document=top,
-                    model=self.model,
+                    model=self.options.model,
                 )
             )
         return out
@@ -95,16 +76,7 @@ class QuestionLikelihood(Evaluator):
         import torch
 
         tok = self._tokenizer
-        enc = tok(
-            [p[2] for p in pairs],
-            truncation=True,
-            max_length=self.max_input_tokens,
-            stride=self.stride,
-            return_overflowing_tokens=True,
-            padding=True,
-            return_tensors="pt",
-        )
-        owner = enc.pop("overflow_to_sample_mapping").tolist()
+        enc, owner = self.windows([p[2] for p in pairs])
         labels = tok([pairs[i][3] for i in owner], padding=True, return_tensors="pt").input_ids
         labels[labels == tok.pad_token_id] = -100
         with torch.inference_mode():
@@ -115,7 +87,4 @@ class QuestionLikelihood(Evaluator):
         mask = labels != -100
         picked = logprobs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask
         per_window = torch.exp(picked.sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
-        best = [0.0] * len(pairs)
-        for window, i in enumerate(owner):
-            best[i] = max(best[i], per_window[window])
-        return best
+        return self.best_window(owner, per_window, len(pairs))

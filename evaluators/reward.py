@@ -10,47 +10,34 @@ model's window are scored on the answer's leading window and say so in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.models.loading import missing_extra, sequence_classifier
+from pydantic import Field
+
+from ragpulse.evaluators.models.loading import sequence_classifier
+from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import EvalResult, RagRecord
 
 
-class RewardModel(Evaluator):
+class RewardModel(TransformersEvaluator):
     metric = "answer_reward"
     method = "reward_model"
-    tier = Tier.MODEL
-    default_enabled = False
+    loader = staticmethod(sequence_classifier)
 
-    def __init__(
-        self,
-        model: str = "OpenAssistant/reward-model-deberta-v3-large-v2",
-        max_tokens: int = 512,
-        batch_size: int = 8,
-        positive_label: int = 1,
-    ) -> None:
-        self.model = model
-        self.max_tokens = max_tokens
-        self.batch_size = batch_size
-        self.positive_label = positive_label
-        self._tokenizer: Any = None
-        self._model: Any = None
+    class Options(TransformersOptions):
+        model: str = "OpenAssistant/reward-model-deberta-v3-large-v2"
+        positive_label: int = Field(
+            1, ge=0, description="for models with several labels: the one that means good"
+        )
 
-    @classmethod
-    def missing(cls) -> str | None:
-        return missing_extra(("torch", "transformers"))
-
-    def load(self) -> None:
-        self._tokenizer, self._model = sequence_classifier(self.model)
+    options: Options
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         import torch
 
+        opts = self.options
         todo = [i for i, r in enumerate(records) if r.question.strip() and r.answer.strip()]
         scores: dict[int, tuple[float, float, bool]] = {}
-        for start in range(0, len(todo), self.batch_size):
-            idx = todo[start : start + self.batch_size]
+        for idx in self.batches(todo):
             questions = [records[i].question for i in idx]
             answers = [records[i].answer for i in idx]
             full = self._tokenizer(questions, answers)["input_ids"]
@@ -58,7 +45,7 @@ class RewardModel(Evaluator):
                 questions,
                 answers,
                 truncation="longest_first",
-                max_length=self.max_tokens,
+                max_length=opts.max_tokens,
                 padding=True,
                 return_tensors="pt",
             )
@@ -67,10 +54,10 @@ class RewardModel(Evaluator):
             if logits.shape[-1] == 1:
                 probs, raw = torch.sigmoid(logits[:, 0]), logits[:, 0]
             else:
-                probs = torch.softmax(logits, -1)[:, self.positive_label]
-                raw = logits[:, self.positive_label]
+                probs = torch.softmax(logits, -1)[:, opts.positive_label]
+                raw = logits[:, opts.positive_label]
             for j, i in enumerate(idx):
-                scores[i] = (float(probs[j]), float(raw[j]), len(full[j]) > self.max_tokens)
+                scores[i] = (float(probs[j]), float(raw[j]), len(full[j]) > opts.max_tokens)
         out = []
         for i in range(len(records)):
             if i not in scores:
@@ -83,7 +70,7 @@ class RewardModel(Evaluator):
                     explanation=f"reward {raw:.2f} (sigmoid {prob:.2f})",
                     logit=round(raw, 4),
                     truncated=truncated,
-                    model=self.model,
+                    model=opts.model,
                 )
             )
         return out

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
+from ragpulse.config import Settings
+from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
 from ragpulse.record import EvalResult, RagRecord
-
-if TYPE_CHECKING:
-    from ragpulse.config import Settings
-    from ragpulse.telemetry import CollectorMetrics
 
 
 class Sink(ABC):
     """Receives every evaluated record.
+
+    A plug-in is one subclass in one file plus one entry-point line
+    (``ragpulse.sinks``). It is configured in the settings file under
+    ``sinks.<entry-point name>``; its ``Options`` model validates that mapping
+    when the settings load, and naming it there is what enables a third-party
+    sink (``enabled: false`` turns any sink off). The simple case needs only
+    ``Options`` and ``export``: the default :meth:`create` calls
+    ``cls(options, context)``. Built-in sinks also read their own settings
+    sections (``prometheus``, ``regression``, ...) through :meth:`section`.
 
     Contract: ``export`` is called from the collector's evaluation worker
     thread, one record at a time, in completion order. It should return
@@ -23,12 +30,40 @@ class Sink(ABC):
     ``ragpulse_sink_errors_total{sink}``. ``shutdown`` flushes and releases.
     """
 
-    name: str = "sink"
+    name: ClassVar[str] = "sink"
+    default_enabled: ClassVar[bool] = False
+    """Built without being named under ``sinks`` (when :meth:`create` says so)."""
+
+    class Options(PluginOptions):
+        """No options."""
+
+    def __init__(
+        self, options: PluginOptions | None = None, context: PluginContext | None = None
+    ) -> None:
+        self.options = options if options is not None else self.Options()
+        self.context = context
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: CollectorMetrics) -> Sink | None:
-        """Build the sink ``ragpulse serve`` uses; None when settings do not enable it."""
-        return None
+    def section(cls, settings: Settings) -> dict[str, Any]:
+        """Options this sink takes from settings outside ``sinks.<name>`` (built-ins only)."""
+        return {}
+
+    @classmethod
+    def options_from(cls, settings: Settings) -> PluginOptions:
+        """``section(settings)`` overlaid with ``sinks.<name>``, validated."""
+        raw: Mapping[str, Any] = settings.sinks.get(cls.name, {})
+        merged = {**cls.section(settings), **{k: v for k, v in raw.items() if k != "enabled"}}
+        return validate_options("sink", cls.name, cls.Options, merged)
+
+    @classmethod
+    def create(cls, options: PluginOptions, context: PluginContext) -> Sink | None:
+        """The sink ``ragpulse serve`` uses; None when these options do not enable it."""
+        return cls(options, context)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, context: PluginContext | None = None) -> Sink | None:
+        """The sink as ``ragpulse serve`` would build it from ``settings`` (None: not enabled)."""
+        return cls.create(cls.options_from(settings), context or PluginContext(settings))
 
     @abstractmethod
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None: ...

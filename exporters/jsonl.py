@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import Field
+
 from ragpulse.config import Settings
 from ragpulse.exporters.base import Sink
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
-from ragpulse.telemetry import CollectorMetrics
 
 
 def result_dict(result: EvalResult) -> dict[str, Any]:
@@ -28,7 +30,13 @@ def record_line(record: RagRecord, results: Sequence[EvalResult]) -> str:
 
 
 class JsonlSink(Sink):
+    """``results_jsonl`` (or ``sinks.jsonl.path``): one line per evaluated record."""
+
     name = "jsonl"
+    default_enabled = True
+
+    class Options(PluginOptions):
+        path: Path | None = Field(None, description="file appended to; unset = off")
 
     def __init__(self, path: str | Path | TextIO) -> None:
         if isinstance(path, str | Path):
@@ -40,8 +48,13 @@ class JsonlSink(Sink):
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: CollectorMetrics) -> JsonlSink | None:
-        return cls(settings.results_jsonl) if settings.results_jsonl else None
+    def section(cls, settings: Settings) -> dict[str, Any]:
+        return {"path": settings.results_jsonl}
+
+    @classmethod
+    def create(cls, options: PluginOptions, context: PluginContext) -> JsonlSink | None:
+        assert isinstance(options, cls.Options)
+        return cls(options.path) if options.path else None
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         line = record_line(record, results)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ragpulse.config import Settings
 from ragpulse.exporters.base import Sink
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, EvaluatedRecord, RagRecord
-from ragpulse.telemetry import CollectorMetrics
 
 
 class InMemorySink(Sink):
@@ -19,8 +18,8 @@ class InMemorySink(Sink):
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: CollectorMetrics) -> InMemorySink | None:
-        return None  # only ever added programmatically
+    def create(cls, options: PluginOptions, context: PluginContext) -> InMemorySink | None:
+        return None  # only ever added programmatically (Collector(extra_sinks=...))
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         with self._lock:

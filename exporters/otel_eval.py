@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -26,12 +27,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
+from pydantic import Field
 
 from ragpulse import semconv as sc
-from ragpulse.config import Settings
+from ragpulse.config import OtelExportSettings, Settings
 from ragpulse.exporters.base import Sink
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
-from ragpulse.telemetry import CollectorMetrics
 
 _SCOPE = "ragpulse.evaluation"
 _MAX_DETAILS_CHARS = 4096
@@ -73,6 +75,13 @@ class OtelEvaluationSink(Sink):
     """Exports through its own providers, so it never mixes with an app's telemetry."""
 
     name = "otel"
+    default_enabled = True
+
+    class Options(OtelExportSettings):
+        """``otel_export`` plus ``otlp_export_endpoint`` and ``service_name``."""
+
+        endpoint: str | None = Field(None, description="OTLP/HTTP base URL; unset = off")
+        service_name: str = "ragpulse"
 
     def __init__(
         self,
@@ -93,13 +102,20 @@ class OtelEvaluationSink(Sink):
             self._logger = self._logger_provider.get_logger(_SCOPE)
 
     @classmethod
-    def from_settings(
-        cls, settings: Settings, metrics: CollectorMetrics
-    ) -> OtelEvaluationSink | None:
-        if not settings.otlp_export_endpoint:
+    def section(cls, settings: Settings) -> dict[str, Any]:
+        return {
+            **settings.otel_export.model_dump(),
+            "endpoint": settings.otlp_export_endpoint,
+            "service_name": settings.service_name,
+        }
+
+    @classmethod
+    def create(cls, options: PluginOptions, context: PluginContext) -> OtelEvaluationSink | None:
+        assert isinstance(options, cls.Options)
+        if not options.endpoint:
             return None
-        base = settings.otlp_export_endpoint.rstrip("/")
-        opts = settings.otel_export
+        base = options.endpoint.rstrip("/")
+        opts = options
         return cls(
             OTLPSpanExporter(f"{base}/v1/traces", headers=opts.headers, timeout=opts.timeout_s)
             if opts.spans
@@ -107,7 +123,7 @@ class OtelEvaluationSink(Sink):
             OTLPLogExporter(f"{base}/v1/logs", headers=opts.headers, timeout=opts.timeout_s)
             if opts.events
             else None,
-            service_name=settings.service_name,
+            service_name=options.service_name,
         )
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:

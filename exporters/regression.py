@@ -43,10 +43,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from ragpulse.config import RedactionSettings, RegressionSetRule, Settings
+from ragpulse.config import RedactionSettings, RegressionSetRule, RegressionSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.jsonl import result_dict
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.semconv import RAGPULSE_SAMPLED_PREFIX
@@ -123,11 +124,13 @@ def rule_reason(
     ``metric`` names a metric (any method) or one ``metric/method``.
     """
     if rule.kind == "low_score":
+        # On the quality scale (1 - risk for lower-is-better metrics): "low" is always "bad".
         below = rule.below
         for r in results:
-            low = below is not None and r.score is not None and r.score < below
+            quality = r.quality
+            low = below is not None and quality is not None and quality < below
             if low and _metric_matches(r, rule.metric):
-                return f"{r.name} score {r.score:.3f} < {below:g}"
+                return f"{r.name} quality {quality:.3f} < {below:g}"
         return None
     if rule.kind == "label":
         for r in results:
@@ -188,6 +191,10 @@ class RegressionSink(Sink):
     """
 
     name = "regression"
+    default_enabled = True
+
+    class Options(RegressionSettings):
+        """The ``regression`` settings section (``sinks.regression`` overrides it)."""
 
     def __init__(
         self,
@@ -220,17 +227,21 @@ class RegressionSink(Sink):
         self._seen: dict[str, set[bytes]] = {n: self._load_index(n) for n in self.sets}
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: CollectorMetrics) -> RegressionSink | None:
-        r = settings.regression
-        if r.directory is None or not r.sets:
+    def section(cls, settings: Settings) -> dict[str, Any]:
+        return settings.regression.model_dump()
+
+    @classmethod
+    def create(cls, options: PluginOptions, context: PluginContext) -> RegressionSink | None:
+        assert isinstance(options, RegressionSettings)
+        if options.directory is None or not options.sets:
             return None
         return cls(
-            r.directory,
-            r.sets,
-            max_bytes=r.max_bytes,
-            max_age_s=r.max_age_s,
-            redaction=r.redaction,
-            metrics=metrics,
+            options.directory,
+            options.sets,
+            max_bytes=options.max_bytes,
+            max_age_s=options.max_age_s,
+            redaction=options.redaction,
+            metrics=context.metrics,
         )
 
     # -- export ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
@@ -42,27 +43,33 @@ def evaluate_records(
 
 
 def load_evaluators_safely(
-    evaluators: Sequence[Evaluator], metrics: CollectorMetrics | None = None
+    evaluators: Sequence[Evaluator], context: PluginContext | CollectorMetrics | None = None
 ) -> list[Evaluator]:
-    """Load each evaluator's models; drop (log once, count) those that cannot run."""
+    """Load each evaluator with ``context``; drop (log once, count) those that cannot run.
+
+    Without a context (tests, notebooks) each call gets a fresh one with default settings.
+    """
+    if isinstance(context, CollectorMetrics):  # TRANSITIONAL: pipeline wiring pending
+        context = PluginContext(metrics=context)
+    context = context if context is not None else PluginContext()
+    metrics = context.metrics
     ready = []
     for evaluator in evaluators:
         reason = evaluator.missing()
         if reason is None:
             try:
-                if metrics is not None:
-                    evaluator.bind(metrics)
-                evaluator.load()
+                evaluator.load(context)
             except ModelUnavailable as exc:
                 reason = str(exc)
             except Exception as exc:  # a broken model must not crash-loop the collector
                 reason = f"{type(exc).__name__}: {exc}"
-        if metrics is not None:
-            metrics.evaluator_available.labels(evaluator.metric, evaluator.method).set(
-                0 if reason else 1
-            )
+        metrics.evaluator_available.labels(evaluator.metric, evaluator.method).set(
+            0 if reason else 1
+        )
         if reason:
             log.error("evaluator %s disabled: %s", evaluator.name(), reason)
         else:
+            labels = (evaluator.metric, evaluator.method, evaluator.tier.value)
+            metrics.evaluator_info.labels(*labels, evaluator.direction.value).set(1)
             ready.append(evaluator)
     return ready

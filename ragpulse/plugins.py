@@ -1,21 +1,27 @@
-"""Find evaluators and sinks through entry points, type-checked when loaded.
+"""Find evaluators and sinks through entry points; import only what a run uses.
 
 Third-party packages add their own under the ``ragpulse.evaluators`` and
 ``ragpulse.sinks`` entry-point groups; ragpulse's own are registered the same way
-in pyproject.toml (one line each). A plug-in that fails to import is skipped
-with a warning unless it is asked for by name, then it is a ConfigError.
+in pyproject.toml (one line each). Entry points are listed without importing
+them: a run that names ``faithfulness/lexical`` imports that module only, so a
+short ``ragpulse eval`` does not pay for the judge client or the model stack.
+A plug-in that fails to import is skipped with a warning unless it is asked
+for by name, then it is a ConfigError.
 """
 
 from __future__ import annotations
 
 import logging
-from importlib.metadata import entry_points
+from collections.abc import Iterable
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
 from typing import TypeVar
 
-from ragpulse.config import EvaluationSettings
+from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
+from ragpulse.plugin_context import PluginContext
 
 log = logging.getLogger(__name__)
 
@@ -25,33 +31,87 @@ SINK_GROUP = "ragpulse.sinks"
 T = TypeVar("T")
 
 
-def _load_group(group: str, base: type[T]) -> tuple[dict[str, type[T]], dict[str, str]]:
+@cache
+def _entry_points(group: str) -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
+class _Broken(Exception):
+    pass
+
+
+@cache
+def _load(group: str, name: str, base: type[T]) -> type[T]:
+    """Import one entry point and check its type; _Broken says why it cannot be used."""
+    ep = _entry_points(group)[name]
+    try:
+        cls = ep.load()
+    except Exception as exc:
+        raise _Broken(f"{ep.value} failed to import: {type(exc).__name__}: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ConfigError(f"entry point {name!r} -> {ep.value} is not a {base.__name__}")
+    if issubclass(cls, Evaluator) and cls.name() != name:
+        raise ConfigError(f"entry point {name!r} loads {cls.name()!r}: names must agree")
+    if issubclass(cls, Sink) and cls.name != name:
+        raise ConfigError(f"entry point {name!r} loads a sink named {cls.name!r}: names must agree")
+    return cls
+
+
+def _classes(group: str, base: type[T], names: Iterable[str]) -> dict[str, type[T]]:
+    """The importable ones among ``names`` (broken ones logged and left out)."""
     found: dict[str, type[T]] = {}
-    broken: dict[str, str] = {}
-    for ep in entry_points(group=group):
+    for name in names:
         try:
-            cls = ep.load()
-        except Exception as exc:
-            broken[ep.name] = f"{ep.value} failed to import: {type(exc).__name__}: {exc}"
-            log.warning("skipping %s plug-in %s", group, broken[ep.name])
-            continue
-        if not (isinstance(cls, type) and issubclass(cls, base)):
-            raise ConfigError(f"entry point {ep.name!r} -> {ep.value} is not a {base.__name__}")
-        found[ep.name] = cls
-    return found, broken
-
-
-def evaluator_classes() -> dict[str, type[Evaluator]]:
-    """All importable evaluators by ``metric/method`` name."""
-    found, _ = _load_group(EVALUATOR_GROUP, Evaluator)
-    for name, cls in found.items():
-        if cls.name() != name:
-            raise ConfigError(f"entry point {name!r} loads {cls.name()!r}: names must agree")
+            found[name] = _load(group, name, base)
+        except _Broken as exc:
+            log.warning("skipping %s plug-in %s: %s", group, name, exc)
     return found
 
 
+def _one(group: str, base: type[T], name: str, kind: str) -> type[T]:
+    """One plug-in by name: unknown or broken is a ConfigError that lists the registered ones."""
+    if name not in _entry_points(group):
+        known = ", ".join(sorted(_entry_points(group))) or "none"
+        raise ConfigError(f"unknown {kind} {name!r}; registered: {known}")
+    try:
+        return _load(group, name, base)
+    except _Broken as exc:
+        raise ConfigError(f"{kind} {name!r} is registered but {exc}") from None
+
+
+def evaluator_names() -> list[str]:
+    """Every registered ``metric/method`` name (nothing imported)."""
+    return sorted(_entry_points(EVALUATOR_GROUP))
+
+
+def evaluator_class(name: str) -> type[Evaluator]:
+    return _one(EVALUATOR_GROUP, Evaluator, name, "evaluator")
+
+
+def evaluator_classes() -> dict[str, type[Evaluator]]:
+    """All importable evaluators by ``metric/method`` name (imports every one)."""
+    return _classes(EVALUATOR_GROUP, Evaluator, evaluator_names())
+
+
+def sink_class(name: str) -> type[Sink]:
+    return _one(SINK_GROUP, Sink, name, "sink")
+
+
 def sink_classes() -> dict[str, type[Sink]]:
-    return _load_group(SINK_GROUP, Sink)[0]
+    return _classes(SINK_GROUP, Sink, sorted(_entry_points(SINK_GROUP)))
+
+
+def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
+    chosen = []
+    for name, cls in _classes(EVALUATOR_GROUP, Evaluator, names).items():
+        if not cls.default_enabled or cls.missing() is not None:
+            continue
+        why = cls.unconfigured(settings)
+        if why:
+            log.info("%s is off: %s", name, why)
+            continue
+        chosen.append(name)
+    return sorted(chosen)
 
 
 def resolve_evaluator_names(
@@ -59,35 +119,32 @@ def resolve_evaluator_names(
 ) -> list[str]:
     """Expand a user selection into registered ``metric/method`` names.
 
-    Accepts full names (``faithfulness/lexical``) and bare metric names
-    (``faithfulness`` = its default methods). ``None`` or empty selects the
-    defaults: every evaluator that is ``default_enabled``, can run here and is
-    configured (the cheap tier always; ragpulse's own models once the
-    ``models`` extra is installed; the judges once a judge is configured). A
-    full name is kept even if it cannot run here: the collector then disables
-    it with a clear message.
+    Accepts full names (``faithfulness/lexical``: only that one is imported)
+    and bare metric names (``faithfulness`` = its default methods). ``None`` or
+    empty selects the defaults: every evaluator that is ``default_enabled``,
+    can run here and is configured (the cheap tier always; model methods
+    whose dev figures earn them a default once the ``models`` extra is
+    installed; the judges once a judge is configured). A full name is kept
+    even if it cannot run here: loading then disables it with a clear message.
     """
     settings = settings or EvaluationSettings()
-    registry, broken = _load_group(EVALUATOR_GROUP, Evaluator)
-    defaults = []
-    for name, cls in sorted(registry.items()):
-        if not cls.default_enabled or cls.missing() is not None:
-            continue
-        why = cls.unconfigured(settings)
-        if why:
-            log.info("%s is off: %s", name, why)
-            continue
-        defaults.append(name)
+    registered = evaluator_names()
     if not selection:
-        return defaults
+        return _defaults(registered, settings)
     chosen: list[str] = []
     for item in (s.strip() for s in selection):
-        if item in broken:
-            raise ConfigError(f"evaluator {item!r} is registered but {broken[item]}")
-        matches = [item] if item in registry else [n for n in defaults if n.split("/")[0] == item]
-        if not matches:
-            known = ", ".join(sorted(registry))
-            raise ConfigError(f"unknown evaluator {item!r}; registered: {known}")
+        if item in registered:
+            evaluator_class(item)  # unknown or broken: a ConfigError now, not at load
+            matches = [item]
+        else:
+            same_metric = [n for n in registered if n.split("/")[0] == item]
+            matches = _defaults(same_metric, settings)
+            if not matches:
+                known = ", ".join(registered)
+                hint = "no method of it is on by default here; name one" if same_metric else ""
+                raise ConfigError(
+                    f"unknown evaluator {item!r}; registered: {known}" + (f" ({hint})" * bool(hint))
+                )
         chosen.extend(m for m in matches if m not in chosen)
     return chosen
 
@@ -95,16 +152,44 @@ def resolve_evaluator_names(
 def load_evaluators(
     selection: list[str] | None = None, settings: EvaluationSettings | None = None
 ) -> list[Evaluator]:
-    """Instantiate the selection; ``settings.options[name]`` are constructor keyword arguments."""
+    """Instantiate the selection with ``settings.options[name]`` (validated ``Options``)."""
     settings = settings or EvaluationSettings()
-    registry = evaluator_classes()
-    unknown = set(settings.options) - set(registry)
-    if unknown:
-        raise ConfigError(f"options given for unknown evaluators: {', '.join(sorted(unknown))}")
-    evaluators = []
-    for name in resolve_evaluator_names(selection, settings):
-        try:
-            evaluators.append(registry[name].build(settings.options.get(name, {}), settings))
-        except TypeError as exc:
-            raise ConfigError(f"bad options for evaluator {name}: {exc}") from exc
-    return evaluators
+    for name in settings.options:
+        evaluator_class(name)
+    return [
+        evaluator_class(name)(settings.options.get(name, {}))
+        for name in resolve_evaluator_names(selection, settings)
+    ]
+
+
+def build_sinks(context: PluginContext) -> list[Sink]:
+    """Every sink that is named under ``sinks`` or on by default, unless ``enabled: false``."""
+    settings = context.settings
+    sinks = []
+    for name, cls in sink_classes().items():
+        named = settings.sinks.get(name)
+        if named is not None and named.get("enabled", True) is False:
+            continue
+        if named is None and not cls.default_enabled:
+            continue
+        sink = cls.create(cls.options_from(settings), context)
+        if sink is not None:
+            sinks.append(sink)
+    for name in settings.sinks:
+        sink_class(name)  # named but not registered: an error, not a silent no-op
+    return sinks
+
+
+def check_plugin_options(settings: Settings) -> None:
+    """Validate ``evaluation.options`` and ``sinks`` against each plug-in's ``Options``.
+
+    Called when settings load, so a typo fails at start with a message naming
+    the plug-in, the key and the fix; imports only the plug-ins named there.
+    """
+    for name, raw in settings.evaluation.options.items():
+        evaluator_class(name).validate_options(raw)
+    for name, raw in settings.sinks.items():
+        enabled = raw.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"sink {name}: option 'enabled' must be true or false")
+        sink_class(name).options_from(settings)

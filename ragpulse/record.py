@@ -95,12 +95,20 @@ class RagRecord(BaseModel):
         return [d.content for d in self.documents]
 
 
+class Direction(str, Enum):
+    """Which way a metric's score is good; declared by each evaluator, carried on its results."""
+
+    HIGHER_IS_BETTER = "higher_is_better"  # faithfulness, relevance: 1 is best
+    LOWER_IS_BETTER = "lower_is_better"  # risks (injection, refusal): 0 is best
+
+
 class EvalResult(BaseModel):
     """What one evaluator says about one record.
 
-    ``score`` is in [0, 1]; higher is better except for ``injection``, where it is
-    the detected risk. ``score`` is None when the metric does not apply (e.g. no
-    documents) or the evaluator failed (``error`` says why).
+    ``score`` is in [0, 1]; ``direction`` says whether higher is better (quality
+    metrics) or lower is (risks such as ``injection``). ``score`` is None when
+    the metric does not apply (e.g. no documents) or the evaluator failed
+    (``error`` says why).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -113,10 +121,18 @@ class EvalResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
     duration_ms: float | None = None
+    direction: Direction = Direction.HIGHER_IS_BETTER
 
     @property
     def name(self) -> str:
         return f"{self.metric}/{self.method}"
+
+    @property
+    def quality(self) -> float | None:
+        """The score turned so that higher is better (1 - risk for risks); None when unscored."""
+        if self.score is None:
+            return None
+        return self.score if self.direction is Direction.HIGHER_IS_BETTER else 1.0 - self.score
 
 
 class EvaluatedRecord(BaseModel):

@@ -20,8 +20,8 @@ the recorded ones.
 
 "Before" scores are the recorded results; a metric/method the row did not
 record is scored now on the recorded record. Comparisons pair rows scored on
-both sides. Higher is better except for the detection metrics in
-:data:`RISK_METRICS`, where a rise is a regression.
+both sides. Which way is better is the evaluator's declared ``direction``,
+carried on its results: for risks (injection, refusal) a rise is a regression.
 """
 
 from __future__ import annotations
@@ -53,9 +53,8 @@ from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.offline import ParsedLine, row_to_record
-from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.record import Direction, Document, EvalResult, RagRecord
 
-RISK_METRICS = frozenset({"injection", "refusal"})
 """Detection scores: higher is worse (a rise is a regression)."""
 CHANGE = 0.05
 """A paired score that moves by more than this (in the good or bad direction) counts as
@@ -442,8 +441,11 @@ def score(
     from ragpulse.evaluation import evaluate_records
 
     for row in rows:
+        # Recorded results may predate ``direction``: the evaluator's own declaration counts.
         row.before_results = {
-            e.name(): row.recorded[e.name()] for e in evaluators if e.name() in row.recorded
+            e.name(): row.recorded[e.name()].model_copy(update={"direction": e.direction})
+            for e in evaluators
+            if e.name() in row.recorded
         }
     for evaluator in evaluators:
         missing = [r for r in rows if evaluator.name() not in r.before_results]
@@ -467,13 +469,18 @@ def _chunks(items: Sequence[ReplayRow], size: int) -> Iterator[Sequence[ReplayRo
 # --- Comparison --------------------------------------------------------------------------
 
 
-def higher_is_better(name: str) -> bool:
-    return name.split("/")[0] not in RISK_METRICS
+def direction_of(name: str, rows: Sequence[ReplayRow]) -> Direction:
+    """The direction the evaluator stamped on its results (the fresh ones first)."""
+    for row in rows:
+        for results in (row.after_results, row.before_results):
+            if name in results:
+                return results[name].direction
+    return Direction.HIGHER_IS_BETTER
 
 
-def gain(name: str, before: float, after: float) -> float:
+def gain(direction: Direction, before: float, after: float) -> float:
     """How much better ``after`` is (negative: a regression), in the metric's direction."""
-    return after - before if higher_is_better(name) else before - after
+    return after - before if direction is Direction.HIGHER_IS_BETTER else before - after
 
 
 def parse_max_drop(items: Iterable[str]) -> dict[str, float]:
@@ -515,6 +522,7 @@ def summarize(
     metrics = []
     regressions: list[dict[str, Any]] = []
     for name in evaluators:
+        direction = direction_of(name, rows)
         before_vals, after_vals = [], []
         improved = regressed = after_na = after_err = 0
         for row in rows:
@@ -526,7 +534,7 @@ def summarize(
                 continue
             before_vals.append(b.score)
             after_vals.append(a.score)
-            g = gain(name, b.score, a.score)
+            g = gain(direction, b.score, a.score)
             improved += g > CHANGE
             regressed += g < -CHANGE
             if g < -CHANGE:
@@ -551,12 +559,14 @@ def summarize(
                 "evaluator": name,
                 "metric": metric,
                 "method": method,
-                "higher_is_better": higher_is_better(name),
+                "higher_is_better": direction is Direction.HIGHER_IS_BETTER,
                 "paired": n,
                 "mean_before": mean_b,
                 "mean_after": mean_a,
                 "delta": None if mean_b is None or mean_a is None else mean_a - mean_b,
-                "drop": None if mean_b is None or mean_a is None else -gain(name, mean_b, mean_a),
+                "drop": None
+                if mean_b is None or mean_a is None
+                else -gain(direction, mean_b, mean_a),
                 "improved": improved,
                 "regressed": regressed,
                 "unchanged": n - improved - regressed,

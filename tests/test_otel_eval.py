@@ -9,7 +9,6 @@ from helpers import CaptureServer, new_span_id, new_trace_id
 from ragpulse.config import load_settings
 from ragpulse.exporters.otel_eval import OtelEvaluationSink
 from ragpulse.record import EvalResult, RagRecord
-from ragpulse.telemetry import CollectorMetrics
 
 
 def test_events_and_evaluator_spans_parented_to_evaluated_span() -> None:
@@ -28,7 +27,7 @@ def test_events_and_evaluator_spans_parented_to_evaluated_span() -> None:
     ]
     with CaptureServer() as backend:
         settings = load_settings(otlp_export_endpoint=backend.url, service_name="rp-test")
-        sink = OtelEvaluationSink.from_settings(settings, CollectorMetrics())
+        sink = OtelEvaluationSink.from_settings(settings)
         assert sink is not None
         sink.export(record, results)
         sink.shutdown()  # flushes both providers
@@ -64,4 +63,4 @@ def test_events_and_evaluator_spans_parented_to_evaluated_span() -> None:
 
 
 def test_disabled_without_endpoint() -> None:
-    assert OtelEvaluationSink.from_settings(load_settings(), CollectorMetrics()) is None
+    assert OtelEvaluationSink.from_settings(load_settings()) is None

@@ -4,37 +4,46 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragpulse.config import EvaluationSettings, JudgeSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.judge.client import JudgeClient, JudgeError, Usage, shared_client
+from ragpulse.evaluators.judge.usage import JudgeError, Usage
 from ragpulse.evaluators.models.loading import missing_extra
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
-from ragpulse.telemetry import CollectorMetrics
+
+if TYPE_CHECKING:
+    from ragpulse.evaluators.judge.client import JudgeClient
+
+
+def shared_client(context: PluginContext, judge: JudgeSettings) -> JudgeClient:
+    """The context's one client (event loop, cache, budget) per endpoint and model."""
+    from ragpulse.evaluators.judge.client import JudgeClient, JudgeMetrics
+
+    metrics = context.shared("judge-metrics", lambda: JudgeMetrics(context.metrics.registry))
+    key = ("judge-client", str(judge.base_url), str(judge.model))
+    return context.shared(key, lambda: JudgeClient(judge, metrics))
 
 
 class JudgeEvaluator(Evaluator):
     """Subclasses implement :meth:`_judge` (async, one record) and set ``calls_per_record``.
 
-    A record is judged only when the shared budget has room for its calls;
-    otherwise it gets a ``skipped`` result (no score) and the skip is counted.
-    A failed call becomes an error result with the reason; nothing raises.
+    The judge's endpoint, model and budget come from ``evaluation.judge`` in
+    the context's settings. A record is judged only when the shared budget has
+    room for its calls; otherwise, online, it gets a ``skipped`` result (no
+    score, counted), and offline the judge waits for the budget's window and
+    says so through ``context.notify``. A failed call becomes an error result
+    with the reason; nothing raises.
     """
 
     tier = Tier.JUDGE
     default_enabled = True
     calls_per_record = 1
-
-    def __init__(self, judge: JudgeSettings | None = None) -> None:
-        self.judge = judge or JudgeSettings()
-        self._registry: Any = None
-        self.client: JudgeClient | None = None
-
-    @classmethod
-    def build(cls, options: dict[str, Any], settings: EvaluationSettings) -> Evaluator:
-        return cls(judge=settings.judge, **options)
+    judge: JudgeSettings = JudgeSettings()
+    client: JudgeClient | None = None
+    _wait = False
 
     @classmethod
     def unconfigured(cls, settings: EvaluationSettings) -> str | None:
@@ -44,33 +53,48 @@ class JudgeEvaluator(Evaluator):
 
     @classmethod
     def missing(cls) -> str | None:
-        return missing_extra(("openai", "httpx"))
+        return missing_extra(("openai",))
 
-    def bind(self, metrics: CollectorMetrics) -> None:
-        self._registry = metrics.registry
-
-    def load(self) -> None:
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
+        self.judge = context.settings.evaluation.judge
         if not self.judge.configured:
             raise ModelUnavailable(
                 "no LLM judge configured: set --judge-base-url and --judge-model "
                 "(or evaluation.judge in the config file)"
             )
-        if self._registry is None:
-            self._registry = CollectorMetrics().registry
-        self.client = shared_client(self.judge, self._registry)
+        policy = self.judge.over_budget
+        self._wait = policy == "wait" or (policy == "auto" and context.offline)
+        self.client = shared_client(context, self.judge)
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         if self.client is None:
-            self.load()
-        assert self.client is not None
+            raise ModelUnavailable(f"{self.name()}: load() was not called")
         return self.client.run(self._judge_all(records))
 
     async def _judge_all(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         return list(await asyncio.gather(*(self._judge_safely(r) for r in records)))
 
+    async def _reserve(self) -> str | None:
+        """None once the budget granted this record's calls, else why it was refused."""
+        assert self.client is not None and self.context is not None
+        budget = self.client.budget
+        while True:
+            refusal = budget.reserve(self.calls_per_record)
+            if refusal is None or not self._wait:
+                return refusal
+            wait = budget.seconds_until_room(self.calls_per_record)
+            if wait is None:  # more calls per record than the whole minute allows
+                return refusal
+            self.context.notify(
+                f"judge budget: {refusal.removeprefix('budget_')} per minute spent, "
+                f"waiting {wait:.0f}s for the window"
+            )
+            await asyncio.sleep(max(wait, 0.05))
+
     async def _judge_safely(self, record: RagRecord) -> EvalResult:
         assert self.client is not None
-        refusal = self.client.budget.reserve(self.calls_per_record)
+        refusal = await self._reserve()
         if refusal:
             self.client.metrics.skipped.labels(self.metric, refusal).inc()
             return self.result(

@@ -1,4 +1,9 @@
-"""A sliding one-minute budget of judge calls and tokens, shared by all judge metrics."""
+"""A sliding one-minute budget of judge calls and tokens, shared by all judge metrics.
+
+Online (``serve``) a record over budget is skipped; offline (``ragpulse eval``)
+the judge waits for the window to make room (``seconds_until_room``), so every
+row is judged at the budget's pace.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +19,16 @@ class Budget:
         calls_per_minute: int,
         tokens_per_minute: int,
         clock: Callable[[], float] = time.monotonic,
+        window_s: float = 60.0,
     ) -> None:
         self._calls, self._tokens = calls_per_minute, tokens_per_minute
         self._clock = clock
+        self._window_s = window_s  # a minute; tests shorten it
         self._spent: deque[tuple[float, int, int]] = deque()  # (time, calls, tokens)
         self._lock = threading.Lock()
 
     def _window(self) -> tuple[int, int]:
-        horizon = self._clock() - 60.0
+        horizon = self._clock() - self._window_s
         while self._spent and self._spent[0][0] < horizon:
             self._spent.popleft()
         return sum(c for _, c, _ in self._spent), sum(t for _, _, t in self._spent)
@@ -40,6 +47,21 @@ class Budget:
                 return "budget_tokens"
             self._spent.append((self._clock(), calls, 0))
             return None
+
+    def seconds_until_room(self, calls: int = 1) -> float | None:
+        """How long until ``reserve(calls)`` can succeed; None when it never can."""
+        if calls > self._calls:
+            return None
+        with self._lock:
+            used_calls, used_tokens = self._window()
+            now, wait = self._clock(), 0.0
+            for at, spent_calls, spent_tokens in self._spent:  # oldest first
+                if used_calls + calls <= self._calls and used_tokens < self._tokens:
+                    break
+                used_calls -= spent_calls
+                used_tokens -= spent_tokens
+                wait = at + self._window_s - now
+            return max(0.0, wait)
 
     def spend_tokens(self, tokens: int) -> None:
         with self._lock:

@@ -17,47 +17,22 @@ import asyncio
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Coroutine
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-import httpx
 import openai
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ValidationError
 
 from ragpulse.config import JudgeSettings
-from ragpulse.errors import RagpulseError
 from ragpulse.evaluators.judge.budget import Budget
 from ragpulse.evaluators.judge.cache import JudgeCache, cache_key, make_cache
 from ragpulse.evaluators.judge.prompts import Prompt
+from ragpulse.evaluators.judge.usage import JudgeError, Usage
 
 log = logging.getLogger(__name__)
 O = TypeVar("O", bound=BaseModel)  # noqa: E741
 T = TypeVar("T")
-
-
-class JudgeError(RagpulseError):
-    """A judge call failed; ``reason`` is a bounded label (timeout, rate_limited, ...)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-
-
-@dataclass
-class Usage:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.calls += other.calls
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.cached += other.cached
 
 
 class JudgeMetrics:
@@ -130,19 +105,26 @@ class JudgeClient:
         ).start()
         self._semaphore = asyncio.Semaphore(settings.concurrency)
 
-        async def count_retryable(response: httpx.Response) -> None:
+        async def count_retryable(response: Any) -> None:
             if response.status_code == 429 or response.status_code >= 500:
                 self.metrics.retries.labels(str(response.status_code)).inc()
 
+        # The openai package's own HTTP client class (httpx in 1.x, httpx2 in 3.x), so the
+        # hook sees every response, retries included, whichever major version is installed.
         self._client = openai.AsyncOpenAI(
             base_url=settings.base_url,
             api_key=settings.key(),
             timeout=settings.timeout_s,
             max_retries=settings.max_retries,
-            http_client=httpx.AsyncClient(
+            http_client=openai.DefaultAsyncHttpxClient(
                 timeout=settings.timeout_s, event_hooks={"response": [count_retryable]}
             ),
         )
+
+    def close(self) -> None:
+        """Stop the client's event loop (the plug-in context closes shared clients)."""
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the client's loop from a worker thread; blocks."""
@@ -236,11 +218,12 @@ class JudgeClient:
             }
         else:
             response_format = {"type": "json_object"}
+        # Plain dicts, checked by the server: the SDK's TypedDicts change between releases.
         return await self._client.chat.completions.create(
             model=self.model,
-            messages=messages,  # type: ignore[arg-type]
+            messages=cast(Any, messages),
             temperature=self.settings.temperature,
-            response_format=response_format,  # type: ignore[arg-type]
+            response_format=cast(Any, response_format),
         )
 
     def _failed(self, prompt: Prompt[Any, Any], reason: str, exc: Exception) -> JudgeError:
@@ -264,33 +247,3 @@ def _reason(exc: openai.APIError) -> str:
 
 def _short(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-
-
-# Keyed by the registry object, not id(registry): a registry that was garbage-collected
-# can hand its id to a new one, which then got the old client and counted into the dead
-# registry (seen as a flaky test). An entry now goes when its registry does.
-_clients: weakref.WeakKeyDictionary[CollectorRegistry, dict[tuple[str, str], JudgeClient]] = (
-    weakref.WeakKeyDictionary()
-)
-_clients_lock = threading.Lock()
-
-
-def shared_client(settings: JudgeSettings, registry: CollectorRegistry) -> JudgeClient:
-    """One client (loop, cache, budget) per endpoint, model and metrics registry."""
-    key = (str(settings.base_url), str(settings.model))
-    with _clients_lock:
-        clients = _clients.setdefault(registry, {})
-        client = clients.get(key)
-        if client is None or client.settings != settings:
-            client = clients[key] = JudgeClient(settings, _metrics_for(registry))
-        return client
-
-
-_metrics: weakref.WeakKeyDictionary[CollectorRegistry, JudgeMetrics] = weakref.WeakKeyDictionary()
-
-
-def _metrics_for(registry: CollectorRegistry) -> JudgeMetrics:
-    metrics = _metrics.get(registry)
-    if metrics is None:
-        metrics = _metrics[registry] = JudgeMetrics(registry)
-    return metrics

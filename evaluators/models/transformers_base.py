@@ -1,0 +1,85 @@
+"""The one skeleton of the model-tier evaluators over a Hugging Face transformers model.
+
+Question likelihood (seq2seq), the reward model and the injection classifier
+(sequence classification) share it: the options every such model takes, the
+extra they need, loading through the plug-in context (one load per model name,
+shared by every evaluator that names it), batching, and long texts split into
+overlapping windows where the best window counts, instead of being cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import Field
+
+from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.models.loading import missing_extra
+from ragpulse.plugin_context import PluginContext, PluginOptions
+
+T = TypeVar("T")
+
+
+class TransformersOptions(PluginOptions):
+    model: str = Field(description="a local model directory or a hub id (hub downloads are off)")
+    max_tokens: int = Field(512, ge=8, description="the model's window, in tokens")
+    stride: int = Field(64, ge=0, description="tokens shared by consecutive windows")
+    batch_size: int = Field(8, ge=1, description="texts per forward pass")
+
+
+class TransformersEvaluator(Evaluator):
+    """Subclasses set ``loader`` (``seq2seq`` or ``sequence_classifier``) and an ``Options``
+    deriving from :class:`TransformersOptions` with their default model."""
+
+    tier = Tier.MODEL
+    default_enabled = False  # opt in: evaluation.evaluators
+    loader: ClassVar[Callable[[str], tuple[Any, Any]]]
+
+    class Options(TransformersOptions):
+        pass
+
+    options: TransformersOptions
+    _tokenizer: Any = None
+    _model: Any = None
+
+    @classmethod
+    def missing(cls) -> str | None:
+        return missing_extra(("torch", "transformers"))
+
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
+        name, loader = self.options.model, type(self).loader
+        key = ("transformers", loader, name)
+        self._tokenizer, self._model = context.shared(key, lambda: loader(name))
+        self.loaded()
+
+    def loaded(self) -> None:
+        """Check the loaded model (labels, say); raise ModelUnavailable to disable."""
+
+    def batches(self, items: Sequence[T]) -> Iterator[Sequence[T]]:
+        size = self.options.batch_size
+        for start in range(0, len(items), size):
+            yield items[start : start + size]
+
+    def windows(self, texts: list[str]) -> tuple[Any, list[int]]:
+        """Tokenised overlapping windows of ``texts`` and, per window, the text it came from."""
+        enc = self._tokenizer(
+            texts,
+            truncation=True,
+            max_length=self.options.max_tokens,
+            stride=self.options.stride,
+            return_overflowing_tokens=True,
+            padding=True,
+            return_tensors="pt",
+        )
+        owner = enc.pop("overflow_to_sample_mapping").tolist()
+        return enc, owner
+
+    @staticmethod
+    def best_window(owner: list[int], values: list[float], count: int) -> list[float]:
+        """Per text, its highest window value."""
+        best = [0.0] * count
+        for window, i in enumerate(owner):
+            best[i] = max(best[i], values[window])
+        return best
