@@ -164,7 +164,7 @@ def rag_request(
     return req
 
 
-def http_get(url: str, timeout: float = 5, openmetrics: bool = False) -> str:
+def http_get(url: str, timeout: float = 30, openmetrics: bool = False) -> str:
     """GET ``url`` as text; ``openmetrics`` asks /metrics for OpenMetrics (with exemplars)."""
     req = urllib.request.Request(url)
     if openmetrics:
@@ -191,16 +191,24 @@ def start_serve(
         assert proc.poll() is None, "ragpulse serve exited"
         return bool(http_get(url))
 
-    wait_until(up, 30, "ragpulse serve did not start", interval=0.1, ignore=(OSError,))
+    wait_until(up, 60, "ragpulse serve did not start", interval=0.1, ignore=(OSError,))
     return proc, url
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within 15 s."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 60) -> None:
+    """SIGTERM and wait up to ``grace_s`` for the exit (generous: a busy CI machine is
+    slow, and a clean shutdown drains what is in flight). A process still running then
+    is killed and the test fails, saying so: a shutdown that hangs is a bug to report,
+    not to hide behind a SIGKILL."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(
+            f"{' '.join(map(str, proc.args))} (pid {proc.pid}) did not exit within "
+            f"{grace_s:.0f}s of SIGTERM; it was killed"
+        ) from None

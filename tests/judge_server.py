@@ -29,6 +29,7 @@ class Behaviour:
     """What the next requests should suffer; ``times`` counts down per request."""
 
     delay_s: float = 0.0
+    hang: bool = False  # never answer (until the server closes)
     status: int | None = None  # e.g. 429 or 500
     retry_after: str | None = None
     invalid_json: int = 0  # next N answers are not JSON
@@ -40,6 +41,10 @@ class Behaviour:
 @dataclass
 class Seen:
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: When each request arrived (the server loop's monotonic clock, seconds).
+    arrived: list[float] = field(default_factory=list)
+    #: The status each request was answered with (absent while one is unanswered).
+    statuses: list[int] = field(default_factory=list)
 
     def prompts(self) -> list[str]:
         out = []
@@ -119,6 +124,7 @@ class JudgeServer:
         self.seen = Seen()
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
+        self._closing: asyncio.Event | None = None
         self.port = 0
 
     @property
@@ -126,9 +132,18 @@ class JudgeServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     async def _chat(self, request: web.Request) -> web.Response:
+        self.seen.arrived.append(asyncio.get_running_loop().time())
         body = await request.json()
         self.seen.requests.append(body)
+        response = await self._answer(body)
+        self.seen.statuses.append(response.status)
+        return response
+
+    async def _answer(self, body: dict[str, Any]) -> web.Response:
         b = self.behaviour
+        if b.hang and self._closing is not None and not self._closing.is_set():
+            await self._closing.wait()
+            return web.json_response({"error": {"message": "closing"}}, status=503)
         if b.delay_s:
             await asyncio.sleep(b.delay_s)
         if b.status and b.times > 0:
@@ -167,6 +182,7 @@ class JudgeServer:
         ready = threading.Event()
 
         async def serve() -> None:
+            self._closing = asyncio.Event()
             app = web.Application()
             app.router.add_post("/v1/chat/completions", self._chat)
             self._runner = web.AppRunner(app, access_log=None)
@@ -180,13 +196,20 @@ class JudgeServer:
             self._loop.run_forever()
 
         threading.Thread(target=run, daemon=True).start()
-        ready.wait(10)
+        assert ready.wait(60), "the judge test server did not start within 60s"
         return self
+
+    def release(self) -> None:
+        """Answer the requests told to hang (with a 503); later ones do not hang."""
+        if self._closing is not None:
+            self._loop.call_soon_threadsafe(self._closing.set)
 
     def __exit__(self, *exc: object) -> None:
         async def close() -> None:
+            if self._closing is not None:
+                self._closing.set()  # release requests told to hang
             if self._runner is not None:
                 await self._runner.cleanup()
 
-        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ from judge_server import Behaviour, JudgeServer
 from ragpulse.cli import main
 from ragpulse.collector.assembly import CompletedTrace
 from ragpulse.collector.pipeline import Pipeline
-from ragpulse.config import EvaluationSettings, JudgeSettings
+from ragpulse.config import EvaluationSettings, JudgeSettings, Settings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.judge.base import JudgeEvaluator
+from ragpulse.evaluators.judge.budget import Budget
 from ragpulse.evaluators.judge.prompts import data_block
 from ragpulse.evaluators.judge_faithfulness import ClaimsInput, JudgeFaithfulness, WholeInput
 from ragpulse.evaluators.judge_injection import JudgeInjection
@@ -29,6 +31,7 @@ from ragpulse.evaluators.judge_relevance import (
 )
 from ragpulse.evaluators.lexical import LexicalFaithfulness
 from ragpulse.exporters.memory import InMemorySink
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
@@ -58,17 +61,19 @@ def server() -> Iterator[JudgeServer]:
 
 
 def judge_settings(server: JudgeServer, **kw: Any) -> JudgeSettings:
+    # A generous timeout: a busy CI machine can be slow to answer even on 127.0.0.1.
     base = {"base_url": server.base_url, "model": "judge-test", "api_key": "test-key",
-            "max_retries": 2, "timeout_s": 5}  # fmt: skip
+            "max_retries": 2, "timeout_s": 60}  # fmt: skip
     return JudgeSettings(**{**base, **kw})
 
 
 def ready(
     cls: type[JudgeEvaluator], settings: JudgeSettings, **kw: Any
 ) -> tuple[Any, CollectorMetrics]:
-    metrics = CollectorMetrics()  # fresh registry: its own client, cache and budget
-    [evaluator] = load_evaluators_safely([cls(judge=settings, **kw)], metrics)
-    return evaluator, metrics
+    # A fresh context: its own registry, client, cache and budget.
+    context = PluginContext(Settings(evaluation=EvaluationSettings(judge=settings)))
+    [evaluator] = load_evaluators_safely([cls(**kw)], context)
+    return evaluator, context.metrics
 
 
 def sample(metrics: CollectorMetrics, name: str, **labels: str) -> float:
@@ -154,10 +159,15 @@ def test_repair_retry_then_error_on_garbage(server: JudgeServer) -> None:
 def test_429_with_retry_after_is_retried(server: JudgeServer) -> None:
     ev, metrics = ready(JudgeAnswerRelevance, judge_settings(server))
     server.behaviour = Behaviour(status=429, retry_after="1", times=1)
-    start = time.monotonic()
     [result] = ev.evaluate([rec()])
-    assert result.score == 1.0 and time.monotonic() - start >= 0.9  # honoured Retry-After
+    assert result.score == 1.0
+    assert server.seen.statuses == [429, 200], "one 429, then one retry that succeeded"
     assert sample(metrics, "ragpulse_judge_http_retryable_responses_total", status="429") == 1
+    # Retry-After was honoured: the retry came no sooner than the 1 s it asked for (the
+    # client's own backoff would retry after about 0.5 s). A lower bound only: a busy
+    # machine can make the gap longer, never shorter.
+    first, retry = server.seen.arrived
+    assert retry - first >= 0.9, f"retried {retry - first:.2f}s after a Retry-After of 1s"
 
 
 def test_server_errors_and_timeouts_become_error_results(server: JudgeServer) -> None:
@@ -165,11 +175,21 @@ def test_server_errors_and_timeouts_become_error_results(server: JudgeServer) ->
     server.behaviour = Behaviour(status=500, times=5)
     [failed] = ev.evaluate([rec()])
     assert failed.label == "error:server_error" and failed.score is None
+    assert server.seen.statuses == [500, 500], "one 500, one retry (max_retries=1)"
+    # A server that never answers: only the client's timeout can end the call.
     slow, _ = ready(JudgeAnswerRelevance, judge_settings(server, timeout_s=0.3, max_retries=0))
-    server.behaviour = Behaviour(delay_s=2)
-    start = time.monotonic()
-    [timed_out] = slow.evaluate([rec("Something new?")])
-    assert timed_out.label == "error:timeout" and time.monotonic() - start < 1.5
+    server.behaviour = Behaviour(hang=True)
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(slow.evaluate, [rec("Something new?")])
+        try:
+            [timed_out] = call.result(60)
+        except FutureTimeout:
+            server.release()
+            raise AssertionError(
+                "the judge call did not time out (timeout_s=0.3) within 60s"
+            ) from None
+    assert timed_out.label == "error:timeout" and timed_out.score is None
+    assert len(server.seen.requests) == 3, "the timed-out call was not retried (max_retries=0)"
 
 
 def test_budget_exhaustion_skips_and_counts(server: JudgeServer) -> None:
@@ -182,14 +202,32 @@ def test_budget_exhaustion_skips_and_counts(server: JudgeServer) -> None:
                   reason="budget_calls") == 1  # fmt: skip
 
 
+def test_offline_waits_for_the_budget_and_judges_every_row(server: JudgeServer) -> None:
+    """ragpulse eval (an offline context) paces itself: no row is skipped, the wait is told."""
+    settings = judge_settings(server, calls_per_minute=2)
+    told: list[str] = []
+    context = PluginContext(
+        Settings(evaluation=EvaluationSettings(judge=settings)), offline=True, notify=told.append
+    )
+    [ev] = load_evaluators_safely([JudgeAnswerRelevance()], context)
+    # The real client and budget, with the minute shortened to a second for the test.
+    ev.client.budget = Budget(2, 100_000, window_s=1.0)
+    results = ev.evaluate([rec(question=f"What does the Pro plan cost, {i}?") for i in range(5)])
+    assert [r.label for r in results].count("skipped") == 0
+    assert all(r.score is not None for r in results), results
+    assert told and "waiting" in told[0] and "calls per minute" in told[0]
+    context.close()
+
+
 def test_escalation_from_cheap_scores(server: JudgeServer) -> None:
     settings = EvaluationSettings(judge=judge_settings(server, rate=0.0))
     memory, metrics = InMemorySink(), CollectorMetrics()
     pipeline = Pipeline(
-        [LexicalFaithfulness(), JudgeFaithfulness(judge=settings.judge)],
+        [LexicalFaithfulness(), JudgeFaithfulness()],
         [memory],
         metrics,
         settings,
+        context=PluginContext(Settings(evaluation=settings), metrics),
     )
     pipeline.start()
 
@@ -207,7 +245,7 @@ def test_escalation_from_cheap_scores(server: JudgeServer) -> None:
         return CompletedTrace(t, spans, "quiet", 0.0)
 
     pipeline.submit([trace(DOCS[0].content), trace("Bananas and laptops are free forever.")])
-    assert pipeline.wait_idle(20)
+    assert pipeline.wait_idle(60), "the pipeline did not go idle within 60s"
     pipeline.stop()
     by_answer = {i.record.answer: [r.name for r in i.results] for i in memory.items}
     assert by_answer[DOCS[0].content] == ["faithfulness/lexical"]  # grounded: not escalated

@@ -1,13 +1,13 @@
 """Smoke tests of the Kafka test environment (tests/kafka_env.py) against real processes.
 
-Timings are printed with a ``[kafka_env]`` prefix: run with ``-s`` to see them.
+Startup times are printed with a ``[kafka_env]`` prefix: run with ``-s`` to see them.
+Nothing here asserts on a clock: waits poll for a condition with a generous deadline.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,14 +47,16 @@ def consumer(broker: Broker, **config: Any) -> KafkaConsumer:
     return KafkaConsumer(bootstrap_servers=broker.bootstrap, **config)
 
 
-def drain(c: KafkaConsumer, count: int, timeout: float = 10) -> list[Any]:
+def drain(c: KafkaConsumer, count: int, timeout: float = 60) -> list[Any]:
     """Poll until ``count`` records arrived (or fail after ``timeout`` seconds)."""
     records: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(records) < count:
-        assert time.monotonic() < deadline, f"got {len(records)} of {count} records"
+
+    def arrived() -> bool:
         for batch in c.poll(timeout_ms=100).values():
             records.extend(batch)
+        return len(records) >= count
+
+    wait_until(arrived, timeout, f"fewer than {count} records arrived")
     return records
 
 
@@ -71,7 +73,7 @@ def test_produce_consume_and_manual_commit(kafka_broker: Broker) -> None:
     c = consumer(kafka_broker, group_id="ingest")
     try:
         for i in range(5):
-            p.send("events", key=b"k", value=f"v{i}".encode()).get(timeout=10)
+            p.send("events", key=b"k", value=f"v{i}".encode()).get(timeout=60)
         c.assign([tp])
         assert [r.value for r in drain(c, 5)] == [f"v{i}".encode() for i in range(5)]
 
@@ -82,7 +84,7 @@ def test_produce_consume_and_manual_commit(kafka_broker: Broker) -> None:
     finally:
         c.close()
 
-    p.send("events", value=b"v5").get(timeout=10)
+    p.send("events", value=b"v5").get(timeout=60)
     p.close()
     again = consumer(kafka_broker, group_id="ingest")
     try:
@@ -95,7 +97,7 @@ def test_produce_consume_and_manual_commit(kafka_broker: Broker) -> None:
 def test_topic_auto_creation_and_explicit_partitions(kafka_broker: Broker) -> None:
     p = producer(kafka_broker)
     try:
-        p.send("never_created", b"x").get(timeout=10)
+        p.send("never_created", b"x").get(timeout=60)
     finally:
         p.close()
     assert "never_created" in kafka_broker.topics()
@@ -115,7 +117,7 @@ def test_keyed_messages_land_on_consistent_partitions(kafka_broker: Broker) -> N
         p.flush()
         by_key: dict[bytes, set[int]] = {}
         for future, key in zip(sent, keys * 3, strict=True):
-            by_key.setdefault(key, set()).add(future.get(timeout=10).partition)
+            by_key.setdefault(key, set()).add(future.get(timeout=60).partition)
     finally:
         p.close()
     assert all(len(parts) == 1 for parts in by_key.values()), by_key
@@ -140,11 +142,11 @@ def test_end_offsets_are_last_batch_base_plus_one(kafka_broker: Broker) -> None:
         for i in range(3):  # one record per batch: end offset is exact
             single = p.send("lag", partition=0, value=b"%d" % i)
             p.flush()
-            single.get(timeout=10)
+            single.get(timeout=60)
         assert c.end_offsets([tp])[tp] == 3
         futures = [p.send("lag", partition=0, value=b"b%d" % i) for i in range(10)]
         p.flush()  # one batch of 10 records at offsets 3..12
-        assert [f.get(timeout=10).offset for f in futures] == list(range(3, 13))
+        assert [f.get(timeout=60).offset for f in futures] == list(range(3, 13))
         # A real broker says 13; tansu says base offset of the last batch + 1.
         assert c.end_offsets([tp])[tp] == 4
         c.assign([tp])
@@ -180,25 +182,21 @@ def test_two_consumers_split_partitions(kafka_broker: Broker) -> None:
 
     threads = [threading.Thread(target=member, args=(n,), daemon=True) for n in "ab"]
     try:
-        t0 = time.monotonic()
         threads[0].start()
         wait_until(
-            lambda: assignments.get("a") == frozenset(range(4)), 15, "first member never joined"
+            lambda: assignments.get("a") == frozenset(range(4)), 60, "first member never joined"
         )
-        report("group join, 1 member (session 2 s)", time.monotonic() - t0)
-        t1 = time.monotonic()
         threads[1].start()
         try:
-            wait_until(split, 20, "members never split the 4 partitions")
+            wait_until(split, 60, "members never split the 4 partitions")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; assignments: {assignments}") from None
-        report("rebalance to 2 members", time.monotonic() - t1)
         assert not errors, errors
     finally:
         stop.set()
         for t in threads:
             if t.is_alive():
-                t.join(10)
+                t.join(60)
     assert not errors, errors
 
 
@@ -210,13 +208,15 @@ def test_pause_and_resume_partitions(kafka_broker: Broker) -> None:
     try:
         for tp in (tp0, tp1):
             for i in range(3):
-                p.send("pausable", partition=tp.partition, value=b"%d" % i).get(timeout=10)
+                p.send("pausable", partition=tp.partition, value=b"%d" % i).get(timeout=60)
         c.assign([tp0, tp1])
         c.pause(tp0)
         assert c.paused() == {tp0}
         first = drain(c, 3)
         assert {r.partition for r in first} == {1}
-        assert not c.poll(timeout_ms=500)  # tp0 stays silent while paused
+        # tp0 stays silent while paused: a marker sent to tp1 after it arrives alone.
+        p.send("pausable", partition=1, value=b"marker").get(timeout=60)
+        assert [(r.partition, r.value) for r in drain(c, 1)] == [(1, b"marker")]
         c.resume(tp0)
         assert {r.partition for r in drain(c, 3)} == {0}
     finally:
@@ -237,25 +237,20 @@ def test_s3_broker_restart_keeps_topics_records_and_offsets(
     c = consumer(broker, group_id="durable-group")
     try:
         for i in range(5):
-            p.send("durable", partition=0, value=b"r%d" % i).get(timeout=10)
+            p.send("durable", partition=0, value=b"r%d" % i).get(timeout=60)
         c.assign([tp])
         assert len(drain(c, 5)) == 5
         c.commit({tp: OffsetAndMetadata(3, "cursor", -1)})
         report("end offset under S3 (5 records written)", c.end_offsets([tp])[tp], "")
 
-        t0 = time.monotonic()
         broker.restart(kill=kill)
-        report(f"s3 broker restart, kill={kill} (stop + ready)", time.monotonic() - t0)
+        report(f"s3 broker ready after a restart, kill={kill}", broker.startup_s)
 
         assert "durable" in broker.topics()
         assert broker.partitions_for("durable") == {0, 1}
         # The producer and consumer opened before the restart reconnect by themselves.
-        t1 = time.monotonic()
-        assert p.send("durable", partition=0, value=b"r5").get(timeout=15).offset == 5
-        report("producer reconnect + send after restart", time.monotonic() - t1)
-        t2 = time.monotonic()
-        assert [r.value for r in drain(c, 1, timeout=15)] == [b"r5"]
-        report("old consumer resumes fetching after restart", time.monotonic() - t2)
+        assert p.send("durable", partition=0, value=b"r5").get(timeout=60).offset == 5
+        assert [r.value for r in drain(c, 1)] == [b"r5"]
         assert c.committed(tp) == 3
     finally:
         p.close()
@@ -297,44 +292,42 @@ def test_rotel_exports_otlp_batches_to_kafka(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    t0 = time.monotonic()
     base_url = rotel_agent(kafka_broker, traces_topic="otlp_spans")
-    report("rotel startup", time.monotonic() - t0)
 
     provider = TracerProvider(resource=Resource.create({"service.name": "smoke"}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{base_url}/v1/traces")))
     tracer = provider.get_tracer("smoke")
-    t1 = time.monotonic()
     with tracer.start_as_current_span("rag.request"), tracer.start_as_current_span("retrieve"):
         pass
     provider.shutdown()
 
     c = consumer(kafka_broker)
     try:
-        wait_until(lambda: kafka_broker.partitions_for("otlp_spans"), 10, "no otlp_spans topic")
+        wait_until(lambda: kafka_broker.partitions_for("otlp_spans"), 60, "no otlp_spans topic")
         c.assign(
             [TopicPartition("otlp_spans", i) for i in kafka_broker.partitions_for("otlp_spans")]
         )
-        records = drain(c, 1)
-        report("OTLP export -> Kafka record", time.monotonic() - t1)
         spans: list[str] = []
-        deadline = time.monotonic() + 5
-        while len(spans) < 2 and time.monotonic() < deadline:
-            for record in records:
-                assert record.key == b""  # rotel writes unkeyed, empty-key records
-                request = ExportTraceServiceRequest.FromString(record.value)
-                for rs in request.resource_spans:
-                    attrs = {a.key: a.value.string_value for a in rs.resource.attributes}
-                    assert attrs["service.name"] == "smoke"
-                    spans += [s.name for ss in rs.scope_spans for s in ss.spans]
-            records = [r for batch in c.poll(timeout_ms=200).values() for r in batch]
+
+        def both_spans() -> bool:
+            for batch in c.poll(timeout_ms=200).values():
+                for record in batch:
+                    assert record.key == b""  # rotel writes unkeyed, empty-key records
+                    request = ExportTraceServiceRequest.FromString(record.value)
+                    for rs in request.resource_spans:
+                        attrs = {a.key: a.value.string_value for a in rs.resource.attributes}
+                        assert attrs["service.name"] == "smoke"
+                        spans.extend(s.name for ss in rs.scope_spans for s in ss.spans)
+            return len(spans) >= 2
+
+        wait_until(both_spans, 60, f"rotel did not deliver both spans to Kafka (got {spans})")
     finally:
         c.close()
     assert sorted(spans) == ["rag.request", "retrieve"]
 
 
 def test_start_failure_reports_the_process_output(tmp_path: Any) -> None:
-    broker = Broker(storage="bogus://nowhere/", log_dir=tmp_path, start_timeout=5)
+    broker = Broker(storage="bogus://nowhere/", log_dir=tmp_path, start_timeout=60)
     with pytest.raises(ProcessStartError) as info:
         broker.start()
     assert "exited with code" in str(info.value)

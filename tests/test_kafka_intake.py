@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,15 @@ def settings(bootstrap: str, **kafka: Any) -> Settings:
 
 
 def produce_traces(
-    bootstrap: str, topic: str, n: int, encoding: str = "proto", offset: int = 0
+    bootstrap: str,
+    topic: str,
+    n: int,
+    encoding: str = "proto",
+    offset: int = 0,
+    partition: int | None = None,
 ) -> list[str]:
-    """n RAG traces, one message each, keyed by trace id; returns the trace ids."""
+    """n RAG traces, one message each, keyed by trace id (on ``partition`` if given,
+    else where the key hashes to); returns the trace ids."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     ids = []
     for i in range(offset, offset + n):
@@ -76,11 +82,46 @@ def produce_traces(
             value = json.dumps(payload).encode()
         else:
             value = req.SerializeToString()
-        producer.send(topic, key=trace_id.hex().encode(), value=value)
+        producer.send(topic, key=trace_id.hex().encode(), value=value, partition=partition)
         ids.append(trace_id.hex())
     producer.flush(30)
     producer.close()
     return ids
+
+
+def await_sentinels(
+    bootstrap: str, topic: str, partitions: int, seen: Callable[[], list[str]]
+) -> set[str]:
+    """Produce one more trace on each partition, after what was produced before, and
+    wait until all of them were evaluated (``seen()`` gives the evaluated trace ids).
+
+    A positive marker instead of "sleep, then check nothing more came": a partition
+    is read in order, so a message read again (a redelivery) behind the traces
+    already counted would have been evaluated by the time its partition's sentinel
+    is. Returns the sentinels' trace ids, for the caller to leave out."""
+    sentinels = [
+        produce_traces(bootstrap, topic, 1, offset=10_000 + p, partition=p)[0]
+        for p in range(partitions)
+    ]
+    wait_until(lambda: set(sentinels) <= set(seen()), 60, "the sentinel traces were not evaluated")
+    return set(sentinels)
+
+
+def read_topic(bootstrap: str, topic: str, done: Callable[[list[Any]], bool]) -> list[Any]:
+    """Every message of ``topic`` from the start, polled until ``done(messages)``."""
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    messages: list[Any] = []
+
+    def complete() -> bool:
+        for batch in consumer.poll(timeout_ms=200).values():
+            messages.extend(batch)
+        return done(messages)
+
+    try:
+        wait_until(complete, 60, f"the expected messages did not arrive on {topic!r}")
+    finally:
+        consumer.close()
+    return messages
 
 
 @pytest.fixture
@@ -112,12 +153,12 @@ def test_scores_from_collector_format_messages(
     c = start(
         collectors, settings(kafka_broker.bootstrap, encoding=encoding, lag_interval_s=0.2), sink
     )
-    wait_until(lambda: len(sink.items) >= 20, 30, "20 records evaluated")
+    wait_until(lambda: len(sink.items) >= 20, 60, "20 records evaluated")
     assert {i.record.trace_id for i in sink.items} == set(ids)
     faithfulness = [r for i in sink.items for r in i.results if r.name == "faithfulness/lexical"]
     assert len(faithfulness) == 20 and all(r.score is not None for r in faithfulness)
     # Offsets are committed once evaluated.
-    wait_until(lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > 0, 10, "commit")
+    wait_until(lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > 0, 60, "commit")
     assert sample(c, "ragpulse_kafka_messages_total", outcome="ok") == 20
     # Lag is reported per owned partition (its value is approximate on tansu).
     wait_until(
@@ -128,7 +169,7 @@ def test_scores_from_collector_format_messages(
             is not None
             for p in ("0", "1")
         ),
-        10,
+        60,
         "lag gauges for both partitions",
     )
 
@@ -149,18 +190,15 @@ def test_poison_messages_go_to_dead_letter_topic(
         settings(kafka_broker.bootstrap, dead_letter_topic="dlq", max_message_bytes=4096),
         sink,
     )
-    wait_until(lambda: len(sink.items) >= 5, 30, "the good messages evaluated")
+    wait_until(lambda: len(sink.items) >= 5, 60, "the good messages evaluated")
     assert {i.record.trace_id for i in sink.items} == set(good)
     assert sample(c, "ragpulse_kafka_messages_total", outcome="poison") == 1
     assert sample(c, "ragpulse_kafka_messages_total", outcome="oversized") == 1
     assert sample(c, "ragpulse_kafka_dead_letters_total", result="dead_lettered") == 2
 
-    dlq = KafkaConsumer(
-        "dlq", bootstrap_servers=kafka_broker.bootstrap, auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
-    )  # fmt: skip
-    dead = sorted(dlq, key=lambda m: m.key)  # the auto-created topic has 4 partitions
-    dlq.close()
+    # The auto-created topic has 4 partitions: order by key.
+    dead = read_topic(kafka_broker.bootstrap, "dlq", lambda got: len(got) >= 2)
+    dead.sort(key=lambda m: m.key)
     assert [m.key for m in dead] == [b"x", b"y"]
     errors = [dict(m.headers)["ragpulse.error"].decode() for m in dead]
     assert "invalid protobuf" in errors[0] and "exceeds the limit" in errors[1]
@@ -196,6 +234,7 @@ def test_backpressure_pauses_instead_of_dropping(
         peak_backlog = max(peak_backlog, c.pipeline.backlog)
         paused = max(paused, sample(c, "ragpulse_kafka_paused"))
         time.sleep(0.01)
+    assert len(sink.items) >= 300, f"only {len(sink.items)} of 300 traces evaluated in 60s"
     assert {i.record.trace_id for i in sink.items} == set(ids)
     assert paused == 1, "the consumer never paused"
     assert peak_open <= 40 and sample(c, "ragpulse_dropped_total", reason="open_traces_limit") == 0
@@ -211,14 +250,18 @@ def test_two_collectors_split_partitions_and_evaluate_each_trace_once(
     pair = [start(collectors, settings(kafka_broker.bootstrap), sink) for sink in sinks]
     wait_until(
         lambda: [sample(c, "ragpulse_kafka_assigned_partitions") for c in pair] == [2, 2],
-        30,
+        60,
         "partitions split 2/2",
     )
     ids = produce_traces(kafka_broker.bootstrap, "otlp_spans", 80)
-    wait_until(lambda: sum(len(s.items) for s in sinks) >= 80, 30, "80 records evaluated")
-    time.sleep(0.5)  # nothing more arrives: each trace exactly once
-    seen = [i.record.trace_id for s in sinks for i in s.items]
-    assert sorted(seen) == sorted(ids)
+    wait_until(lambda: sum(len(s.items) for s in sinks) >= 80, 60, "80 records evaluated")
+
+    def seen() -> list[str]:
+        return [i.record.trace_id for s in sinks for i in list(s.items)]
+
+    # Nothing more arrives: a trace evaluated twice would show before the sentinels.
+    sentinels = await_sentinels(kafka_broker.bootstrap, "otlp_spans", 4, seen)
+    assert sorted(t for t in seen() if t not in sentinels) == sorted(ids)
     assert all(len(s.items) > 0 for s in sinks)
 
 
@@ -229,17 +272,21 @@ def test_broker_restart_consumer_recovers(
     first = produce_traces(s3_kafka_broker.bootstrap, "otlp_spans", 20)
     sink = InMemorySink()
     c = start(collectors, settings(s3_kafka_broker.bootstrap), sink)
-    wait_until(lambda: len(sink.items) >= 20, 30, "first half evaluated")
+    wait_until(lambda: len(sink.items) >= 20, 60, "first half evaluated")
     commits = sample(c, "ragpulse_kafka_commits_total", outcome="ok")
     wait_until(
-        lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > commits, 10, "a commit"
+        lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") > commits, 60, "a commit"
     )
     s3_kafka_broker.restart()
     second = produce_traces(s3_kafka_broker.bootstrap, "otlp_spans", 20, offset=20)
     wait_until(lambda: len(sink.items) >= 40, 60, "second half evaluated after the restart")
-    time.sleep(1.0)
-    seen = [i.record.trace_id for i in sink.items]
-    assert sorted(seen) == sorted(first + second)  # nothing evaluated twice
+
+    def seen() -> list[str]:
+        return [i.record.trace_id for i in list(sink.items)]
+
+    sentinels = await_sentinels(s3_kafka_broker.bootstrap, "otlp_spans", 2, seen)
+    evaluated = [t for t in seen() if t not in sentinels]
+    assert sorted(evaluated) == sorted(first + second)  # nothing evaluated twice
 
 
 def _serve(bootstrap: str, results: Path, group: str = "ragpulse") -> subprocess.Popen[bytes]:
@@ -284,14 +331,14 @@ def test_sigkill_mid_stream_then_restart_loses_no_trace(
     try:
         wait_until(lambda: len(_trace_ids(results)) >= 60, 60, "some traces evaluated")
         proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.wait(60)
         before = len(set(_trace_ids(results)))
         assert before < 400, "the stream finished before the kill: make it longer"
         proc = _serve(kafka_broker.bootstrap, results)
         wait_until(lambda: set(_trace_ids(results)) >= set(ids), 90, "every trace evaluated")
     finally:
         proc.kill()
-        proc.wait(10)
+        proc.wait(60)
     evaluated = _trace_ids(results)
     duplicates = len(evaluated) - len(set(evaluated))
     # Only what the killed process evaluated past its last commit is evaluated again,
@@ -328,14 +375,12 @@ def test_app_side_kafka_exporter(kafka_broker: Broker, collectors: list[Collecto
         provider.shutdown()
     sink = InMemorySink()
     start(collectors, settings(kafka_broker.bootstrap, topic="app_spans"), sink)
-    wait_until(lambda: len(sink.items) >= 6, 30, "6 records from the app")
+    wait_until(lambda: len(sink.items) >= 6, 60, "6 records from the app")
     assert {i.record.service for i in sink.items} == {"kafka-app"}
-    consumer = KafkaConsumer(
-        "app_spans", bootstrap_servers=kafka_broker.bootstrap, auto_offset_reset="earliest",
-        consumer_timeout_ms=3000,
-    )  # fmt: skip
-    messages = list(consumer)
-    consumer.close()
+    evaluated = {i.record.trace_id for i in sink.items}
+    messages = read_topic(
+        kafka_broker.bootstrap, "app_spans", lambda got: {m.key.decode() for m in got} >= evaluated
+    )
     for m in messages:  # keyed by the trace id they carry
         req = trace_service_pb2.ExportTraceServiceRequest.FromString(m.value)
         trace_ids = {s.trace_id.hex() for rs in req.resource_spans for ss in rs.scope_spans
@@ -382,7 +427,7 @@ def test_rotel_to_kafka_to_rekey_to_evaluation(
         wait_until(lambda: len(sink.items) >= 5, 60, "5 records through rotel and re-key")
     finally:
         rekeyer.stop()
-        thread.join(10)
+        thread.join(60)
     records = [i.record for i in sink.items]
     assert {r.service for r in records} == {"via-rotel"} and {r.route for r in records} == {
         "/rotel"

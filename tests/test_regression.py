@@ -163,7 +163,8 @@ def test_write_failure_is_counted_not_raised(tmp_path: Path) -> None:
 
 def test_collector_writes_sets_from_live_traffic(tmp_path: Path) -> None:
     settings = load_settings(
-        assembly={"grace_s": 0.2, "tick_s": 0.05},
+        # The trace stays open until flush(): its feedback surely joins in the window.
+        assembly={"grace_s": 600, "tick_s": 0.05},
         regression={"directory": str(tmp_path), "sets": {
             "negative_feedback": {"kind": "negative_feedback"},
             "everything": {"kind": "random", "rate": 1.0}}},
@@ -175,8 +176,11 @@ def test_collector_writes_sets_from_live_traffic(tmp_path: Path) -> None:
         t = new_trace_id()
         c.ingest(rag_spans(t))
         c.ingest([feedback_span(t, -1)])  # type: ignore[list-item]
-        wait_until(lambda: len(sink.items) >= 1, 10, "timed out")
-        wait_until(lambda: bool(set_files(tmp_path / "negative_feedback")), 10, "timed out")
+        assert c.flush(60), "the trace was not evaluated and exported within 60s of flush()"
+        assert len(sink.items) == 1
+        wait_until(
+            lambda: set_files(tmp_path / "negative_feedback"), 60, "no negative_feedback set file"
+        )
     finally:
         c.stop()
     [line] = lines(tmp_path / "everything")

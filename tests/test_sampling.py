@@ -111,9 +111,9 @@ def feedback_span(target: str, score: float) -> object:
         sc.RAGPULSE_FEEDBACK_SCORE: score, sc.RAGPULSE_FEEDBACK_COMMENT: "wrong city"})  # fmt: skip
 
 
-def collector() -> tuple[Collector, InMemorySink]:
+def collector(grace_s: float = 0.2) -> tuple[Collector, InMemorySink]:
     sink = InMemorySink()
-    settings = load_settings(assembly={"grace_s": 0.2, "tick_s": 0.05})
+    settings = load_settings(assembly={"grace_s": grace_s, "tick_s": 0.05})
     c = Collector(settings, evaluators=[LexicalFaithfulness()], sinks=[sink], receiver=False,
                   metrics_server=False)  # fmt: skip
     return c.start(), sink
@@ -124,12 +124,15 @@ def joined(c: Collector, how: str) -> float:
 
 
 def test_feedback_within_the_window_joins_the_record() -> None:
-    c, sink = collector()
+    # A quiet period longer than the test: the trace is surely open when its feedback
+    # comes, however slow the machine; flush() then closes it.
+    c, sink = collector(grace_s=600)
     try:
         t = new_trace_id()
         c.ingest(rag_spans(t))
         c.ingest([feedback_span(t, -1)])  # type: ignore[list-item]
-        wait_until(lambda: len(sink.items) == 1, 10, "timed out")
+        assert c.flush(60), "the trace was not evaluated and exported within 60s of flush()"
+        assert len(sink.items) == 1
         [item] = sink.items
         assert item.record.attributes[sc.RAGPULSE_FEEDBACK_SCORE] == -1
         assert item.results[-1].metric == "user_feedback" and item.results[-1].label == "negative"
@@ -144,9 +147,9 @@ def test_late_and_early_feedback_are_joined_and_counted() -> None:
     try:
         late, early = new_trace_id(), new_trace_id()
         c.ingest(rag_spans(late))
-        wait_until(lambda: len(sink.items) == 1, 10, "timed out")
+        wait_until(lambda: len(sink.items) == 1, 60, "the trace was not exported")
         c.ingest([feedback_span(late, -1)])  # type: ignore[list-item]
-        wait_until(lambda: len(sink.items) == 2, 10, "timed out")
+        wait_until(lambda: len(sink.items) == 2, 60, "the late feedback update was not exported")
         update = sink.items[1]
         assert update.record.trace_id == late
         assert [r.metric for r in update.results] == ["user_feedback"]
@@ -154,7 +157,7 @@ def test_late_and_early_feedback_are_joined_and_counted() -> None:
         c.ingest([feedback_span(early, 1)])  # before its trace: waits for it
         assert joined(c, "waiting") == 1
         c.ingest(rag_spans(early))
-        wait_until(lambda: len(sink.items) == 3, 10, "timed out")
+        wait_until(lambda: len(sink.items) == 3, 60, "the early-feedback trace was not exported")
         assert sink.items[2].results[-1].label == "positive" and joined(c, "in_window") == 1
         c.ingest([feedback_span("not-a-trace-id", 1)])  # type: ignore[list-item]
         assert joined(c, "invalid") == 1
