@@ -6,7 +6,7 @@ import logging
 import time
 from abc import ABC
 from collections.abc import Mapping, Sequence
-from enum import Enum
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Tier(str, Enum):
+class Tier(StrEnum):
     """Cost class of an evaluator; sampling decides per tier."""
 
     CHEAP = "cheap"  # lexical / rules: microseconds, all traffic

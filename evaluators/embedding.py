@@ -55,7 +55,8 @@ class _EmbeddingEvaluator(Evaluator):
     def _text_vector(self, chunks: list[str], vectors: dict[str, np.ndarray]) -> np.ndarray:
         """One vector for a chunked text: the normalised mean of its chunks."""
         mean = np.mean([vectors[c] for c in chunks], axis=0)
-        return mean / (np.linalg.norm(mean) or 1.0)
+        unit: np.ndarray = mean / (np.linalg.norm(mean) or 1.0)
+        return unit
 
 
 class EmbeddingContextRelevance(_EmbeddingEvaluator):
@@ -163,7 +164,7 @@ class EmbeddingFaithfulness(_EmbeddingEvaluator):
                 out.append(self.not_applicable("answer is empty"))
                 continue
             doc_matrix = np.stack([vectors[t] for _, t in doc_units])
-            matches = []
+            matches: list[dict[str, Any]] = []
             for sentence in answer:
                 sims = doc_matrix @ vectors[sentence]
                 j = int(np.argmax(sims))

@@ -18,7 +18,6 @@ from pydantic import Field
 
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.evaluators.models.loading import sequence_classifier
 from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 
@@ -41,10 +40,11 @@ def findings_result(
     if not risks:
         return evaluator.not_applicable("no question or document text")
     where, top = max(risks, key=lambda x: x[1])
-    flagged = [{"where": w, "risk": round(r, 4)} for w, r in risks if r >= threshold]
+    hits = [(w, r) for w, r in risks if r >= threshold]
+    flagged = [{"where": w, "risk": round(r, 4)} for w, r in hits]
     label = "injection" if top >= threshold else "benign"
     explanation = (
-        f"{', '.join(f['where'] for f in flagged)} classified as injection (risk {top:.2f})"
+        f"{', '.join(w for w, _ in hits)} classified as injection (risk {top:.2f})"
         if flagged
         else f"no location above {threshold} (highest {where}: {top:.2f})"
     )
@@ -63,7 +63,7 @@ class InjectionClassifier(TransformersEvaluator):
     metric = "injection"
     method = "classifier"
     direction = Direction.LOWER_IS_BETTER
-    loader = staticmethod(sequence_classifier)
+    model_kind = "sequence-classifier"
 
     class Options(TransformersOptions):
         model: str = "protectai/deberta-v3-base-prompt-injection-v2"

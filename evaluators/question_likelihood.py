@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from ragpulse.evaluators.models.loading import seq2seq
 from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import EvalResult, RagRecord
 
@@ -24,7 +23,7 @@ PROMPT = "Generate a question based on the given content: "
 class QuestionLikelihood(TransformersEvaluator):
     metric = "context_relevance"
     method = "perplexity"
-    loader = staticmethod(seq2seq)
+    model_kind = "seq2seq"
 
     class Options(TransformersOptions):
         model: str = "google/flan-t5-small"

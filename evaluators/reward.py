@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from ragpulse.evaluators.models.loading import sequence_classifier
 from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import EvalResult, RagRecord
 
@@ -21,7 +20,7 @@ from ragpulse.record import EvalResult, RagRecord
 class RewardModel(TransformersEvaluator):
     metric = "answer_reward"
     method = "reward_model"
-    loader = staticmethod(sequence_classifier)
+    model_kind = "sequence-classifier"
 
     class Options(TransformersOptions):
         model: str = "OpenAssistant/reward-model-deberta-v3-large-v2"

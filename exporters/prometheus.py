@@ -1,21 +1,31 @@
 """Scores as Prometheus histograms with trace-id exemplars.
 
 Exemplars appear only in the OpenMetrics exposition, which Prometheus
-negotiates on scrape (``--enable-feature=exemplar-storage`` keeps them).
+negotiates on scrape (``--enable-feature=exemplar-storage`` keeps them). Each
+bucket shows one exemplar, refreshed at most every ``EXEMPLAR_EVERY_S``.
 """
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
 from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from ragpulse.config import PrometheusSettings, Settings
 from ragpulse.exporters.base import Sink
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
-from ragpulse.telemetry import CollectorMetrics, LabelLimiter
+from ragpulse.telemetry import LabelLimiter
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+_BUCKETS = len(SCORE_BUCKETS) + 1  # and +Inf
+EXEMPLAR_EVERY_S = 1.0
+"""A bucket keeps one exemplar (the latest), so a new one is attached at most this often
+per bucket: validating and storing one per observation cost more than the observation.
+The first score in a bucket always carries one, so rare (low) scores always do."""
 
 
 def injection_locations(result: EvalResult) -> set[str]:
@@ -29,6 +39,10 @@ def injection_locations(result: EvalResult) -> set[str]:
 
 class PrometheusSink(Sink):
     name = "prometheus"
+    default_enabled = True
+
+    class Options(PrometheusSettings):
+        """The ``prometheus`` settings section (``sinks.prometheus`` overrides it)."""
 
     def __init__(
         self, registry: CollectorRegistry, settings: PrometheusSettings | None = None
@@ -55,14 +69,27 @@ class PrometheusSink(Sink):
             ["where"],
             registry=registry,
         )
+        # Labelled children by label values: ``labels()`` validates and locks on every
+        # call, which costs more than the observation. Label values are bounded (the
+        # limiters above), so these stay small; a dict read or write is atomic.
+        # Per score series: the child, and when each bucket last took an exemplar.
+        self._score_children: dict[tuple[str, str, str, str], tuple[Any, list[float]]] = {}
+        self._result_children: dict[tuple[str, str, str], Any] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: CollectorMetrics) -> PrometheusSink:
-        return cls(metrics.registry, settings.prometheus)
+    def section(cls, settings: Settings) -> dict[str, Any]:
+        return settings.prometheus.model_dump()
+
+    @classmethod
+    def create(cls, options: PluginOptions, context: PluginContext) -> PrometheusSink:
+        assert isinstance(options, PrometheusSettings)
+        return cls(context.metrics.registry, options)
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         service, route = self._services(record.service), self._routes(record.route)
         exemplar = {"trace_id": record.trace_id, "span_id": record.span_id}
+        now = time.monotonic()
+        scores, outcomes = self._score_children, self._result_children
         for result in results:
             if result.error:
                 outcome = "error"
@@ -72,9 +99,20 @@ class PrometheusSink(Sink):
                 outcome = "not_applicable"
             else:
                 outcome = "scored"
-                self.score.labels(result.metric, result.method, service, route).observe(
-                    result.score, exemplar=exemplar
-                )
-            self.results.labels(result.metric, result.method, outcome).inc()
-            for where in injection_locations(result):
-                self.injections.labels(where).inc()
+                key = (result.metric, result.method, service, route)
+                if (child := scores.get(key)) is None:
+                    child = scores[key] = (self.score.labels(*key), [-EXEMPLAR_EVERY_S] * _BUCKETS)
+                histogram, exemplar_at = child
+                bucket = bisect_left(SCORE_BUCKETS, result.score)
+                if now - exemplar_at[bucket] >= EXEMPLAR_EVERY_S:
+                    exemplar_at[bucket] = now
+                    histogram.observe(result.score, exemplar=exemplar)
+                else:
+                    histogram.observe(result.score)
+            counted = (result.metric, result.method, outcome)
+            if (counter := outcomes.get(counted)) is None:
+                counter = outcomes[counted] = self.results.labels(*counted)
+            counter.inc()
+            if result.label == "injection":
+                for where in injection_locations(result):
+                    self.injections.labels(where).inc()

@@ -39,7 +39,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,7 +48,7 @@ from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import Direction, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.semconv import RAGPULSE_SAMPLED_PREFIX
 from ragpulse.signals import feedback_score, trace_fraction
@@ -126,11 +126,15 @@ def rule_reason(
     if rule.kind == "low_score":
         # On the quality scale (1 - risk for lower-is-better metrics): "low" is always "bad".
         below = rule.below
+        if below is None:
+            return None
         for r in results:
             quality = r.quality
-            low = below is not None and quality is not None and quality < below
-            if low and _metric_matches(r, rule.metric):
-                return f"{r.name} quality {quality:.3f} < {below:g}"
+            low = quality is not None and quality < below
+            if low and _metric_matches(r, rule.metric) and r.score is not None:
+                if r.direction is Direction.HIGHER_IS_BETTER:
+                    return f"{r.name} score {r.score:.3f} < {below:g}"
+                return f"{r.name} risk {r.score:.3f} > {1 - below:g}"
         return None
     if rule.kind == "label":
         for r in results:
@@ -168,7 +172,7 @@ def _file_started(path: Path) -> float | None:
 
 def _iso(ts: float) -> str:
     return (
-        datetime.fromtimestamp(ts, timezone.utc)
+        datetime.fromtimestamp(ts, UTC)
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )

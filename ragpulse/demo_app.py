@@ -55,9 +55,9 @@ def retrieve(query: str, k: int = 3) -> list[dict[str, Any]]:
 @ragpulse.generation(model=MODEL, system="ragpulse-demo")
 def generate(question: str, documents: list[dict[str, Any]], ungrounded: bool = False) -> str:
     if ungrounded:
-        return random.choice(corpus()["ungrounded_answers"])
+        return str(random.choice(corpus()["ungrounded_answers"]))
     candidates = [s for d in documents for s in sentences(d["content"])]
-    best = max(candidates, key=lambda s: _overlap(question, s), default="")
+    best = str(max(candidates, key=lambda s: _overlap(question, s), default=""))
     if _overlap(question, best) < 2:  # nothing close enough to quote
         return "I'm sorry, I don't know: the help center has nothing about that."
     return re.sub(r"\s+", " ", best).strip()

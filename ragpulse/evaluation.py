@@ -43,14 +43,12 @@ def evaluate_records(
 
 
 def load_evaluators_safely(
-    evaluators: Sequence[Evaluator], context: PluginContext | CollectorMetrics | None = None
+    evaluators: Sequence[Evaluator], context: PluginContext | None = None
 ) -> list[Evaluator]:
     """Load each evaluator with ``context``; drop (log once, count) those that cannot run.
 
     Without a context (tests, notebooks) each call gets a fresh one with default settings.
     """
-    if isinstance(context, CollectorMetrics):  # TRANSITIONAL: pipeline wiring pending
-        context = PluginContext(metrics=context)
     context = context if context is not None else PluginContext()
     metrics = context.metrics
     ready = []

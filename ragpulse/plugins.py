@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
-from typing import TypeVar
+from typing import cast
 
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.errors import ConfigError
@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 EVALUATOR_GROUP = "ragpulse.evaluators"
 SINK_GROUP = "ragpulse.sinks"
 
-T = TypeVar("T")
-
 
 @cache
 def _entry_points(group: str) -> dict[str, EntryPoint]:
@@ -40,10 +38,13 @@ class _Broken(Exception):
     pass
 
 
+_BASES: dict[str, type] = {EVALUATOR_GROUP: Evaluator, SINK_GROUP: Sink}
+
+
 @cache
-def _load(group: str, name: str, base: type[T]) -> type[T]:
+def _load(group: str, name: str) -> type:
     """Import one entry point and check its type; _Broken says why it cannot be used."""
-    ep = _entry_points(group)[name]
+    ep, base = _entry_points(group)[name], _BASES[group]
     try:
         cls = ep.load()
     except Exception as exc:
@@ -57,24 +58,24 @@ def _load(group: str, name: str, base: type[T]) -> type[T]:
     return cls
 
 
-def _classes(group: str, base: type[T], names: Iterable[str]) -> dict[str, type[T]]:
+def _classes(group: str, names: Iterable[str]) -> dict[str, type]:
     """The importable ones among ``names`` (broken ones logged and left out)."""
-    found: dict[str, type[T]] = {}
+    found: dict[str, type] = {}
     for name in names:
         try:
-            found[name] = _load(group, name, base)
+            found[name] = _load(group, name)
         except _Broken as exc:
             log.warning("skipping %s plug-in %s: %s", group, name, exc)
     return found
 
 
-def _one(group: str, base: type[T], name: str, kind: str) -> type[T]:
+def _one(group: str, name: str, kind: str) -> type:
     """One plug-in by name: unknown or broken is a ConfigError that lists the registered ones."""
     if name not in _entry_points(group):
         known = ", ".join(sorted(_entry_points(group))) or "none"
         raise ConfigError(f"unknown {kind} {name!r}; registered: {known}")
     try:
-        return _load(group, name, base)
+        return _load(group, name)
     except _Broken as exc:
         raise ConfigError(f"{kind} {name!r} is registered but {exc}") from None
 
@@ -85,25 +86,25 @@ def evaluator_names() -> list[str]:
 
 
 def evaluator_class(name: str) -> type[Evaluator]:
-    return _one(EVALUATOR_GROUP, Evaluator, name, "evaluator")
+    return cast(type[Evaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
 
 
 def evaluator_classes() -> dict[str, type[Evaluator]]:
     """All importable evaluators by ``metric/method`` name (imports every one)."""
-    return _classes(EVALUATOR_GROUP, Evaluator, evaluator_names())
+    return cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, evaluator_names()))
 
 
 def sink_class(name: str) -> type[Sink]:
-    return _one(SINK_GROUP, Sink, name, "sink")
+    return cast(type[Sink], _one(SINK_GROUP, name, "sink"))
 
 
 def sink_classes() -> dict[str, type[Sink]]:
-    return _classes(SINK_GROUP, Sink, sorted(_entry_points(SINK_GROUP)))
+    return cast(dict[str, type[Sink]], _classes(SINK_GROUP, sorted(_entry_points(SINK_GROUP))))
 
 
 def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
     chosen = []
-    for name, cls in _classes(EVALUATOR_GROUP, Evaluator, names).items():
+    for name, cls in cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, names)).items():
         if not cls.default_enabled or cls.missing() is not None:
             continue
         why = cls.unconfigured(settings)

@@ -6,7 +6,7 @@ pydantic models only.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,7 +25,7 @@ class Document(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class SpanStatus(str, Enum):
+class SpanStatus(StrEnum):
     UNSET = "unset"
     OK = "ok"
     ERROR = "error"
@@ -95,7 +95,7 @@ class RagRecord(BaseModel):
         return [d.content for d in self.documents]
 
 
-class Direction(str, Enum):
+class Direction(StrEnum):
     """Which way a metric's score is good; declared by each evaluator, carried on its results."""
 
     HIGHER_IS_BETTER = "higher_is_better"  # faithfulness, relevance: 1 is best

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +265,7 @@ class _Capture:
 
     @contextmanager
     def span(self, question: str, line: int) -> Iterator[Any]:
-        attributes = {
+        attributes: dict[str, str | int] = {
             sc.OPENINFERENCE_SPAN_KIND: sc.KIND_CHAIN,
             sc.INPUT_VALUE: question,
             sc.INPUT_MIME_TYPE: sc.MIME_TEXT,
@@ -586,7 +586,7 @@ def summarize(
     errors = [r for r in rows if r.error]
     return {
         **dict(meta or {}),
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "rows": len(rows) + skipped + bad_lines,
         "replayed": sum(r.after is not None for r in rows),
         "replay_errors": len(errors),

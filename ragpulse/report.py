@@ -229,9 +229,9 @@ def histogram_svg(metric: Mapping[str, Any], width: int = 440, height: int = 250
     # Legend, top right.
     lx = width - right - 120
     for i, (label, color) in enumerate((("before", BEFORE_COLOR), ("after", AFTER_COLOR))):
-        x = lx + i * 62
-        out.append(f'<rect x="{x}" y="8" width="10" height="10" fill="{color}"/>')
-        out.append(f'<text x="{x + 14}" y="17">{label}</text>')
+        legend_x = lx + i * 62
+        out.append(f'<rect x="{legend_x}" y="8" width="10" height="10" fill="{color}"/>')
+        out.append(f'<text x="{legend_x + 14}" y="17">{label}</text>')
     # Y grid and ticks.
     for frac in (0, 0.5, 1):
         y = top + plot_h - frac * plot_h

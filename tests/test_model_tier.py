@@ -22,6 +22,7 @@ from ragpulse.evaluators.injection_classifier import InjectionClassifier
 from ragpulse.evaluators.models.encoder import shared_encoder
 from ragpulse.evaluators.question_likelihood import QuestionLikelihood
 from ragpulse.evaluators.reward import RewardModel
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
@@ -48,8 +49,11 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     }
 
 
+CONTEXT = PluginContext()  # one per module: MiniLM loads once for these tests
+
+
 def loaded(evaluator):  # type: ignore[no-untyped-def]
-    evaluator.load()
+    evaluator.load(CONTEXT)
     return evaluator
 
 
@@ -95,7 +99,7 @@ def test_batch_equals_single() -> None:
 
 # -- tiny models through the production loaders -----------------------------------------
 def test_question_likelihood_windows_and_batching(tiny: dict[str, Path]) -> None:
-    ev = loaded(QuestionLikelihood(model=str(tiny["t5"]), max_input_tokens=16, stride=4))
+    ev = loaded(QuestionLikelihood(model=str(tiny["t5"]), max_tokens=16, stride=4))
     long_doc = Document(content=" ".join([PRICE.content] * 8))  # many 16-token windows
     records = [rec(docs=(long_doc, BANANA)), rec(docs=(BANANA,)), RagRecord(question="")]
     results = ev.evaluate(records)
@@ -125,7 +129,7 @@ def test_injection_classifier_label_mapping_and_locations(tiny: dict[str, Path])
     explicit = loaded(InjectionClassifier(model=str(tiny["odd"]), injection_labels=["dogs"]))
     assert explicit._positive == [1]
     with pytest.raises(ModelUnavailable, match="injection_labels"):
-        InjectionClassifier(model=str(tiny["odd"])).load()
+        InjectionClassifier(model=str(tiny["odd"])).load(PluginContext())
 
 
 # -- failure modes ------------------------------------------------------------------
@@ -136,7 +140,9 @@ def test_unloadable_models_disable_the_evaluator_not_the_collector(tmp_path: Pat
         RewardModel(model="nobody/not-on-this-machine"),
         EmbeddingFaithfulness(model=str(tmp_path)),  # a directory without a model
     ]
-    ready = load_evaluators_safely([*broken, EmbeddingAnswerRelevance()], metrics)
+    ready = load_evaluators_safely(
+        [*broken, EmbeddingAnswerRelevance()], PluginContext(metrics=metrics)
+    )
     assert [e.name() for e in ready] == ["answer_relevance/embedding"]
     value = metrics.registry.get_sample_value
     assert (

@@ -13,17 +13,12 @@ some match spells, and every match starts with one of the leads found.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 try:
-    if sys.version_info >= (3, 11):
-        from re import _constants as sre  # type: ignore[attr-defined]
-        from re import _parser as sre_parse  # type: ignore[attr-defined]
-    else:  # pragma: no cover - Python 3.10
-        import sre_constants as sre
-        import sre_parse
+    from re import _constants as sre  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
 
     _SPLIT_ATS = frozenset(
         {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -43,10 +42,8 @@ def _max_width(pattern: re.Pattern[str]) -> int:
     ``_UNBOUNDED`` (search the whole text) if the parser is unavailable.
     """
     try:
-        if sys.version_info >= (3, 11):
-            from re import _parser as parser  # type: ignore[attr-defined]
-        else:  # pragma: no cover - Python 3.10
-            import sre_parse as parser
+        from re import _parser as parser  # type: ignore[attr-defined]
+
         width = int(parser.parse(pattern.pattern, pattern.flags).getwidth()[1])
     except Exception:  # pragma: no cover - private module moved or changed
         return _UNBOUNDED

@@ -34,7 +34,8 @@ class LinearProbe:
                 f"expected {len(self.feature_names)} features, got {features.shape[-1]}"
             )
         z = ((features - self.mean) / self.scale) @ self.weights + self.bias
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
+        probabilities: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
+        return probabilities
 
     def save(self, path: Path) -> None:
         np.savez_compressed(

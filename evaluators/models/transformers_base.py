@@ -9,13 +9,13 @@ overlapping windows where the best window counts, instead of being cut.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.models.loading import missing_extra
+from ragpulse.evaluators.models.loading import missing_extra, seq2seq, sequence_classifier
 from ragpulse.plugin_context import PluginContext, PluginOptions
 
 T = TypeVar("T")
@@ -29,12 +29,12 @@ class TransformersOptions(PluginOptions):
 
 
 class TransformersEvaluator(Evaluator):
-    """Subclasses set ``loader`` (``seq2seq`` or ``sequence_classifier``) and an ``Options``
-    deriving from :class:`TransformersOptions` with their default model."""
+    """Subclasses set ``model_kind`` and an ``Options`` deriving from
+    :class:`TransformersOptions` with their default model."""
 
     tier = Tier.MODEL
     default_enabled = False  # opt in: evaluation.evaluators
-    loader: ClassVar[Callable[[str], tuple[Any, Any]]]
+    model_kind: ClassVar[Literal["seq2seq", "sequence-classifier"]]
 
     class Options(TransformersOptions):
         pass
@@ -49,9 +49,9 @@ class TransformersEvaluator(Evaluator):
 
     def load(self, context: PluginContext) -> None:
         super().load(context)
-        name, loader = self.options.model, type(self).loader
-        key = ("transformers", loader, name)
-        self._tokenizer, self._model = context.shared(key, lambda: loader(name))
+        name, kind = self.options.model, self.model_kind
+        loader = seq2seq if kind == "seq2seq" else sequence_classifier
+        self._tokenizer, self._model = context.shared((kind, name), lambda: loader(name))
         self.loaded()
 
     def loaded(self) -> None:

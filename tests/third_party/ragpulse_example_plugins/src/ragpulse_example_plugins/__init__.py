@@ -1,0 +1,1 @@
+"""Example third-party ragpulse plug-ins: an evaluator and a sink."""
