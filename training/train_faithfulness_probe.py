@@ -25,8 +25,6 @@ from faithfulness_data import (
     Example,
     dev_set,
     halueval_dialogue,
-    halueval_qa,
-    halueval_summarization,
     synthetic,
 )
 from scipy.optimize import minimize
@@ -43,7 +41,7 @@ from ragpulse.record import Document, RagRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "evaluators/models/weights/faithfulness_probe.npz"
-VERSION = "faithfulness-probe-1"
+VERSION = "faithfulness-probe-2"
 
 
 def log(msg: str) -> None:
@@ -204,7 +202,9 @@ def timing(weights: Path, n: int = 16) -> None:
     texts = dict.fromkeys(e.documents[0] for e in dev_set("faithfulness_ares_nq.jsonl"))
     docs = [" ".join(d.split()[:100]) for d in texts if len(d.split()) >= 100]
     ev = FaithfulnessProbe(weights=weights)
-    ev.load()
+    from ragpulse.plugin_context import PluginContext
+
+    ev.load(PluginContext())
 
     def batch(first: int, reuse: bool) -> list[RagRecord]:
         out = []
@@ -234,8 +234,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=OUT, help="where to write the .npz")
     ap.add_argument("--no-write", action="store_true", help="evaluate only")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--qa", type=int, default=1679, help="HaluEval QA pairs (length-matched)")
-    ap.add_argument("--summaries", type=int, default=400, help="HaluEval summarisation pairs")
     ap.add_argument("--dialogue", type=int, default=2000, help="HaluEval dialogue pairs")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--domains", action="store_true", help="also leave-one-SummEdits-domain-out")
@@ -251,16 +249,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     cache = args.cache_dir / "wheels"
 
     log("building training data")
-    qa = halueval_qa(cache, args.qa, rng)
-    summ = halueval_summarization(cache, args.summaries, rng)
     dialogue = halueval_dialogue(cache, args.dialogue, rng)
-    qa_bases = [(e.group, e.documents[0], "") for e in qa if e.label == 1]
-    summ_bases = [(e.group, e.documents[0], e.answer) for e in summ if e.label == 1]
-    core = (
-        qa + summ + dialogue
-        + synthetic(qa_bases, "synthetic_qa", rng, sentences)
-        + synthetic(summ_bases, "synthetic_summaries", rng, sentences, summaries=True, per_base=3)
-    )  # fmt: skip
+    # Knowledge texts of the training dialogue rows (never a dev row's) as synthetic bases.
+    knowledge = {e.group: e.documents[0] for e in dialogue if len(e.documents[0].split()) >= 12}
+    dialogue_bases = [(g, k, "") for g, k in sorted(knowledge.items())]
+    core = dialogue + synthetic(dialogue_bases, "synthetic_dialogue", rng, sentences)
     ares = dev_set("faithfulness_ares_nq.jsonl")
     ares_docs = {e.group: e.documents[0] for e in ares}
     ares_syn = synthetic(
