@@ -8,7 +8,6 @@ bytes) so both encodings share one conversion path.
 from __future__ import annotations
 
 import base64
-import json
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from ragpulse import safe_json
 from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.record import AttributeValue, Span, SpanStatus
 
@@ -37,6 +37,14 @@ _STATUS = {
     trace_pb2.Status.STATUS_CODE_OK: SpanStatus.OK,
     trace_pb2.Status.STATUS_CODE_ERROR: SpanStatus.ERROR,
 }
+
+
+MAX_VALUE_DEPTH = safe_json.MAX_DEPTH
+"""Nesting of attribute values (AnyValue arrays / kvlists) accepted from either encoding."""
+
+
+class NestingTooDeep(DecodeError):
+    """The payload nests deeper than the limit (JSON brackets or AnyValue values)."""
 
 
 @dataclass
@@ -61,47 +69,120 @@ def media_type(content_type: str | None) -> str:
 
 def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
     """Undo Content-Encoding, refusing output beyond ``max_bytes`` (gzip bombs)."""
-    enc = (encoding or "identity").strip().lower()
-    if enc in ("", "identity"):
-        if len(body) > max_bytes:
-            raise PayloadTooLarge(f"body of {len(body)} bytes exceeds limit of {max_bytes}")
-        return body
-    if enc not in ("gzip", "deflate"):
-        raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; use gzip")
-    # wbits 32+15 auto-detects gzip or zlib headers.
-    inflater = zlib.decompressobj(32 + zlib.MAX_WBITS if enc == "gzip" else zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(body, max_bytes + 1)
-    except zlib.error as exc:
-        raise DecodeError(f"invalid {enc} stream: {exc}") from exc
-    if len(out) > max_bytes or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"decompressed body exceeds limit of {max_bytes} bytes")
-    if not inflater.eof:
-        raise DecodeError(f"truncated {enc} stream")
-    return out
+    reader = BodyReader(encoding, max_bytes)
+    reader.feed(body)
+    return reader.finish()
+
+
+class BodyReader:
+    """Undoes Content-Encoding as the body arrives, bounded on both sides.
+
+    ``feed`` each chunk as it is read from the socket; it raises
+    :class:`PayloadTooLarge` as soon as the wire bytes or the decoded bytes pass
+    ``max_bytes``, so a gzip bomb is stopped after ``max_bytes`` of output,
+    inflated in steps of at most ``STEP`` bytes (never one buffer the size of
+    the bomb), and the compressed body is never held whole.
+    """
+
+    STEP = 1 << 20
+
+    def __init__(self, encoding: str | None, max_bytes: int) -> None:
+        enc = (encoding or "identity").strip().lower()
+        if enc not in ("", "identity", "gzip", "deflate"):
+            raise UnsupportedMediaType(f"unsupported Content-Encoding {encoding!r}; use gzip")
+        self._enc = enc
+        # wbits 32+15 auto-detects gzip or zlib headers.
+        self._inflater = (
+            zlib.decompressobj(32 + zlib.MAX_WBITS if enc == "gzip" else zlib.MAX_WBITS)
+            if enc in ("gzip", "deflate")
+            else None
+        )
+        self._max = max_bytes
+        self._wire = 0
+        self._size = 0
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> None:
+        self._wire += len(chunk)
+        if self._wire > self._max:
+            raise PayloadTooLarge(f"body exceeds limit of {self._max} bytes")
+        if self._inflater is None:
+            self._keep(chunk)
+            return
+        data = chunk
+        while data and not self._inflater.eof:
+            step = min(self.STEP, self._max - self._size + 1)
+            try:
+                out = self._inflater.decompress(data, step)
+            except zlib.error as exc:
+                raise DecodeError(f"invalid {self._enc} stream: {exc}") from exc
+            if self._size + len(out) > self._max:
+                raise PayloadTooLarge(f"decompressed body exceeds limit of {self._max} bytes")
+            self._keep(out)
+            data = self._inflater.unconsumed_tail
+
+    def _keep(self, data: bytes) -> None:
+        if data:
+            self._parts.append(data)
+            self._size += len(data)
+
+    def finish(self) -> bytes:
+        """The whole decoded body; a compressed stream must have ended."""
+        if self._inflater is not None and not self._inflater.eof:
+            raise DecodeError(f"truncated {self._enc} stream")
+        parts, self._parts = self._parts, []
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def parse_request(body: bytes, mtype: str) -> trace_service_pb2.ExportTraceServiceRequest:
+    """Parse one OTLP payload; every failure is a :class:`DecodeError` (never a crash).
+
+    Protobuf nesting is bounded by the runtime's recursion limit (100 messages,
+    about 47 levels of attribute values), JSON nesting by :mod:`ragpulse.safe_json`
+    before anything recurses; both raise :class:`NestingTooDeep`.
+    """
     request = trace_service_pb2.ExportTraceServiceRequest()
     if mtype == PROTOBUF:
         try:
             request.ParseFromString(body)
+        except RecursionError as exc:  # the pure-Python runtime recurses in Python
+            raise NestingTooDeep("protobuf ExportTraceServiceRequest nested too deeply") from exc
         except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
-            raise DecodeError(f"invalid protobuf ExportTraceServiceRequest: {exc}") from exc
+            # upb says "Exceeded upb_DecodeOptions_MaxDepth" past 100 nested messages.
+            error = NestingTooDeep if "MaxDepth" in str(exc) else DecodeError
+            raise error(f"invalid protobuf ExportTraceServiceRequest: {exc}") from exc
         return request
     try:
-        payload = json.loads(body)
+        payload = safe_json.loads(body)
         if isinstance(payload, list):
             # Some collectors (rotel's Kafka exporter) write a bare ResourceSpans array.
             payload = {"resourceSpans": payload}
         _hex_ids_to_base64(payload)
         json_format.ParseDict(payload, request, ignore_unknown_fields=True)
-    except (ValueError, TypeError, AttributeError, json_format.ParseError) as exc:
+    except safe_json.NestingTooDeep as exc:
+        raise NestingTooDeep(f"invalid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    except (
+        ValueError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+        json_format.ParseError,
+    ) as exc:
         raise DecodeError(f"invalid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
     return request
 
 
 def decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> DecodedTraces:
+    """Spans of a parsed request; a value nested beyond the limit is a :class:`DecodeError`."""
+    try:
+        return _decode_request(request)
+    except NestingTooDeep:
+        raise
+    except (ValueError, TypeError, RecursionError) as exc:  # pydantic's errors are ValueErrors
+        raise DecodeError(f"undecodable span in ExportTraceServiceRequest: {exc}") from exc
+
+
+def _decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> DecodedTraces:
     out = DecodedTraces()
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
@@ -141,7 +222,7 @@ def encode_status(mtype: str, code: int, message: str) -> bytes:
 
 def _encode(message: Any, mtype: str) -> bytes:
     if mtype == JSON:
-        return json_format.MessageToJson(message, indent=None).encode()
+        return str(json_format.MessageToJson(message, indent=None)).encode()
     return bytes(message.SerializeToString())
 
 
@@ -166,14 +247,16 @@ def _attributes(kvs: Any) -> dict[str, AttributeValue]:
     return {kv.key: _value(kv.value) for kv in kvs}
 
 
-def _value(v: common_pb2.AnyValue) -> AttributeValue:
+def _value(v: common_pb2.AnyValue, depth: int = 1) -> AttributeValue:
     which = v.WhichOneof("value")
     if which is None:
         return None
+    if which in ("array_value", "kvlist_value") and depth >= MAX_VALUE_DEPTH:
+        raise NestingTooDeep(f"attribute value nested deeper than {MAX_VALUE_DEPTH} levels")
     if which == "array_value":
-        return [_value(x) for x in v.array_value.values]
+        return [_value(x, depth + 1) for x in v.array_value.values]
     if which == "kvlist_value":
-        return {kv.key: _value(kv.value) for kv in v.kvlist_value.values}
+        return {kv.key: _value(kv.value, depth + 1) for kv in v.kvlist_value.values}
     if which == "bytes_value":
         return base64.b64encode(v.bytes_value).decode()
     value: AttributeValue = getattr(v, which)

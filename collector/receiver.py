@@ -2,11 +2,14 @@
 
 Answers follow the OTLP/HTTP specification: 200 with an
 ``ExportTraceServiceResponse`` (``partial_success`` when spans were refused),
-400 for undecodable bodies (not retryable), 413 for bodies over the limit,
+400 for undecodable bodies (not retryable; also for JSON or attribute values
+nested deeper than :data:`ragpulse.safe_json.MAX_DEPTH`, and for any decoder
+failure, so bad input never gets a 5xx), 413 for bodies over the limit,
 415 for other media types, 401 without the bearer token, and 503 with
 ``Retry-After`` when evaluation is behind, so senders retry instead of losing
 data. Error bodies are ``google.rpc.Status`` in the request's encoding.
-Decompression is done here, bounded, so a gzip bomb costs at most the limit.
+Decompression is done here, chunk by chunk as the body arrives, bounded, so a
+gzip bomb costs at most the limit.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ragpulse.record import Span
 from ragpulse.telemetry import (
     DROP_INVALID_SPAN,
     DROP_MALFORMED,
+    DROP_TOO_DEEP,
     DROP_TOO_LARGE,
     DROP_UNAUTHORIZED,
     DROP_UNSUPPORTED,
@@ -41,6 +45,8 @@ Overloaded = Callable[[], bool]
 
 # gRPC status codes used in google.rpc.Status bodies.
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 16, 8, 14
+_MAX_MESSAGE = 512
+"""Status messages are cut here: decoder messages can quote the offending value."""
 
 
 class OtlpHttpReceiver(Source):
@@ -68,13 +74,15 @@ class OtlpHttpReceiver(Source):
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
+        self._unexpected = 0
 
     @property
     def url(self) -> str:
         return f"http://{self._host}:{self.port}"
 
     def app(self) -> web.Application:
-        # client_max_size bounds the compressed body; decompress() bounds the rest.
+        # The handler reads through otlp.BodyReader, which bounds the wire and the
+        # decoded bytes; client_max_size is the same bound for any other reader.
         app = web.Application(client_max_size=self._max_body)
         app.router.add_post(TRACES_PATH, self._handle)
         app.router.add_get("/healthz", self._health)
@@ -138,19 +146,31 @@ class OtlpHttpReceiver(Source):
         if request.content_length is not None and request.content_length > self._max_body:
             return self._refuse(413, mtype, DROP_TOO_LARGE, "body exceeds the size limit")
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return self._refuse(413, mtype, DROP_TOO_LARGE, "body exceeds the size limit")
-        try:
-            decoded, _ = otlp.decode_body(
-                body, request.content_type, request.headers.get("Content-Encoding"), self._max_body
-            )
+            raw = await self._read_body(request)
         except PayloadTooLarge as exc:
             return self._refuse(413, mtype, DROP_TOO_LARGE, str(exc))
         except UnsupportedMediaType as exc:
             return self._refuse(415, mtype, DROP_UNSUPPORTED, str(exc))
         except DecodeError as exc:
             return self._refuse(400, mtype, DROP_MALFORMED, str(exc))
+        try:
+            decoded = otlp.decode_request(otlp.parse_request(raw, mtype))
+        except otlp.NestingTooDeep as exc:
+            return self._refuse(400, mtype, DROP_TOO_DEEP, str(exc))
+        except DecodeError as exc:
+            return self._refuse(400, mtype, DROP_MALFORMED, str(exc))
+        except Exception as exc:  # a decoder bug must not become a 500 for the sender
+            self._unexpected += 1
+            if self._unexpected in (1, 10, 100) or self._unexpected % 1000 == 0:
+                log.warning(
+                    "OTLP decode raised %s (%d so far), answered 400",
+                    type(exc).__name__,
+                    self._unexpected,
+                    exc_info=True,
+                )
+            return self._refuse(400, mtype, DROP_MALFORMED, f"undecodable body: {exc}")
+        finally:
+            del raw  # the body is not kept past decoding, whatever the outcome
 
         self._metrics.spans_received.inc(len(decoded.spans) + decoded.rejected)
         if decoded.rejected:
@@ -167,6 +187,17 @@ class OtlpHttpReceiver(Source):
             content_type=mtype,
         )
 
+    async def _read_body(self, request: web.Request) -> bytes:
+        """The decoded body, read as it arrives: bounded on the wire and after inflation.
+
+        ``Content-Encoding`` is undone chunk by chunk, so neither the compressed
+        body nor more than ``max_body_bytes`` of its output is ever held.
+        """
+        reader = otlp.BodyReader(request.headers.get("Content-Encoding"), self._max_body)
+        async for chunk in request.content.iter_any():
+            reader.feed(chunk)
+        return reader.finish()
+
     def _authorized(self, request: web.Request) -> bool:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(
@@ -176,6 +207,8 @@ class OtlpHttpReceiver(Source):
     def _refuse(self, status: int, mtype: str, reason: str, message: str) -> web.Response:
         self._metrics.dropped.labels(reason).inc()
         self._metrics.requests.labels(reason).inc()
+        if len(message) > _MAX_MESSAGE:
+            message = message[: _MAX_MESSAGE - 3] + "..."
         log.debug("refused OTLP request (%s): %s", status, message)
         return self._error(status, mtype, message)
 

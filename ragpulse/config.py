@@ -286,13 +286,21 @@ class _FileSource(PydanticBaseSettingsSource):
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
+    # Nesting is bounded (safe_json.MAX_DEPTH) before or while parsing: the parsers
+    # recurse per level and would fail with RecursionError on a deeply nested file.
+    from ragpulse import safe_json
+
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        if path.suffix == ".toml":
+            safe_json.check_depth(text, what="TOML")
+            data = tomllib.loads(text)
+        else:
+            data = safe_json.load_yaml(text)
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:  # TOMLDecodeError, too deep
         raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if data is None:
         return {}

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragpulse import safe_json
 from ragpulse.evaluation import evaluate_records
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
@@ -62,7 +63,7 @@ def parse_lines(lines: Iterable[str]) -> Iterator[ParsedLine]:
         if not raw.strip():
             continue
         try:
-            row = json.loads(raw)
+            row = safe_json.loads(raw)  # bounded nesting: a deep line is a bad row, not a crash
         except ValueError as exc:
             yield ParsedLine(n, None, f"invalid JSON: {exc}", raw[:1000])
             continue

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # Dropped-data reasons (bounded enumeration for ragpulse_dropped_total{reason}).
 DROP_MALFORMED = "malformed_body"
+DROP_TOO_DEEP = "nesting_too_deep"  # JSON or attribute values nested beyond the limit
 DROP_TOO_LARGE = "body_too_large"
 DROP_UNSUPPORTED = "unsupported_media_type"
 DROP_UNAUTHORIZED = "unauthorized"

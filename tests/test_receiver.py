@@ -121,6 +121,7 @@ def test_valid_json_body_with_hex_ids(collector: Collector) -> None:
         (request_proto(3)[:-7], "application/x-protobuf", None, 400, "malformed_body"),
         (b"{not json", "application/json", None, 400, "malformed_body"),
         (b"[1, 2]", "application/json", None, 400, "malformed_body"),
+        (b"[" * 5000 + b"]" * 5000, "application/json", None, 400, "nesting_too_deep"),
         (request_proto(), "text/plain", None, 415, "unsupported_media_type"),
         (request_proto(), "application/x-protobuf", "br", 415, "unsupported_media_type"),
         (b"\x1f\x8b\x08\x00garbage", "application/x-protobuf", "gzip", 400, "malformed_body"),
@@ -134,6 +135,7 @@ def test_valid_json_body_with_hex_ids(collector: Collector) -> None:
         "truncated-protobuf",
         "bad-json",
         "json-not-object",
+        "json-5000-deep",
         "wrong-content-type",
         "unknown-encoding",
         "bad-gzip",
@@ -159,6 +161,9 @@ def test_malformed_bodies_get_the_right_status_and_are_counted(
         assert dropped(collector, reason) == 1
     if resp_headers.get("Content-Type", "").startswith("application/x-protobuf"):
         assert status_pb2.Status.FromString(resp_body).message
+    else:  # a JSON request is answered in JSON (OTLP/HTTP), but 415 (encoding unknown)
+        assert resp_headers["Content-Type"].startswith("application/json")
+        assert json.loads(resp_body)["code"] == 3 and json.loads(resp_body)["message"]
     # ... and the server keeps serving.
     assert post(collector.otlp_url or "", request_proto(), **AUTH)[0] == 200
 
