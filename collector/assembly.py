@@ -115,7 +115,9 @@ class Assembler:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
+        # Open traces, least recently added to first: the quiet ones are a prefix.
         self._open: OrderedDict[str, _OpenTrace] = OrderedDict()
+        self._timeouts_checked = float("-inf")  # when every open trace was last checked
         # Recently closed traces, so stragglers are counted as late, not opened anew.
         self._closed: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
@@ -148,7 +150,9 @@ class Assembler:
         if len(trace.spans) >= self._settings.max_spans_per_trace:
             return DROP_SPANS_PER_TRACE
         trace.spans.append(span)
-        trace.last_seen = now
+        if trace.last_seen != now:
+            self._open.move_to_end(span.trace_id)
+            trace.last_seen = now
         trace.root_seen = trace.root_seen or is_local_root(span)
         if ack is not None and id(ack) not in trace.acks:
             ack.hold()
@@ -165,15 +169,32 @@ class Assembler:
             return True
 
     def pop_complete(self, now: float | None = None) -> list[CompletedTrace]:
+        """Close the traces that are complete at ``now``.
+
+        Only the quiet prefix of the open traces (ordered by their last span) is
+        looked at; traces still receiving spans are checked for the hard timeout
+        once every ``min(1 s, timeout_s / 10)``, so a tick costs what completes, not
+        what is open.
+        """
         now = self._clock() if now is None else now
         grace, timeout = self._settings.grace_s, self._settings.timeout_s
         done: list[tuple[str, str]] = []
         with self._lock:
             for trace_id, trace in self._open.items():
-                if trace.root_seen and now - trace.last_seen >= grace:
+                if now - trace.last_seen < grace:
+                    break  # this one and every later one had a span within the grace window
+                if trace.root_seen:
                     done.append((trace_id, "quiet"))
                 elif now - trace.first_seen >= timeout:
                     done.append((trace_id, "timeout"))
+            if now - self._timeouts_checked >= min(1.0, timeout / 10):
+                self._timeouts_checked = now
+                listed = {trace_id for trace_id, _ in done}
+                done += [
+                    (trace_id, "timeout")
+                    for trace_id, trace in self._open.items()
+                    if now - trace.first_seen >= timeout and trace_id not in listed
+                ]
             completed = [self._close(trace_id, trigger) for trace_id, trigger in done]
             self._metrics.open_traces.set(len(self._open))
         return completed

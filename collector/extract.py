@@ -112,15 +112,13 @@ def extract_records(
     roots = trace.record_roots()
     if not roots:
         return [], NO_RAG_SHAPE
-    records = [r for r in (_record(trace, root) for root in roots) if r is not None]
-    if annotations:
-        records = [
-            r.model_copy(update={"attributes": {**r.attributes, **annotations}}) for r in records
-        ]
+    records = [r for r in (_record(trace, root, annotations) for root in roots) if r is not None]
     return records, (None if records else NO_QUESTION)
 
 
-def _record(trace: _Trace, root: Span) -> RagRecord | None:
+def _record(
+    trace: _Trace, root: Span, annotations: dict[str, AttributeValue] | None = None
+) -> RagRecord | None:
     subtree = trace.subtree(root)
     retrievers = trace.of_kind(subtree, sc.KIND_RETRIEVER)
     rerankers = trace.of_kind(subtree, sc.KIND_RERANKER)
@@ -149,8 +147,10 @@ def _record(trace: _Trace, root: Span) -> RagRecord | None:
     for ancestor in trace.ancestors(root):
         route = route or _first_str(ancestor.attributes, sc.HTTP_ROUTE)
     attributes: dict[str, AttributeValue] = {
-        k: v for s in subtree for k, v in s.attributes.items() if k in _PASS_THROUGH
+        k: s.attributes[k] for s in subtree for k in _PASS_THROUGH if k in s.attributes
     }
+    if annotations:
+        attributes.update(annotations)
     return RagRecord(
         trace_id=root.trace_id,
         span_id=root.span_id,

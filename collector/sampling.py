@@ -35,9 +35,10 @@ def _fires(rule: PriorityRule, record: RagRecord, results: Sequence[EvalResult])
     if rule.when == "injection":
         return any(r.metric == "injection" and r.label == "injection" for r in results)
     if rule.when == "low_score":
+        # On the quality scale: for a lower-is-better metric (a risk) "low" means a high risk.
         return any(
-            r.metric == rule.metric and r.score is not None and rule.below is not None
-            and r.score < rule.below
+            r.metric == rule.metric and r.quality is not None and rule.below is not None
+            and r.quality < rule.below
             for r in results
         )  # fmt: skip
     return False
@@ -62,7 +63,7 @@ class SamplingPolicy:
             if tier.value in rule.tiers and _fires(rule, record, results):
                 return f"priority:{rule.when}"
         route_rates = self.routes.get(record.route or "", {})
-        rate = route_rates.get(tier.value)  # type: ignore[call-overload]
+        rate = route_rates.get("model" if tier is Tier.MODEL else "judge")
         reason = ROUTE_RATE
         if rate is None:
             rate, reason = self.rates.get(tier, 0.0), BASE_RATE
@@ -72,6 +73,23 @@ class SamplingPolicy:
 
     def wants(self, record: RagRecord, tier: Tier, results: Sequence[EvalResult] = ()) -> bool:
         return self.reason(record, tier, results) is not None
+
+    def by_rate(self, tier: Tier) -> bool:
+        """Whether ``tier`` is sampled by a rate above zero (base or per route), not only
+        by priority rules: records reach it with steady traffic."""
+        if self.rates.get(tier, 0.0) > 0:
+            return True
+        return any(
+            rates.get(tier.value, 0.0) > 0  # type: ignore[call-overload]
+            for rates in self.routes.values()
+        )
+
+    def can_reach(self, tier: Tier) -> bool:
+        """Whether any record can ever be sampled for ``tier``: a rate above zero or a
+        priority rule naming it. A tier no record can reach never loads its models."""
+        if tier == Tier.CHEAP or self.by_rate(tier):
+            return True
+        return any(tier.value in rule.tiers for rule in self.priorities)
 
 
 def sampled_attributes(reasons: dict[Tier, str]) -> dict[str, str]:

@@ -18,21 +18,12 @@ from ragpulse.collector.source import Source
 from ragpulse.config import Settings
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
-from ragpulse.plugins import load_evaluators, sink_classes
+from ragpulse.plugin_context import PluginContext
+from ragpulse.plugins import build_sinks, load_evaluators
 from ragpulse.record import Span
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
-
-
-def build_sinks(settings: Settings, metrics: CollectorMetrics) -> list[Sink]:
-    """Every registered sink that the settings enable."""
-    sinks = []
-    for cls in sink_classes().values():
-        sink = cls.from_settings(settings, metrics)
-        if sink is not None:
-            sinks.append(sink)
-    return sinks
 
 
 class Collector:
@@ -63,8 +54,11 @@ class Collector:
         self.assembler = Assembler(settings.assembly, self.metrics, clock or time.monotonic)
         ev = settings.evaluation
         chosen = list(evaluators) if evaluators is not None else load_evaluators(ev.evaluators, ev)
-        all_sinks = list(sinks) if sinks is not None else build_sinks(settings, self.metrics)
-        self.pipeline = Pipeline(chosen, [*all_sinks, *extra_sinks], self.metrics, ev)
+        self.context = PluginContext(settings, self.metrics)
+        all_sinks = list(sinks) if sinks is not None else build_sinks(self.context)
+        self.pipeline = Pipeline(
+            chosen, [*all_sinks, *extra_sinks], self.metrics, ev, context=self.context
+        )
         self.feedback = FeedbackJoiner(self.assembler, self.pipeline.late_feedback, self.metrics)
         self.receiver: OtlpHttpReceiver | None = None
         self.sources: list[Source] = []
@@ -132,16 +126,27 @@ class Collector:
             source.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop intake, evaluate what is open and queued, acknowledge, shut the sinks down.
+
+        Bounded by ``timeout`` (default ``settings.shutdown_timeout_s``) for the drain:
+        the cheap tier finishes first, costly tiers finish their queues if their models
+        are loaded (a load in progress is abandoned) and otherwise skip the rest (counted);
+        a fifth of the bound, at most 2 s, is kept for the sinks' own shutdown.
+        """
+        timeout = self.settings.shutdown_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         for source in self.sources:
             source.stop()
         self._stop.set()
         if self._ticker is not None:
-            self._ticker.join(5)
-        self.flush(timeout=30)
+            self._ticker.join(max(0.0, min(5.0, deadline - time.monotonic())))
+        self.pipeline.submit(self.assembler.drain())
+        reserve = min(2.0, timeout / 5)
+        self.pipeline.stop(max(0.0, deadline - reserve - time.monotonic()), sinks_deadline=deadline)
         for source in self.sources:
             source.close()
-        self.pipeline.stop()
+        self.context.close()  # judge clients' event loops
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.text import content_token_set, content_tokens
+from ragpulse.evaluators.text import content_tokens
 from ragpulse.record import EvalResult, RagRecord
+
+
+@lru_cache(maxsize=4096)
+def content_token_set(text: str) -> frozenset[str]:
+    """The set of :func:`content_tokens`, cached too: documents are looked up once per
+    evaluator per record, and building the set costs more than finding it."""
+    return frozenset(content_tokens(text))
 
 
 def _coverage(tokens: tuple[str, ...], vocabulary: frozenset[str]) -> float:

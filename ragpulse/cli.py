@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
+    import time
+
     from ragpulse.collector.service import Collector
 
     overrides: dict[str, Any] = {
@@ -249,8 +251,18 @@ def serve(args: argparse.Namespace) -> int:
     log.info("evaluators: %s", ", ".join(e.name() for e in collector.pipeline.evaluators))
     log.info("sinks: %s", ", ".join(s.name for s in collector.pipeline.sinks))
     stop.wait()
-    log.info("shutting down: evaluating open traces")
-    collector.stop()
+    bound = settings.shutdown_timeout_s
+    log.info("shutting down: evaluating open traces (at most %.0fs)", bound)
+    started = time.monotonic()
+    # Stop on a daemon thread: whatever hangs (a source, a sink), the process exits
+    # within the documented bound (plus a little grace for the sinks' last word).
+    stopping = threading.Thread(target=collector.stop, name="ragpulse-stop", daemon=True)
+    stopping.start()
+    stopping.join(bound + 2.0)
+    if stopping.is_alive():
+        log.error("shutdown did not finish within %.0fs; exiting anyway", bound)
+        return 1
+    log.info("stopped in %.1fs", time.monotonic() - started)
     return 0
 
 
@@ -280,6 +292,7 @@ def rekey(args: argparse.Namespace) -> int:
 def evaluate_file(args: argparse.Namespace) -> int:
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline import Summary, parse_lines, score_rows
+    from ragpulse.plugin_context import PluginContext
     from ragpulse.plugins import load_evaluators
 
     if args.replay:
@@ -292,9 +305,25 @@ def evaluate_file(args: argparse.Namespace) -> int:
     if not args.input.is_file():
         console.print(f"[red]no such input file:[/red] {args.input}")
         return 2
-    evaluation = load_settings(args.config, evaluation=_evaluation_overrides(args)).evaluation
+    settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
+    evaluation = settings.evaluation
     selection = args.metrics or evaluation.evaluators
-    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    progress = Progress(*columns, console=console)
+    task = progress.add_task("scoring", total=None)
+    # Offline: a judge waits for its per-minute budget instead of skipping rows; the
+    # wait shows on the progress bar.
+    context = PluginContext(
+        settings,
+        offline=True,
+        notify=lambda msg: progress.update(task, description=f"scoring ({msg})"),
+    )
+    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation), context)
     if not evaluators:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
         return 2
@@ -303,22 +332,14 @@ def evaluate_file(args: argparse.Namespace) -> int:
     summary = Summary()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     parsed = list(parse_lines(lines))
-    columns = (
-        TextColumn("scoring"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with (
-        args.output.open("w", encoding="utf-8") as out,
-        Progress(*columns, console=console) as progress,
-    ):
-        task = progress.add_task("rows", total=len(parsed))
+    with args.output.open("w", encoding="utf-8") as out, progress:
+        progress.update(task, total=len(parsed))
         for start in range(0, len(parsed), args.batch_size):
             chunk = parsed[start : start + args.batch_size]
             for line in score_rows(chunk, evaluators, summary):
                 out.write(line + "\n")
-            progress.advance(task, len(chunk))
+            progress.update(task, advance=len(chunk), description="scoring")
+    context.close()
     print_summary(summary.table(), title=f"{summary.rows} rows scored -> {args.output}")
     if summary.bad_rows:
         console.print(f"[yellow]{summary.bad_rows} unreadable lines kept with an error field[/]")
@@ -329,7 +350,8 @@ def replay_file(args: argparse.Namespace) -> int:
     """``eval --replay``: replay, score, compare, report; 1 when a --max-drop is exceeded."""
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline import parse_lines
-    from ragpulse.plugins import evaluator_classes, load_evaluators
+    from ragpulse.plugin_context import PluginContext
+    from ragpulse.plugins import evaluator_names, load_evaluators
     from ragpulse.replay import (
         load_function,
         output_line,
@@ -351,7 +373,8 @@ def replay_file(args: argparse.Namespace) -> int:
         return 2
     max_drop = parse_max_drop(args.max_drop or [])
     fn = load_function(args.replay)
-    evaluation = load_settings(args.config, evaluation=_evaluation_overrides(args)).evaluation
+    settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
+    evaluation = settings.evaluation
 
     parsed = list(parse_lines(read_lines(args.input)))
     rows, skipped, out_lines = [], 0, {}
@@ -370,23 +393,29 @@ def replay_file(args: argparse.Namespace) -> int:
     selection = args.metrics
     if not selection:
         recorded = recorded_names(rows)
-        known = set(evaluator_classes())
+        known = set(evaluator_names())
         absent = [n for n in recorded if n not in known]
         if absent:
             console.print(f"[yellow]recorded evaluators not installed here:[/] {', '.join(absent)}")
         selection = [n for n in recorded if n in known] or evaluation.evaluators
-    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeRemainingColumn())  # fmt: skip
+    progress = Progress(*columns, console=console)
+    task = progress.add_task("replaying", total=len(rows))
+    context = PluginContext(
+        settings,
+        offline=True,
+        notify=lambda msg: progress.update(task, description=f"scoring ({msg})"),
+    )
+    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation), context)
     if not evaluators:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
         return 2
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeRemainingColumn())  # fmt: skip
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("replaying", total=len(rows))
+    with progress:
         replay(rows, fn, args.concurrency, progress=lambda: progress.advance(task))
         progress.update(task, description="scoring")
         score(rows, evaluators, args.batch_size)
+    context.close()
     for row in rows:
         out_lines[row.line] = output_line(row)
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -9,23 +9,24 @@ named by ``--config`` or ``RAGPULSE_CONFIG``.
 from __future__ import annotations
 
 import os
+import tomllib
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-import tomllib
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ragpulse.errors import ConfigError
+from ragpulse.options import PluginOptions
 
 CONFIG_ENV = "RAGPULSE_CONFIG"
 _config_file: ContextVar[Path | None] = ContextVar("ragpulse_config_file", default=None)
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Section(PluginOptions):
+    """A settings section: immutable, unknown keys refused."""
 
 
 class AssemblySettings(_Section):
@@ -54,6 +55,11 @@ class JudgeSettings(_Section):
     )
     calls_per_minute: int = Field(60, ge=1)
     tokens_per_minute: int = Field(100_000, ge=1)
+    over_budget: Literal["auto", "skip", "wait"] = Field(
+        "auto",
+        description="A record the minute's budget has no room for: skip it (cheap scores "
+        "stand) or wait for the window; auto = skip in serve, wait in ragpulse eval.",
+    )
     concurrency: int = Field(4, ge=1)
     timeout_s: float = Field(30.0, gt=0)
     max_retries: int = Field(3, ge=0, description="On 429/5xx, honouring Retry-After.")
@@ -81,7 +87,9 @@ class PriorityRule(_Section):
     when: Literal["error", "low_score", "injection", "negative_feedback", "latency_above"]
     tiers: list[Literal["model", "judge"]]
     metric: str | None = Field(None, description="low_score: the metric (any cheap method).")
-    below: float | None = Field(None, description="low_score: the threshold.")
+    below: float | None = Field(
+        None, description="low_score: the threshold on the quality scale (1 - risk for risks)."
+    )
     ms: float | None = Field(None, description="latency_above: the pipeline latency threshold.")
 
 
@@ -123,6 +131,20 @@ class EvaluationSettings(_Section):
     model_max_wait_s: float = Field(0.2, ge=0)
     model_max_queue: int = Field(
         256, ge=1, description="Records waiting for the model tier; beyond it the tier is skipped."
+    )
+    model_budget: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Share of wall-clock time the model tier may spend evaluating (seconds of "
+        "batches per second, over a 2 s window); records sampled past it skip the tier "
+        "(counted, reason budget). 0 = the tier never runs and its models never load.",
+    )
+    model_max_delay_s: float = Field(
+        10.0,
+        gt=0,
+        description="Longest a record waits in the model tier's queue (a load in progress "
+        "included); past it the tier is skipped for the record (counted, reason deadline).",
     )
     judge: JudgeSettings = JudgeSettings()
     sampling: SamplingSettings = SamplingSettings()
@@ -201,7 +223,9 @@ class RegressionSetRule(_Section):
 
     kind: Literal["low_score", "label", "negative_feedback", "random"]
     metric: str | None = Field(None, description="low_score/label: the metric to look at.")
-    below: float | None = Field(None, description="low_score: keep scores below this.")
+    below: float | None = Field(
+        None, description="low_score: keep qualities below this (1 - risk for risks)."
+    )
     label: str | None = Field(None, description="label: keep results with this label.")
     rate: float | None = Field(None, ge=0, le=1, description="random: share kept, by trace id.")
 
@@ -257,12 +281,23 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="After decompression.")
     service_name: str = Field("ragpulse", description="service.name of the evaluation signals.")
+    shutdown_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Bound on a graceful stop (SIGTERM): open traces are drained through "
+        "evaluation until then; what is left is skipped (costly tiers) or left unacknowledged.",
+    )
     assembly: AssemblySettings = AssemblySettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     otel_export: OtelExportSettings = OtelExportSettings()
     kafka: KafkaSettings = KafkaSettings()
     regression: RegressionSettings = RegressionSettings()
+    sinks: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Options per sink, by entry-point name (built-in or third-party); naming a "
+        "sink enables it, {enabled: false} turns one off. Validated by the sink's Options.",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -314,8 +349,12 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     path = config_file or os.environ.get(CONFIG_ENV)
     token = _config_file.set(Path(path) if path else None)
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         raise ConfigError(f"invalid ragpulse settings:\n{exc}") from exc
     finally:
         _config_file.reset(token)
+    from ragpulse.plugins import check_plugin_options  # plug-ins import this module
+
+    check_plugin_options(settings)
+    return settings

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
 from helpers import make_span, new_trace_id
+from kafka_env import wait_until
 
 from ragpulse.collector.assembly import Ack, CompletedTrace
 from ragpulse.collector.pipeline import Pipeline
-from ragpulse.config import EvaluationSettings
+from ragpulse.config import EvaluationSettings, SamplingSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.lexical import LexicalFaithfulness
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.memory import InMemorySink
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.plugin_context import PluginContext
+from ragpulse.record import EvalResult, RagRecord, SpanStatus
 from ragpulse.telemetry import CollectorMetrics
 
 
@@ -97,9 +100,11 @@ class SlowModel(Evaluator):
     tier = Tier.MODEL
 
     def __init__(self, delay: float = 0.0, fail_load: bool = False) -> None:
+        super().__init__()
         self.delay, self.fail_load, self.batches = delay, fail_load, 0
 
-    def load(self) -> None:
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
         if self.fail_load:
             raise ModelUnavailable("weights missing: set evaluation.options")
 
@@ -130,7 +135,9 @@ def test_model_tier_results_join_the_cheap_ones_in_one_export() -> None:
     assert all(
         [r.name for r in i.results] == ["faithfulness/lexical", "slow/model"] for i in memory.items
     )
-    assert model.batches < 20  # batched across records
+    # Taken from the queue in batches, evaluated a record at a time so that the cheap
+    # tier can have the CPU back between records.
+    assert model.batches == 20
 
 
 def test_model_rate_zero_and_sampling_by_trace_id() -> None:
@@ -161,3 +168,126 @@ def test_model_that_cannot_load_is_disabled_and_records_still_flow() -> None:
         )
         == 0
     )
+
+
+class Gated(Evaluator):
+    """A model-tier stand-in whose load or batches wait for the test to let them go."""
+
+    metric, method = "gated", "model"
+    tier = Tier.MODEL
+
+    def __init__(self, block_load: bool = False, block_batches: bool = False) -> None:
+        super().__init__()
+        self.loads, self.batches = 0, 0
+        self.loading, self.release = threading.Event(), threading.Event()
+        self.block_load, self.block_batches = block_load, block_batches
+        self.release_batches = threading.Event()
+
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
+        self.loads += 1
+        self.loading.set()
+        if self.block_load:
+            self.release.wait()
+
+    def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        self.batches += 1
+        if self.block_batches:
+            self.release_batches.wait()
+        return [self.result(0.9) for _ in records]
+
+
+def errored(question: str) -> CompletedTrace:
+    t = new_trace_id()
+    attributes = {"ragpulse.role": "pipeline", "input.value": question, "output.value": "No."}
+    span = make_span(t, "p", attributes, status=SpanStatus.ERROR)
+    return CompletedTrace(t, [span], "quiet", 0.0)
+
+
+def skipped(metrics: CollectorMetrics, reason: str) -> float:
+    labels = {"tier": "model", "reason": reason}
+    return metrics.registry.get_sample_value("ragpulse_tier_skipped_total", labels) or 0.0
+
+
+def test_a_tier_nothing_can_reach_never_loads() -> None:
+    model = Gated()
+    settings = EvaluationSettings(model_rate=0.0, sampling=SamplingSettings(priorities=[]))
+    metrics, memory = CollectorMetrics(), InMemorySink()
+    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
+    pipeline.start()
+    pipeline.submit([trace("a?"), errored("b?")])
+    assert pipeline.wait_idle(10)
+    pipeline.stop()
+    assert model.loads == 0 and len(memory.items) == 2
+    assert all(len(i.results) == 1 for i in memory.items)
+
+
+def test_a_tier_only_priority_rules_reach_loads_on_the_first_record() -> None:
+    model = Gated()
+    metrics, memory = CollectorMetrics(), InMemorySink()
+    settings = EvaluationSettings(model_rate=0.0, max_wait_s=0.01)  # rule: error -> model
+    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
+    pipeline.start()
+    pipeline.submit([trace("fine?")])
+    assert pipeline.wait_idle(10)
+    assert model.loads == 0  # nothing routed there yet
+    pipeline.submit([errored("broken?")])
+    assert pipeline.wait_idle(10)
+    pipeline.stop()
+    assert model.loads == 1
+    by_q = {i.record.question: [r.name for r in i.results] for i in memory.items}
+    assert by_q == {
+        "fine?": ["faithfulness/lexical"],
+        "broken?": ["faithfulness/lexical", "gated/model"],
+    }
+
+
+def test_spent_budget_skips_the_tier_and_counts() -> None:
+    metrics, memory = CollectorMetrics(), InMemorySink()
+    settings = EvaluationSettings(model_rate=1.0, model_budget=0.01, model_batch_size=1)
+    pipeline = Pipeline([LexicalFaithfulness(), SlowModel(delay=0.3)], [memory], metrics, settings)
+    pipeline.start()
+    pipeline.submit([trace("first?")])  # its batch takes 30 s of a 1% budget
+    assert pipeline.wait_idle(10)
+    pipeline.submit([trace(f"q{i}?") for i in range(10)])
+    assert pipeline.wait_idle(10)
+    pipeline.stop()
+    assert len(memory.items) == 11
+    assert skipped(metrics, "budget") == 10
+    later = [i for i in memory.items if i.record.question != "first?"]
+    assert all(i.record.attributes["ragpulse.sampled.model"] == "skipped:budget" for i in later)
+    assert all([r.name for r in i.results] == ["faithfulness/lexical"] for i in later)
+
+
+def test_records_wait_for_a_busy_model_tier_at_most_their_deadline() -> None:
+    model = Gated(block_batches=True)
+    metrics, memory = CollectorMetrics(), InMemorySink()
+    settings = EvaluationSettings(
+        model_rate=1.0, model_batch_size=1, model_max_delay_s=0.05, max_wait_s=0.01
+    )
+    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
+    pipeline.start()
+    pipeline.submit([trace(f"q{i}?") for i in range(5)])
+    # One record is in the stuck batch; the four queued behind it go out without it.
+    wait_until(lambda: len(memory.items) == 4, 30, "queued records were not released")
+    assert skipped(metrics, "deadline") == 4
+    model.release_batches.set()
+    assert pipeline.wait_idle(10)
+    pipeline.stop()
+    assert sorted(len(i.results) for i in memory.items) == [1, 1, 1, 1, 2]
+
+
+def test_stop_never_waits_for_a_model_load() -> None:
+    model = Gated(block_load=True)
+    metrics, memory = CollectorMetrics(), InMemorySink()
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], [memory], metrics, EvaluationSettings(model_rate=1.0)
+    )
+    pipeline.start()
+    pipeline.submit([trace(f"q{i}?") for i in range(3)])
+    assert model.loading.wait(10)
+    pipeline.stop(timeout=300)  # returns while the load is still blocked
+    assert not model.release.is_set()
+    assert len(memory.items) == 3 and all(len(i.results) == 1 for i in memory.items)
+    assert skipped(metrics, "shutdown") == 3
+    model.release.set()  # let the abandoned loader thread finish

@@ -9,6 +9,9 @@ what excerpt, is always its own regex's answer.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -18,7 +21,8 @@ from ragpulse.evaluators.injection.rules import _FAMILY_OF, _WEIGHTS
 from ragpulse.evaluators.injection.search import _Haystack, _rules_to_try, _search
 
 EXCERPT_CHARS = 120
-_CACHE_MAX_CHARS = 8_000  # memoise only short texts: documents repeat, giant ones rarely do
+_CACHE_MAX_CHARS = 8_000  # memoised by value up to this; longer texts by a digest...
+_DIGEST_MAX_CHARS = 65_536  # ...up to this: beyond, documents rarely repeat (and floods never)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,28 @@ def _scan(text: str, document: bool) -> TextScan:
 
 
 _scan_cached = lru_cache(maxsize=2048)(_scan)
+_LONG_CACHE_SIZE = 256  # long texts' scans, keyed by a digest: the texts are not kept
+_long_scans: OrderedDict[bytes, TextScan] = OrderedDict()
+_long_lock = threading.Lock()
+
+
+def _scan_long(text: str, document: bool) -> TextScan:
+    """A long text's scan, memoised by a digest of the text (its scan costs milliseconds,
+    its digest microseconds; the cache holds 16-byte keys, never the texts)."""
+    key = hashlib.blake2b(
+        text.encode("utf-8", "surrogatepass"), digest_size=16, person=b"doc" if document else b"q"
+    ).digest()
+    with _long_lock:
+        found = _long_scans.get(key)
+        if found is not None:
+            _long_scans.move_to_end(key)
+            return found
+    found = _scan(text, document)
+    with _long_lock:
+        _long_scans[key] = found
+        while len(_long_scans) > _LONG_CACHE_SIZE:
+            _long_scans.popitem(last=False)
+    return found
 
 
 def scan_text(text: str, *, document: bool = False) -> TextScan:
@@ -101,9 +127,12 @@ def scan_text(text: str, *, document: bool = False) -> TextScan:
     ``document=True`` adds the rules for imperatives addressed to the assistant
     (normal in a user's question, suspicious in retrieved content) and drops
     the question-only ones (asking for a password or another user's data is
-    what a question does, not a document). Pure and thread-safe; short texts
-    are memoised because the same documents are retrieved again and again.
+    what a question does, not a document). Pure and thread-safe; texts are
+    memoised because the same documents are retrieved again and again (short
+    ones by value, longer ones up to 64 KiB by a digest).
     """
     if len(text) <= _CACHE_MAX_CHARS:
         return _scan_cached(text, document)
+    if len(text) <= _DIGEST_MAX_CHARS:
+        return _scan_long(text, document)
     return _scan(text, document)
