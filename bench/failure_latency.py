@@ -24,11 +24,11 @@ from opentelemetry.sdk.trace import TracerProvider
 import ragpulse
 from ragpulse.collector.kafka_source import KafkaSource
 from ragpulse.collector.service import Collector
-from ragpulse.config import JudgeSettings, load_settings
+from ragpulse.config import EvaluationSettings, JudgeSettings, Settings, load_settings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.judge_relevance import JudgeAnswerRelevance
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, RagRecord
-from ragpulse.telemetry import CollectorMetrics
 
 
 @contextmanager
@@ -82,7 +82,8 @@ def judge_timeout() -> None:
             base_url=f"http://127.0.0.1:{port}/v1", model="m", api_key="k",
             timeout_s=0.3, max_retries=0,
         )  # fmt: skip
-        [judge] = load_evaluators_safely([JudgeAnswerRelevance(judge=settings)], CollectorMetrics())
+        context = PluginContext(Settings(evaluation=EvaluationSettings(judge=settings)))
+        [judge] = load_evaluators_safely([JudgeAnswerRelevance()], context)
         record = RagRecord(
             trace_id="0" * 32, question="Price?", documents=[Document(content="6 dollars")],
             answer="6 dollars.",

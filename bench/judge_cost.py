@@ -24,11 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from judge_server import JudgeServer
 
-from ragpulse.config import JudgeSettings
+from ragpulse.config import EvaluationSettings, JudgeSettings, Settings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.judge_faithfulness import JudgeFaithfulness
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, RagRecord
-from ragpulse.telemetry import CollectorMetrics
 
 TOPICS = [
     "plan",
@@ -99,9 +99,8 @@ def main() -> None:
             base_url=server.base_url, model="bench-judge", api_key="x",
             calls_per_minute=10**9, tokens_per_minute=10**12, concurrency=8,
         )  # fmt: skip
-        [evaluator] = load_evaluators_safely(
-            [JudgeFaithfulness(judge=settings)], CollectorMetrics()
-        )
+        context = PluginContext(Settings(evaluation=EvaluationSettings(judge=settings)))
+        [evaluator] = load_evaluators_safely([JudgeFaithfulness()], context)
         first = records(args.records, seed=1)
         print(f"by-statement faithfulness, {args.records} records x 5 documents (pool of 40)")
         print(

@@ -92,7 +92,7 @@ class KafkaMetrics:
         )
 
 
-class KafkaSource(Source, ConsumerRebalanceListener):
+class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # kafka: untyped
     """Consumes ``settings.topic`` in group ``settings.group`` into an :class:`Intake`."""
 
     name = "kafka"

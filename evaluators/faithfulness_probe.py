@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.models.faithfulness_features import (
@@ -29,6 +30,7 @@ from ragpulse.evaluators.models.faithfulness_features import (
 )
 from ragpulse.evaluators.models.loading import MINILM, missing_extra
 from ragpulse.evaluators.models.probe import LinearProbe, load_probe, shipped
+from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 
 WEIGHTS = "faithfulness_probe.npz"
@@ -46,25 +48,39 @@ class FaithfulnessProbe(Evaluator):
     # but not on ARES NQ (AUROC 0.931 vs 0.971, same rows; model card).
     default_enabled = False
 
-    def __init__(self, threshold: float | None = None, weights: str | Path | None = None) -> None:
-        self._threshold = threshold
-        self._weights = weights
-        self._encoder: Any = None
-        self._probe: LinearProbe | None = None
-        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    class Options(PluginOptions):
+        threshold: float | None = Field(
+            None, gt=0, lt=1, description="P(faithful) labelled 'faithful'; unset: the trained one"
+        )
+        weights: str | None = Field(
+            None, description="a retrained probe's .npz instead of the shipped one"
+        )
+
+    options: Options
+    _trained_threshold: float = DEFAULT_THRESHOLD
+
+    @property
+    def threshold(self) -> float:
+        """The configured threshold, else the one trained with the weights (known once loaded)."""
+        given = self.options.threshold
+        return self._trained_threshold if given is None else given
+    _encoder: Any = None
+    _probe: LinearProbe | None = None
 
     @classmethod
     def missing(cls) -> str | None:
         return missing_extra()
 
-    def load(self) -> None:
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
         from ragpulse.evaluators.models.encoder import shared_encoder
 
-        path = shipped(WEIGHTS) if self._weights is None else Path(self._weights)
+        opts = self.options
+        path = shipped(WEIGHTS) if opts.weights is None else Path(opts.weights)
         probe = load_probe(path, FEATURE_NAMES, "training/train_faithfulness_probe.py")
-        if self._threshold is None:
-            self.threshold = DEFAULT_THRESHOLD if probe.threshold is None else probe.threshold
-        self._encoder = shared_encoder(MINILM)
+        if probe.threshold is not None:
+            self._trained_threshold = probe.threshold
+        self._encoder = shared_encoder(MINILM, context=context)
         self._probe = probe
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:

@@ -20,10 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection_classifier import findings_result, locations
 from ragpulse.evaluators.models.loading import MINILM, missing_extra
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.plugin_context import PluginContext, PluginOptions
+from ragpulse.record import Direction, EvalResult, RagRecord
 
 WEIGHTS = "injection_probe.npz"
 DEFAULT_THRESHOLD = 0.5
@@ -39,35 +42,45 @@ class InjectionProbe(Evaluator):
     # 1 false alarm in 136 benign short texts (model card). On again when it beats the rules.
     default_enabled = False
 
-    def __init__(
-        self, threshold: float | None = None, model: str = MINILM, weights: str | None = None
-    ) -> None:
-        """``threshold``: None takes the one trained with the weights; ``weights``: a retrained
-        probe's .npz instead of the shipped one (same features)."""
-        if threshold is not None and not 0.0 < threshold < 1.0:
-            raise ValueError(f"threshold must be in (0, 1), got {threshold}")
-        self._threshold = threshold
-        self.threshold = DEFAULT_THRESHOLD if threshold is None else threshold
-        self.model = model
-        self.weights = weights
-        self._encoder: Any = None
-        self._probe: Any = None
+    direction = Direction.LOWER_IS_BETTER
+
+    class Options(PluginOptions):
+        threshold: float | None = Field(
+            None, gt=0, lt=1, description="risk labelled 'injection'; unset: the trained one"
+        )
+        model: str = Field(MINILM, description="the sentence encoder the probe was trained on")
+        weights: str | None = Field(
+            None, description="a retrained probe's .npz instead of the shipped one"
+        )
+
+    options: Options
+    _trained_threshold: float = DEFAULT_THRESHOLD
+
+    @property
+    def threshold(self) -> float:
+        """The configured threshold, else the one trained with the weights (known once loaded)."""
+        given = self.options.threshold
+        return self._trained_threshold if given is None else given
+    _encoder: Any = None
+    _probe: Any = None
 
     @classmethod
     def missing(cls) -> str | None:
         return missing_extra()
 
-    def load(self) -> None:
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
         from ragpulse.evaluators.models.encoder import shared_encoder
         from ragpulse.evaluators.models.injection_features import FEATURE_NAMES
         from ragpulse.evaluators.models.probe import load_probe, shipped
 
-        path = Path(self.weights) if self.weights else shipped(WEIGHTS)
+        opts = self.options
+        path = Path(opts.weights) if opts.weights else shipped(WEIGHTS)
         probe = load_probe(path, FEATURE_NAMES, "training/train_injection_probe.py")
-        if self._threshold is None:
-            self.threshold = DEFAULT_THRESHOLD if probe.threshold is None else probe.threshold
+        if probe.threshold is not None:
+            self._trained_threshold = probe.threshold
         self._probe = probe
-        self._encoder = shared_encoder(self.model)
+        self._encoder = shared_encoder(opts.model, context=context)
 
     def chunk_risks(self, texts: Sequence[str], documents: Sequence[bool]) -> list[float]:
         """Risk per text (its riskiest piece), embedding all pieces of all texts in one call."""

@@ -9,10 +9,13 @@ metrics. The rules, the normaliser and the anchor-window search engine live in
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection import TextScan, scan_text
 from ragpulse.evaluators.injection.prefilter import prepare
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.plugin_context import PluginContext, PluginOptions
+from ragpulse.record import Direction, EvalResult, RagRecord
 
 
 class InjectionRules(Evaluator):
@@ -29,11 +32,17 @@ class InjectionRules(Evaluator):
     metric = "injection"
     method = "rules"
     tier = Tier.CHEAP
+    direction = Direction.LOWER_IS_BETTER
 
-    def __init__(self, threshold: float = 0.5) -> None:
-        if not 0.0 < threshold <= 1.0:
-            raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-        self.threshold = threshold
+    class Options(PluginOptions):
+        threshold: float = Field(
+            0.5, gt=0, le=1, description="risk at which the label is 'injection'; in (0, 1]"
+        )
+
+    options: Options
+
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
         prepare()  # the scanner's guard table, once per process: not during the first record
 
     def _score(self, record: RagRecord) -> EvalResult:
@@ -65,8 +74,8 @@ class InjectionRules(Evaluator):
             explanation = f"no injection pattern in {len(locations)} location(s)"
         return self.result(
             score,
-            label="injection" if score >= self.threshold else "benign",
+            label="injection" if score >= self.options.threshold else "benign",
             explanation=explanation,
             findings=findings,
-            threshold=self.threshold,
+            threshold=self.options.threshold,
         )

@@ -26,6 +26,50 @@ DROP_SINK_ERROR = "sink_error"
 LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
 
 
+class JudgeMetrics:
+    """The judge tier's series: declared with the collector's, so dashboards and alerts find
+    them before (or without) a first judge call."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.calls = Counter(
+            "ragpulse_judge_calls",
+            "Judge API calls by outcome (ok, repaired, invalid_output, timeout, ...).",
+            ["model", "prompt", "outcome"],
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "ragpulse_judge_tokens",
+            "Tokens reported by the judge's usage, by kind (prompt, completion).",
+            ["model", "kind"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "ragpulse_judge_latency_seconds",
+            "Latency of one judge call, retries included.",
+            ["model", "prompt"],
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=registry,
+        )
+        self.cache = Counter(
+            "ragpulse_judge_cache",
+            "Judge cache lookups (hit, miss).",
+            ["result"],
+            registry=registry,
+        )
+        self.retries = Counter(
+            "ragpulse_judge_http_retryable_responses",
+            "429 and 5xx responses seen (the client retries them, honouring Retry-After).",
+            ["status"],
+            registry=registry,
+        )
+        self.skipped = Counter(
+            "ragpulse_judge_skipped",
+            "Records a judge metric did not evaluate, by reason (budget_calls, budget_tokens).",
+            ["metric", "reason"],
+            registry=registry,
+        )
+
+
 class CollectorMetrics:
     """Counters, gauges and histograms describing the collector itself."""
 
@@ -79,6 +123,14 @@ class CollectorMetrics:
             "ragpulse_evaluator_available",
             "1 when the evaluator loaded and runs, 0 when disabled (missing model or extra).",
             ["metric", "method"],
+            registry=r,
+        )
+        self.judge = JudgeMetrics(r)
+        self.evaluator_info = Gauge(
+            "ragpulse_evaluator_info",
+            "1 per loaded evaluator: its tier and which way its score is good (dashboards "
+            "join on metric and method to colour risks and qualities the right way).",
+            ["metric", "method", "tier", "direction"],
             registry=r,
         )
         self.sampled = Counter(

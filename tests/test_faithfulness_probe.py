@@ -8,6 +8,7 @@ import pytest
 from ragpulse.evaluators.faithfulness_probe import WEIGHTS, FaithfulnessProbe
 from ragpulse.evaluators.models.faithfulness_features import FEATURE_NAMES, numbers
 from ragpulse.evaluators.models.probe import LinearProbe, shipped
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, RagRecord
 
 pytestmark = pytest.mark.skipif(
@@ -35,7 +36,7 @@ def rec(answer: str, docs: list[Document] | None = None) -> RagRecord:
 @pytest.fixture(scope="module")
 def probe() -> FaithfulnessProbe:
     evaluator = FaithfulnessProbe()
-    evaluator.load()
+    evaluator.load(PluginContext())
     return evaluator
 
 

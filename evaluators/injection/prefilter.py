@@ -16,8 +16,10 @@ regex never runs: a typical document leaves a rule or two of 78 to search.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from ragpulse.disk_cache import cached, digest
 from ragpulse.evaluators.injection.guards import Clause, Guard, derive, word_odds
 from ragpulse.evaluators.injection.rule import Rule
 from ragpulse.evaluators.injection.rules import _RULES
@@ -117,8 +119,18 @@ class _Table:
 
 @functools.cache
 def _table() -> _Table:
-    """Built once, on first use (about 0.2 s), so that importing the package stays cheap."""
-    return _Table(derive([r.pattern if r.space == "folded" else None for r in _RULES]))
+    """Built on first use (about 0.3 s), or read from the on-disk cache of an earlier process
+    (keyed by the rules and by the code that derives the table), so that importing the
+    package stays cheap and a short ``ragpulse eval`` does not pay for it every time."""
+    patterns = [r.pattern if r.space == "folded" else None for r in _RULES]
+    here = Path(__file__).parent
+    key = digest(
+        [
+            *(p.pattern + str(p.flags) if p is not None else "-" for p in patterns),
+            *((here / name).read_bytes() for name in ("guards.py", "leads.py", "prefilter.py")),
+        ]
+    )
+    return cached("injection-guards", key, lambda: _Table(derive(patterns)), _Table)
 
 
 def prepare() -> None:

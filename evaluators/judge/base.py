@@ -20,11 +20,10 @@ if TYPE_CHECKING:
 
 def shared_client(context: PluginContext, judge: JudgeSettings) -> JudgeClient:
     """The context's one client (event loop, cache, budget) per endpoint and model."""
-    from ragpulse.evaluators.judge.client import JudgeClient, JudgeMetrics
+    from ragpulse.evaluators.judge.client import JudgeClient
 
-    metrics = context.shared("judge-metrics", lambda: JudgeMetrics(context.metrics.registry))
     key = ("judge-client", str(judge.base_url), str(judge.model))
-    return context.shared(key, lambda: JudgeClient(judge, metrics))
+    return context.shared(key, lambda: JudgeClient(judge, context.metrics.judge))
 
 
 class JudgeEvaluator(Evaluator):

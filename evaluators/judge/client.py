@@ -21,7 +21,6 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar, cast
 
 import openai
-from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ValidationError
 
 from ragpulse.config import JudgeSettings
@@ -29,51 +28,11 @@ from ragpulse.evaluators.judge.budget import Budget
 from ragpulse.evaluators.judge.cache import JudgeCache, cache_key, make_cache
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.evaluators.judge.usage import JudgeError, Usage
+from ragpulse.telemetry import JudgeMetrics
 
 log = logging.getLogger(__name__)
 O = TypeVar("O", bound=BaseModel)  # noqa: E741
 T = TypeVar("T")
-
-
-class JudgeMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.calls = Counter(
-            "ragpulse_judge_calls",
-            "Judge API calls by outcome (ok, repaired, invalid_output, timeout, ...).",
-            ["model", "prompt", "outcome"],
-            registry=registry,
-        )
-        self.tokens = Counter(
-            "ragpulse_judge_tokens",
-            "Tokens reported by the judge's usage, by kind (prompt, completion).",
-            ["model", "kind"],
-            registry=registry,
-        )
-        self.latency = Histogram(
-            "ragpulse_judge_latency_seconds",
-            "Latency of one judge call, retries included.",
-            ["model", "prompt"],
-            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
-            registry=registry,
-        )
-        self.cache = Counter(
-            "ragpulse_judge_cache",
-            "Judge cache lookups (hit, miss).",
-            ["result"],
-            registry=registry,
-        )
-        self.retries = Counter(
-            "ragpulse_judge_http_retryable_responses",
-            "429 and 5xx responses seen (the client retries them, honouring Retry-After).",
-            ["status"],
-            registry=registry,
-        )
-        self.skipped = Counter(
-            "ragpulse_judge_skipped",
-            "Records a judge metric did not evaluate, by reason (budget_calls, budget_tokens).",
-            ["metric", "reason"],
-            registry=registry,
-        )
 
 
 def _schema_refused(exc: openai.BadRequestError) -> bool:
