@@ -9,9 +9,8 @@ chunked; a document scores as its best chunk.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
@@ -19,6 +18,9 @@ from ragpulse.evaluators.models.loading import MINILM, missing_extra
 from ragpulse.evaluators.text import sentences
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
+
+if TYPE_CHECKING:  # numpy is imported on first use: choosing evaluators stays cheap
+    import numpy as np
 
 
 class EmbeddingOptions(PluginOptions):
@@ -54,6 +56,8 @@ class _EmbeddingEvaluator(Evaluator):
 
     def _text_vector(self, chunks: list[str], vectors: dict[str, np.ndarray]) -> np.ndarray:
         """One vector for a chunked text: the normalised mean of its chunks."""
+        import numpy as np
+
         mean = np.mean([vectors[c] for c in chunks], axis=0)
         unit: np.ndarray = mean / (np.linalg.norm(mean) or 1.0)
         return unit
@@ -71,6 +75,8 @@ class EmbeddingContextRelevance(_EmbeddingEvaluator):
     options: Options
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        import numpy as np
+
         enc, top_k = self._encoder, self.options.top_k
         plans = [
             (enc.chunks(r.question), [enc.chunks(d.content) for d in r.documents[:top_k]])
@@ -147,6 +153,8 @@ class EmbeddingFaithfulness(_EmbeddingEvaluator):
         return [c for s in sentences(text) for c in self._encoder.chunks(s)]
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        import numpy as np
+
         plans = [
             (
                 self._units(r.answer),

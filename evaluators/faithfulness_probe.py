@@ -16,22 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.models.faithfulness_features import (
-    FEATURE_NAMES,
-    Prepared,
-    featurize,
-    prepare,
-)
 from ragpulse.evaluators.models.loading import MINILM, missing_extra
-from ragpulse.evaluators.models.probe import LinearProbe, load_probe, shipped
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
+
+if TYPE_CHECKING:  # numpy and the features load on first use: choosing evaluators stays cheap
+    import numpy as np
+
+    from ragpulse.evaluators.models.faithfulness_features import Prepared
+    from ragpulse.evaluators.models.probe import LinearProbe
 
 WEIGHTS = "faithfulness_probe.npz"
 DEFAULT_THRESHOLD = 0.5
@@ -74,6 +72,8 @@ class FaithfulnessProbe(Evaluator):
     def load(self, context: PluginContext) -> None:
         super().load(context)
         from ragpulse.evaluators.models.encoder import shared_encoder
+        from ragpulse.evaluators.models.faithfulness_features import FEATURE_NAMES
+        from ragpulse.evaluators.models.probe import load_probe, shipped
 
         opts = self.options
         path = shipped(WEIGHTS) if opts.weights is None else Path(opts.weights)
@@ -86,6 +86,8 @@ class FaithfulnessProbe(Evaluator):
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         if self._probe is None or self._encoder is None:
             raise RuntimeError("FaithfulnessProbe.load() was not called")
+        from ragpulse.evaluators.models.faithfulness_features import prepare
+
         chunk = self._encoder.chunks
         plans = [
             prepare(r.question, r.answer, [d.content for d in r.documents], chunk) for r in records
@@ -99,6 +101,10 @@ class FaithfulnessProbe(Evaluator):
             return self.not_applicable("no documents with text retrieved")
         if not plan.answer_units:
             return self.not_applicable("answer is empty")
+        import numpy as np
+
+        from ragpulse.evaluators.models.faithfulness_features import FEATURE_NAMES, featurize
+
         assert self._probe is not None
         features = featurize(plan, vectors)
         p = float(self._probe.predict(features.values[None, :])[0])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from ragpulse.evaluators.injection.leads import (
@@ -37,6 +38,7 @@ from ragpulse.evaluators.injection.leads import (
     leads,
     parse,
 )
+from ragpulse.evaluators.injection.vocabulary import PatternSource
 
 _LEAD_WORDS = 2  # a lead with this many whole words, one of them uncommon, ends
 _NEXT_WORD_ODDS = 0.15  # how much rarer a phrase gets per word (words are not independent)
@@ -192,7 +194,7 @@ def _conjunction(nodes: list[Node]) -> tuple[Clause, ...]:
     return tuple(sorted(set(_clauses(nodes, range(len(nodes)), 0)), key=_order))
 
 
-def guard(pattern: re.Pattern[str]) -> Guard | None:
+def guard(pattern: PatternSource) -> Guard | None:
     """The guard of ``pattern``, or None when nothing is known (the rule always runs)."""
     try:
         if (nodes := parse(pattern)) is None:
@@ -207,7 +209,7 @@ def guard(pattern: re.Pattern[str]) -> Guard | None:
     return (conjunction,) if conjunction else None
 
 
-def derive(patterns: list[re.Pattern[str] | None]) -> list[Guard | None]:
+def derive(patterns: Sequence[PatternSource | None]) -> list[Guard | None]:
     """The guards of ``patterns`` (None: no guard), forgetting the memos built on the way."""
     try:
         return [None if p is None else guard(p) for p in patterns]

@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ragpulse.evaluators.injection.vocabulary import PatternSource
+
 try:
     from re import _constants as sre  # type: ignore[attr-defined]
     from re import _parser as sre_parse  # type: ignore[attr-defined]
@@ -109,7 +111,7 @@ def _simplify(items: Any) -> list[Node]:
     return nodes
 
 
-def parse(pattern: re.Pattern[str]) -> list[Node] | None:
+def parse(pattern: PatternSource) -> list[Node] | None:
     """``pattern`` as nodes, or None when its literals are not what they spell (flags)."""
     if sre is None or pattern.flags & ~re.UNICODE:
         return None

@@ -126,7 +126,7 @@ def _table() -> _Table:
     here = Path(__file__).parent
     key = digest(
         [
-            *(p.pattern + str(p.flags) if p is not None else "-" for p in patterns),
+            *(p.pattern if p is not None else "-" for p in patterns),  # flags are inline
             *((here / name).read_bytes() for name in ("guards.py", "leads.py", "prefilter.py")),
         ]
     )

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
+
+from ragpulse.evaluators.injection.vocabulary import LazyPattern
 
 OVERRIDE = "instruction_override"
 HIJACK = "role_hijack"
@@ -34,7 +37,7 @@ Space = Literal["folded", "plain"]
 Where = Literal["any", "question", "document"]
 
 
-def _max_width(pattern: re.Pattern[str]) -> int:
+def _max_width(pattern: LazyPattern | re.Pattern[str]) -> int:
     """Longest text ``pattern`` can match, from the stdlib regex parser.
 
     Every rule is written with bounded repetitions, so this is finite; windows of
@@ -57,12 +60,14 @@ class Rule:
     name: str
     family: str
     weight: float
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     anchors: tuple[str, ...]
     space: Space = "folded"  # "plain": NFKC text with case kept
     where: Where = "any"
     word_anchors: bool = True  # anchors starting with a letter only count at a word start
-    reach: int = field(init=False)  # longest possible match: the window half-width
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "reach", _max_width(self.pattern))
+    @cached_property
+    def reach(self) -> int:
+        """Longest possible match: the window half-width (parsed on first use, like the
+        pattern is compiled on first use)."""
+        return _max_width(self.pattern)
