@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,12 +111,11 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
     ragpulse.shutdown()  # flushes the real OTLP exporter
     provider.shutdown()
 
-    deadline = time.monotonic() + 20
-    lines: list[dict] = []
-    while len(lines) < 3 and time.monotonic() < deadline:
-        time.sleep(0.2)
-        if results_path.exists():
-            lines = [json.loads(x) for x in results_path.read_text().splitlines()]
+    def three_lines() -> bool:
+        return results_path.exists() and len(results_path.read_text().splitlines()) >= 3
+
+    wait_until(three_lines, 60, "serve did not write the 3 evaluated records within 60s")
+    lines = [json.loads(x) for x in results_path.read_text().splitlines()]
     assert len(lines) == 3, lines
     by_route = {line["route"]: line for line in lines}
 
