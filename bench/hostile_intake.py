@@ -43,11 +43,15 @@ import urllib.request
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers import rag_request
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 Body = tuple[str, bytes, str | None, dict[str, str]]
@@ -60,34 +64,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _kv(key: str, value: str) -> common_pb2.KeyValue:
-    return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
-
-
 def valid_request(rng: random.Random) -> trace_service_pb2.ExportTraceServiceRequest:
     """One pipeline -> retriever + LLM trace, shaped like ragpulse's decorators write."""
-    req = trace_service_pb2.ExportTraceServiceRequest()
-    rs = req.resource_spans.add()
-    rs.resource.attributes.append(_kv("service.name", "hostile-bench"))
-    scope = rs.scope_spans.add()
-    trace_id, root = rng.randbytes(16), rng.randbytes(8)
-    question = "What is the capital of France?"
     answer = "Paris is the capital of France."
-    specs = [
-        (root, b"", "pipeline", [("ragpulse.role", "pipeline"), ("input.value", question),
-                                 ("output.value", answer), ("ragpulse.route", "/ask")]),
-        (rng.randbytes(8), root, "retrieve",
-         [("openinference.span.kind", "RETRIEVER"), ("input.value", question),
-          ("retrieval.documents.0.document.content", "Paris is the capital of France.")]),
-        (rng.randbytes(8), root, "generate",
-         [("openinference.span.kind", "LLM"), ("output.value", answer)]),
-    ]  # fmt: skip
-    for span_id, parent, name, attrs in specs:
-        span = scope.spans.add()
-        span.trace_id, span.span_id, span.parent_span_id = trace_id, span_id, parent
-        span.name, span.start_time_unix_nano, span.end_time_unix_nano = name, 1, 2
-        span.attributes.extend(_kv(k, v) for k, v in attrs)
-    return req
+    trace = (rng.randbytes(16), "What is the capital of France?", [answer], answer)
+    return rag_request([trace], service="hostile-bench")
 
 
 def valid_json(rng: random.Random) -> dict[str, Any]:

@@ -15,14 +15,13 @@ re-retrieved documents are embedded once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.models.loading import MINILM, missing_extra
-from ragpulse.plugin_context import PluginContext, PluginOptions
+from ragpulse.evaluators.models.loading import MINILM
+from ragpulse.evaluators.models.probe_evaluator import ProbeEvaluator, ProbeOptions
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 
 if TYPE_CHECKING:  # numpy and the features load on first use: choosing evaluators stays cheap
@@ -32,56 +31,34 @@ if TYPE_CHECKING:  # numpy and the features load on first use: choosing evaluato
     from ragpulse.evaluators.models.probe import LinearProbe
 
 WEIGHTS = "faithfulness_probe.npz"
-DEFAULT_THRESHOLD = 0.5
-"""Used only when the weights file carries no threshold of its own."""
 
 
-class FaithfulnessProbe(Evaluator):
+class FaithfulnessProbe(ProbeEvaluator):
     """P(the answer is supported by the documents), from a small shipped logistic regression."""
 
     metric = "faithfulness"
     method = "probe"
-    tier = Tier.MODEL
     # Opt-in: v2 (no reserved data) beats faithfulness/lexical on SummEdits and HaluEval dialogue
     # but not on ARES NQ (AUROC 0.931 vs 0.971, same rows; model card).
     default_enabled = False
 
-    class Options(PluginOptions):
+    class Options(ProbeOptions):
         threshold: float | None = Field(
             None, gt=0, lt=1, description="P(faithful) labelled 'faithful'; unset: the trained one"
         )
-        weights: str | None = Field(
-            None, description="a retrained probe's .npz instead of the shipped one"
-        )
 
     options: Options
-    _trained_threshold: float = DEFAULT_THRESHOLD
-
-    @property
-    def threshold(self) -> float:
-        """The configured threshold, else the one trained with the weights (known once loaded)."""
-        given = self.options.threshold
-        return self._trained_threshold if given is None else given
     _encoder: Any = None
     _probe: LinearProbe | None = None
-
-    @classmethod
-    def missing(cls) -> str | None:
-        return missing_extra()
 
     def load(self, context: PluginContext) -> None:
         super().load(context)
         from ragpulse.evaluators.models.encoder import shared_encoder
         from ragpulse.evaluators.models.faithfulness_features import FEATURE_NAMES
-        from ragpulse.evaluators.models.probe import load_probe, shipped
 
-        opts = self.options
-        path = shipped(WEIGHTS) if opts.weights is None else Path(opts.weights)
-        probe = load_probe(path, FEATURE_NAMES, "training/train_faithfulness_probe.py")
-        if probe.threshold is not None:
-            self._trained_threshold = probe.threshold
+        script = "training/train_faithfulness_probe.py"
+        self._probe = self.load_weights(WEIGHTS, FEATURE_NAMES, script)
         self._encoder = shared_encoder(MINILM, context=context)
-        self._probe = probe
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         if self._probe is None or self._encoder is None:

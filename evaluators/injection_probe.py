@@ -17,70 +17,46 @@ document is not averaged away. Findings have the same shape as
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection_classifier import findings_result, locations
-from ragpulse.evaluators.models.loading import MINILM, missing_extra
-from ragpulse.plugin_context import PluginContext, PluginOptions
+from ragpulse.evaluators.models.loading import MINILM
+from ragpulse.evaluators.models.probe_evaluator import ProbeEvaluator, ProbeOptions
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Direction, EvalResult, RagRecord
 
 WEIGHTS = "injection_probe.npz"
-DEFAULT_THRESHOLD = 0.5
-"""Used only when the weights file carries no ``threshold`` of its own. The shipped file
-carries the one chosen on out-of-fold training predictions (model card), never on the dev set."""
 
 
-class InjectionProbe(Evaluator):
+class InjectionProbe(ProbeEvaluator):
     metric = "injection"
     method = "probe"
-    tier = Tier.MODEL
     # Opt-in: retrained without reserved data (v2), dev AUROC 0.770 < injection/rules 0.819 and
     # 1 false alarm in 136 benign short texts (model card). On again when it beats the rules.
     default_enabled = False
 
     direction = Direction.LOWER_IS_BETTER
 
-    class Options(PluginOptions):
+    class Options(ProbeOptions):
         threshold: float | None = Field(
             None, gt=0, lt=1, description="risk labelled 'injection'; unset: the trained one"
         )
         model: str = Field(MINILM, description="the sentence encoder the probe was trained on")
-        weights: str | None = Field(
-            None, description="a retrained probe's .npz instead of the shipped one"
-        )
 
     options: Options
-    _trained_threshold: float = DEFAULT_THRESHOLD
-
-    @property
-    def threshold(self) -> float:
-        """The configured threshold, else the one trained with the weights (known once loaded)."""
-        given = self.options.threshold
-        return self._trained_threshold if given is None else given
     _encoder: Any = None
     _probe: Any = None
-
-    @classmethod
-    def missing(cls) -> str | None:
-        return missing_extra()
 
     def load(self, context: PluginContext) -> None:
         super().load(context)
         from ragpulse.evaluators.models.encoder import shared_encoder
         from ragpulse.evaluators.models.injection_features import FEATURE_NAMES
-        from ragpulse.evaluators.models.probe import load_probe, shipped
 
-        opts = self.options
-        path = Path(opts.weights) if opts.weights else shipped(WEIGHTS)
-        probe = load_probe(path, FEATURE_NAMES, "training/train_injection_probe.py")
-        if probe.threshold is not None:
-            self._trained_threshold = probe.threshold
-        self._probe = probe
-        self._encoder = shared_encoder(opts.model, context=context)
+        script = "training/train_injection_probe.py"
+        self._probe = self.load_weights(WEIGHTS, FEATURE_NAMES, script)
+        self._encoder = shared_encoder(self.options.model, context=context)
 
     def chunk_risks(self, texts: Sequence[str], documents: Sequence[bool]) -> list[float]:
         """Risk per text (its riskiest piece), embedding all pieces of all texts in one call."""

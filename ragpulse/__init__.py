@@ -10,57 +10,29 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ragpulse.feedback import feedback
-    from ragpulse.instrument import (
-        InstrumentConfig,
-        configure,
-        generation,
-        generation_span,
-        pipeline,
-        pipeline_span,
-        retrieval,
-        retrieval_span,
-        shutdown,
-    )
-    from ragpulse.record import Document, EvalResult, RagRecord
+if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
+    from ragpulse.feedback import feedback as feedback
+    from ragpulse.instrument import InstrumentConfig as InstrumentConfig
+    from ragpulse.instrument import configure as configure
+    from ragpulse.instrument import generation as generation
+    from ragpulse.instrument import generation_span as generation_span
+    from ragpulse.instrument import pipeline as pipeline
+    from ragpulse.instrument import pipeline_span as pipeline_span
+    from ragpulse.instrument import retrieval as retrieval
+    from ragpulse.instrument import retrieval_span as retrieval_span
+    from ragpulse.instrument import shutdown as shutdown
+    from ragpulse.record import Document as Document
+    from ragpulse.record import EvalResult as EvalResult
+    from ragpulse.record import RagRecord as RagRecord
 
-_WHERE = {
-    "feedback": "ragpulse.feedback",
-    "Document": "ragpulse.record",
-    "EvalResult": "ragpulse.record",
-    "RagRecord": "ragpulse.record",
-    **dict.fromkeys(
-        (
-            "InstrumentConfig",
-            "configure",
-            "generation",
-            "generation_span",
-            "pipeline",
-            "pipeline_span",
-            "retrieval",
-            "retrieval_span",
-            "shutdown",
-        ),
-        "ragpulse.instrument",
-    ),
+_EXPORTS = {
+    "ragpulse.feedback": "feedback",
+    "ragpulse.record": "Document EvalResult RagRecord",
+    "ragpulse.instrument": "InstrumentConfig configure shutdown generation generation_span "
+    "pipeline pipeline_span retrieval retrieval_span",
 }
-
-__all__ = [
-    "Document",
-    "EvalResult",
-    "InstrumentConfig",
-    "RagRecord",
-    "configure",
-    "feedback",
-    "generation",
-    "generation_span",
-    "pipeline",
-    "pipeline_span",
-    "retrieval",
-    "retrieval_span",
-    "shutdown",
-]
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
+__all__ = sorted(_WHERE)
 __version__ = "0.1.0"
 
 

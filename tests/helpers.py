@@ -13,7 +13,7 @@ import threading
 import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka_env import free_port, wait_until
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -212,3 +212,13 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 60) -> None:
             f"{' '.join(map(str, proc.args))} (pid {proc.pid}) did not exit within "
             f"{grace_s:.0f}s of SIGTERM; it was killed"
         ) from None
+
+
+class Message(NamedTuple):
+    """A consumer record as kafka-python's consumer yields it (the fields KafkaSource reads)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes

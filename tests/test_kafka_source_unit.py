@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
-from helpers import rag_request
+from helpers import Message, rag_request
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from ragpulse.collector.kafka_source import KafkaSource
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings
-
-
-class Message(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    key: bytes
-    value: bytes
 
 
 class MetadataConsumer:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
+from helpers import Message
 from kafka.structs import TopicPartition
 
 from ragpulse import safe_json
@@ -122,14 +123,6 @@ def test_deep_protobuf_attribute_values_are_decode_errors(
     monkeypatch.setattr(otlp, "MAX_VALUE_DEPTH", 10)
     with pytest.raises(otlp.NestingTooDeep, match="attribute value nested deeper than 10"):
         otlp.decode_request(otlp.parse_request(_deep_any_value(40), otlp.PROTOBUF))
-
-
-class Message(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    key: bytes
-    value: bytes
 
 
 class NoMetadataConsumer:
