@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from ragpulse.disk_cache import cached, digest
+from ragpulse.disk_cache import cached
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.injection.guards import guard, word_odds
+from ragpulse.evaluators.injection.guards import guard, table_key, word_odds
 from ragpulse.evaluators.text import sentences
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Direction, EvalResult, RagRecord
@@ -192,14 +192,7 @@ class _Prefilter:
 def _prefilter() -> _Prefilter:
     """Derived from the patterns once, or read from an earlier process's on-disk cache."""
     patterns = [p for _, p in _PATTERNS]
-    injection = Path(guard.__code__.co_filename).parent
-    key = digest(
-        [
-            *(p.pattern + str(p.flags) for p in patterns),
-            Path(__file__).read_bytes(),
-            *((injection / name).read_bytes() for name in ("guards.py", "leads.py")),
-        ]
-    )
+    key = table_key(patterns, Path(__file__))
     return cached("refusal-prefilter", key, lambda: _Prefilter(patterns), _Prefilter)
 
 

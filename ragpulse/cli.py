@@ -12,15 +12,26 @@ import logging
 import signal
 import sys
 import threading
+from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from ragpulse.config import load_settings
+from ragpulse.config import Settings, load_settings
 from ragpulse.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ragpulse.plugin_context import PluginContext
 
 console = Console(stderr=True)
 
@@ -292,7 +303,6 @@ def rekey(args: argparse.Namespace) -> int:
 def evaluate_file(args: argparse.Namespace) -> int:
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline import Summary, parse_lines, score_rows
-    from ragpulse.plugin_context import PluginContext
     from ragpulse.plugins import load_evaluators
 
     if args.replay:
@@ -308,21 +318,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
     evaluation = settings.evaluation
     selection = args.metrics or evaluation.evaluators
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    progress = Progress(*columns, console=console)
-    task = progress.add_task("scoring", total=None)
-    # Offline: a judge waits for its per-minute budget instead of skipping rows; the
-    # wait shows on the progress bar.
-    context = PluginContext(
-        settings,
-        offline=True,
-        notify=lambda msg: progress.update(task, description=f"scoring ({msg})"),
-    )
+    progress, task, context = _offline_run(settings, "scoring", None)
     evaluators = load_evaluators_safely(load_evaluators(selection, evaluation), context)
     if not evaluators:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
@@ -332,14 +328,13 @@ def evaluate_file(args: argparse.Namespace) -> int:
     summary = Summary()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     parsed = list(parse_lines(lines))
-    with args.output.open("w", encoding="utf-8") as out, progress:
+    with args.output.open("w", encoding="utf-8") as out, progress, closing(context):
         progress.update(task, total=len(parsed))
         for start in range(0, len(parsed), args.batch_size):
             chunk = parsed[start : start + args.batch_size]
             for line in score_rows(chunk, evaluators, summary):
                 out.write(line + "\n")
             progress.update(task, advance=len(chunk), description="scoring")
-    context.close()
     print_summary(summary.table(), title=f"{summary.rows} rows scored -> {args.output}")
     if summary.bad_rows:
         console.print(f"[yellow]{summary.bad_rows} unreadable lines kept with an error field[/]")
@@ -350,7 +345,6 @@ def replay_file(args: argparse.Namespace) -> int:
     """``eval --replay``: replay, score, compare, report; 1 when a --max-drop is exceeded."""
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline import parse_lines
-    from ragpulse.plugin_context import PluginContext
     from ragpulse.plugins import evaluator_names, load_evaluators
     from ragpulse.replay import (
         load_function,
@@ -398,24 +392,15 @@ def replay_file(args: argparse.Namespace) -> int:
         if absent:
             console.print(f"[yellow]recorded evaluators not installed here:[/] {', '.join(absent)}")
         selection = [n for n in recorded if n in known] or evaluation.evaluators
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeRemainingColumn())  # fmt: skip
-    progress = Progress(*columns, console=console)
-    task = progress.add_task("replaying", total=len(rows))
-    context = PluginContext(
-        settings,
-        offline=True,
-        notify=lambda msg: progress.update(task, description=f"scoring ({msg})"),
-    )
+    progress, task, context = _offline_run(settings, "replaying", len(rows))
     evaluators = load_evaluators_safely(load_evaluators(selection, evaluation), context)
     if not evaluators:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
         return 2
-    with progress:
+    with progress, closing(context):
         replay(rows, fn, args.concurrency, progress=lambda: progress.advance(task))
         progress.update(task, description="scoring")
         score(rows, evaluators, args.batch_size)
-    context.close()
     for row in rows:
         out_lines[row.line] = output_line(row)
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -438,6 +423,28 @@ def replay_file(args: argparse.Namespace) -> int:
     for kind, path in paths.items():
         console.print(f"{kind}: {path}")
     return 0 if summary["passed"] else 1
+
+
+def _offline_run(
+    settings: Settings, description: str, total: int | None
+) -> tuple[Progress, TaskID, PluginContext]:
+    """The progress bar and plug-in context of an offline run (``eval``, ``eval --replay``).
+
+    Offline, a judge waits for its per-minute budget instead of skipping rows, and says
+    so on the progress bar.
+    """
+    from ragpulse.plugin_context import PluginContext
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeRemainingColumn())  # fmt: skip
+    progress = Progress(*columns, console=console)
+    task = progress.add_task(description, total=total)
+    context = PluginContext(
+        settings,
+        offline=True,
+        notify=lambda msg: progress.update(task, description=f"scoring ({msg})"),
+    )
+    return progress, task, context
 
 
 def _stdout() -> Console:

@@ -35,6 +35,9 @@ import numpy as np
 from injection_data import Example, build, counts
 from reserved import check
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from injection_dev import to_record
+
 from ragpulse.evaluators.models.injection_features import FEATURE_NAMES, chunk_features, pieces
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +45,6 @@ DEV = Path(os.environ.get("RAGPULSE_DEV_DATA") or ROOT.parent / "shared/data/dev
 OUT = ROOT / "evaluators/models/weights/injection_probe.npz"
 SHORT_TRAFFIC = ROOT / "bench/benign_short_traffic.jsonl"  # held out: never trained on
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragpulse-training"
-NEUTRAL_QUESTION = "Summarize the key facts in the provided document."  # as bench/injection_dev.py
 C_GRID = (0.03, 0.1, 0.3)
 VERSION = "ragpulse-injection-probe-2"
 
@@ -303,18 +305,10 @@ def report(data: Path, weights: Path, threshold: float) -> str:
     from sklearn.metrics import roc_auc_score
 
     from ragpulse.evaluators.injection_rules import InjectionRules
-    from ragpulse.record import Document, RagRecord
 
     with Path(check(data)).open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    records = [
-        RagRecord(trace_id=r["id"], question=r["text"])
-        if r["where"] == "question"
-        else RagRecord(
-            trace_id=r["id"], question=NEUTRAL_QUESTION, documents=[Document(content=r["text"])]
-        )
-        for r in rows
-    ]
+    records = [to_record(r) for r in rows]
     probe, rules = _probe(weights, threshold).evaluate(records), InjectionRules().evaluate(records)
     results = {
         "injection/probe": probe,
@@ -372,17 +366,9 @@ def report(data: Path, weights: Path, threshold: float) -> str:
 def short_traffic_report(data: Path, weights: Path, threshold: float) -> str:
     """False alarms on the held-out benign short-traffic set, probe next to injection/rules."""
     from ragpulse.evaluators.injection_rules import InjectionRules
-    from ragpulse.record import Document, RagRecord
 
     rows = [json.loads(line) for line in data.open(encoding="utf-8") if line.strip()]
-    records = [
-        RagRecord(trace_id=r["id"], question=r["text"])
-        if r["where"] == "question"
-        else RagRecord(
-            trace_id=r["id"], question=NEUTRAL_QUESTION, documents=[Document(content=r["text"])]
-        )
-        for r in rows
-    ]
+    records = [to_record(r) for r in rows]
     lines = [f"held-out benign short traffic {data.name} ({len(rows)} rows):"]
     for name, ev in (("injection/probe", _probe(weights, threshold)), ("rules", InjectionRules())):
         res = ev.evaluate(records)

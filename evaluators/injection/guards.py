@@ -24,9 +24,11 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
+from ragpulse.disk_cache import digest
 from ragpulse.evaluators.injection.leads import (
     BRANCH,
     SPLIT,
@@ -38,7 +40,7 @@ from ragpulse.evaluators.injection.leads import (
     leads,
     parse,
 )
-from ragpulse.evaluators.injection.vocabulary import PatternSource
+from ragpulse.evaluators.injection.vocabulary import LazyPattern, PatternSource
 
 _LEAD_WORDS = 2  # a lead with this many whole words, one of them uncommon, ends
 _NEXT_WORD_ODDS = 0.15  # how much rarer a phrase gets per word (words are not independent)
@@ -192,6 +194,28 @@ def _order(clause: Clause) -> tuple[bool, float, list[str], tuple[str, ...]]:
 def _conjunction(nodes: list[Node]) -> tuple[Clause, ...]:
     """Clauses that every match of a sequence satisfies, cheap and selective first."""
     return tuple(sorted(set(_clauses(nodes, range(len(nodes)), 0)), key=_order))
+
+
+def table_key(patterns: Iterable[PatternSource | None], *deriving: Path) -> str:
+    """The on-disk cache key of a table built from the guards of ``patterns``.
+
+    It covers the pattern texts (and flags given to ``re.compile``: a lazy pattern's
+    are inline, in its text, so it is not compiled for this), the code that derives
+    guards (this module and :mod:`leads`) and the modules in ``deriving`` that build
+    the table from them: an edited rule or algorithm never reads a stale table.
+    """
+    here = Path(__file__).parent
+    sources = (here / "guards.py", here / "leads.py", *deriving)
+    return digest(
+        [
+            *(
+                "-" if p is None else p.pattern if isinstance(p, LazyPattern)
+                else f"{p.pattern}\0{p.flags}"
+                for p in patterns
+            ),
+            *(path.read_bytes() for path in sources),
+        ]
+    )  # fmt: skip
 
 
 def guard(pattern: PatternSource) -> Guard | None:

@@ -19,8 +19,8 @@ import functools
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from ragpulse.disk_cache import cached, digest
-from ragpulse.evaluators.injection.guards import Clause, Guard, derive, word_odds
+from ragpulse.disk_cache import cached
+from ragpulse.evaluators.injection.guards import Clause, Guard, derive, table_key, word_odds
 from ragpulse.evaluators.injection.rule import Rule
 from ragpulse.evaluators.injection.rules import _RULES
 
@@ -123,13 +123,7 @@ def _table() -> _Table:
     (keyed by the rules and by the code that derives the table), so that importing the
     package stays cheap and a short ``ragpulse eval`` does not pay for it every time."""
     patterns = [r.pattern if r.space == "folded" else None for r in _RULES]
-    here = Path(__file__).parent
-    key = digest(
-        [
-            *(p.pattern if p is not None else "-" for p in patterns),  # flags are inline
-            *((here / name).read_bytes() for name in ("guards.py", "leads.py", "prefilter.py")),
-        ]
-    )
+    key = table_key(patterns, Path(__file__))
     return cached("injection-guards", key, lambda: _Table(derive(patterns)), _Table)
 
 

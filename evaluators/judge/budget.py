@@ -40,13 +40,18 @@ class Budget:
         take the last calls.
         """
         with self._lock:
-            used_calls, used_tokens = self._window()
-            if used_calls + calls > self._calls:
-                return "budget_calls"
-            if used_tokens >= self._tokens:
-                return "budget_tokens"
-            self._spent.append((self._clock(), calls, 0))
-            return None
+            refusal = self._refusal(*self._window(), calls)
+            if refusal is None:
+                self._spent.append((self._clock(), calls, 0))
+            return refusal
+
+    def _refusal(self, used_calls: int, used_tokens: int, calls: int) -> str | None:
+        """Which budget ``calls`` more would exceed after ``used_*`` this window, if any."""
+        if used_calls + calls > self._calls:
+            return "budget_calls"
+        if used_tokens >= self._tokens:
+            return "budget_tokens"
+        return None
 
     def seconds_until_room(self, calls: int = 1) -> float | None:
         """How long until ``reserve(calls)`` can succeed; None when it never can."""
@@ -56,7 +61,7 @@ class Budget:
             used_calls, used_tokens = self._window()
             now, wait = self._clock(), 0.0
             for at, spent_calls, spent_tokens in self._spent:  # oldest first
-                if used_calls + calls <= self._calls and used_tokens < self._tokens:
+                if self._refusal(used_calls, used_tokens, calls) is None:
                     break
                 used_calls -= spent_calls
                 used_tokens -= spent_tokens
