@@ -8,11 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import CaptureServer, http_get, start_serve, stop_process
+from helpers import CaptureServer, http_get, new_trace_id, rag_request, start_serve, stop_process
 from kafka_env import free_port, wait_until
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -203,3 +204,51 @@ def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> No
     assert proc.returncode == 0, err
     last = err.strip().splitlines()[-1]
     assert "stopped in" in last, err
+
+
+def test_idle_model_tier_never_loads_and_shutdown_is_prompt(tmp_path: Path) -> None:
+    """A model-tier evaluator is configured but ``model_rate: 0``: records flow through the
+    cheap tier, torch is never mapped into the process (nothing was routed to the tier,
+    so its models were not loaded), and SIGTERM stops it with a final ``stopped`` line.
+
+    Whether torch is loaded is read from /proc/<pid>/maps (Linux) rather than timed."""
+    pytest.importorskip("torch", reason="the models extra is not installed")
+    results = tmp_path / "results.jsonl"
+    metrics_port, otlp_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragpulse.cli", "--log-level", "INFO", "serve",
+         "--otlp-http-port", str(otlp_port), "--metrics-port", str(metrics_port),
+         "--results-jsonl", str(results)],
+        env={
+            **os.environ,
+            "RAGPULSE_EVALUATION__MODEL_RATE": "0",
+            "RAGPULSE_EVALUATION__EVALUATORS":
+                '["faithfulness/lexical", "context_relevance/embedding"]',
+        },
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        wait_until(lambda: http_get(metrics_url), 60, "serve did not start", ignore=(OSError,))
+        body = rag_request([(bytes.fromhex(new_trace_id()), "What does Pro cost?",
+                             [DOCS[0]["content"]], "6 dollars per month.")])  # fmt: skip
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{otlp_port}/v1/traces",
+            data=body.SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            assert resp.status == 200
+        wait_until(lambda: results.exists() and results.read_text().strip(), 60,
+                   "the record was not exported")  # fmt: skip
+        [row] = [json.loads(line) for line in results.read_text().splitlines()]
+        assert [(r["metric"], r["method"]) for r in row["results"]] == [("faithfulness", "lexical")]
+        maps = Path(f"/proc/{proc.pid}/maps")
+        if maps.exists():
+            assert "libtorch" not in maps.read_text(), "torch was loaded for an idle tier"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)  # a hang guard, not a time limit under test
+    assert proc.returncode == 0, err
+    assert "stopped in" in err.strip().splitlines()[-1], err
