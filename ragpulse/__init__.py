@@ -11,6 +11,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
+    from ragpulse.current import current_span_id as current_span_id
+    from ragpulse.current import current_trace_id as current_trace_id
     from ragpulse.feedback import feedback as feedback
     from ragpulse.instrument import InstrumentConfig as InstrumentConfig
     from ragpulse.instrument import configure as configure
@@ -26,6 +28,7 @@ if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
     from ragpulse.record import RagRecord as RagRecord
 
 _EXPORTS = {
+    "ragpulse.current": "current_span_id current_trace_id",
     "ragpulse.feedback": "feedback",
     "ragpulse.record": "Document EvalResult RagRecord",
     "ragpulse.instrument": "InstrumentConfig configure shutdown generation generation_span "
