@@ -1,0 +1,306 @@
+"""README.md to the letter: every shell command in it runs as written in a fresh clone.
+
+Which blocks run, and the ``<!-- readme-test: ... -->`` markers that skip a block or
+say what it needs, are defined in tests/readme_blocks.py (top of that file).
+
+The fresh clone is ``git clone`` of the checkout's committed HEAD into a temporary
+folder, and the README tested is HEAD's: uncommitted work is not in it, as it is not
+in what a newcomer gets. Nothing is reinstalled: the README's ``ragpulse`` is the one
+beside the interpreter running these tests (its venv's bin folder goes first on PATH),
+and ``make`` in the clone finds that same venv already installed:
+
+* the clone's ``.venv`` is a real folder whose ``bin`` is a symlink to that bin folder,
+  so ``$(BIN)/python`` and ``$(BIN)/ragpulse`` exist;
+* its ``.venv/.installed`` stamp is created there (never the shared venv's own stamp)
+  and the clone's ``pyproject.toml`` is dated an hour back, so the stamp is newer and
+  make never runs its install recipe: an editable ``pip install -e .`` from the clone
+  would repoint the shared venv at a temporary folder. ``make -n install`` must plan
+  nothing before any block runs; if it would, the test stops there.
+
+Commands run with the environment of a newcomer: no ``RAGPULSE_*``, ``OPENAI_*``,
+``PYTHONPATH`` or parent ``make`` variables. Blocks run in README order and share the
+clone (``rows.jsonl`` made by one block is scored by the next), so run the whole
+module, not one block. The README's demo commands pick free ports themselves when
+4318/9464 are taken; the judge block's port 8000 is taken for the block or the block
+is skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from aiohttp import web
+from judge_server import JudgeServer
+from readme_blocks import COMMAND_WORDS, Block, parse, split_synopsis, synopsis_commands
+
+import ragpulse
+from ragpulse._instrument_config import _EXPORTER_NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # not resolved: the venv's bin, not the base Python's
+BLOCK_TIMEOUT_S = 600  # a hang guard only; nothing asserts on how long a block took
+JUDGE_NEED = "judge at 127.0.0.1:8000"
+
+
+def _committed_readme() -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "show", "HEAD:README.md"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout
+
+
+README = _committed_readme()
+BLOCKS = parse(README) if README is not None else []
+NO_GIT = "not a git checkout with a committed README.md: there is nothing to clone"
+needs_git = pytest.mark.skipif(README is None, reason=NO_GIT)
+
+
+@dataclass
+class Clone:
+    path: Path
+    env: dict[str, str]
+    judge_requests: int = 0
+
+
+def _newcomer_env() -> dict[str, str]:
+    dropped = ("RAGPULSE_", "OPENAI_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    for name in ("PYTHONPATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
+    if README is None:
+        pytest.skip(NO_GIT)
+    if not (BIN / "ragpulse").exists():
+        pytest.skip(f"no ragpulse script beside {sys.executable}: install the package first")
+    path = tmp_path_factory.mktemp("newcomer") / "ragpulse"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(path)], check=True, timeout=300)
+    venv = path / ".venv"
+    venv.mkdir()
+    (venv / "bin").symlink_to(BIN, target_is_directory=True)
+    (venv / ".installed").touch()
+    an_hour_ago = time.time() - 3600
+    os.utime(path / "pyproject.toml", (an_hour_ago, an_hour_ago))
+    env = _newcomer_env()
+    plan = subprocess.run(
+        ["make", "-n", "install"], cwd=path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "pip" not in plan.stdout, f"make would reinstall into the shared venv:\n{plan.stdout}"
+    return Clone(path, env)
+
+
+def _run(script: str, clone: Clone) -> subprocess.CompletedProcess[str]:
+    """bash -e -o pipefail on the block, in its own process group (killed on a hang)."""
+    proc = subprocess.Popen(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        cwd=clone.path, env=clone.env, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=BLOCK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += f"\n[killed: still running after {BLOCK_TIMEOUT_S}s]"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+class _JudgeOnPort(JudgeServer):
+    """The tests' judge double (tests/judge_server.py) bound where the README points."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    def __enter__(self) -> _JudgeOnPort:
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        async def serve() -> None:
+            self._closing = asyncio.Event()
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", self._chat)
+            self._runner = web.AppRunner(app, access_log=None)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+        def run() -> None:
+            try:
+                self._loop.run_until_complete(serve())
+            except BaseException as exc:  # the port is taken: tell the caller
+                started.set_exception(exc)
+                return
+            started.set_result(None)
+            self._loop.run_forever()
+
+        threading.Thread(target=run, daemon=True).start()
+        started.result(60)
+        return self
+
+
+def _commands(script: str) -> Iterator[list[str]]:
+    """A script's simple commands as words: continuations joined, comments and
+    leading ``VAR=value`` assignments dropped (a heredoc's lines come out too)."""
+    for line in script.replace("\\\n", " ").splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:  # not shell syntax: a heredoc's data
+            continue
+        while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+            words = words[1:]
+        if words:
+            yield words
+
+
+def _check_outputs(block: Block, clone: Clone) -> None:
+    """The files the README says an ``eval`` writes are there."""
+    for words in _commands(block.script()):
+        if words[:2] != ["ragpulse", "eval"]:
+            continue
+        out = clone.path / words[words.index("-o") + 1]
+        rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        assert rows, f"{out} is empty"
+        if "--replay" not in words:
+            assert all("results" in row for row in rows), f"a row of {out} has no results"
+            continue
+        stem = out.with_suffix("")
+        written = [Path(f"{stem}.report.md"), Path(f"{stem}.summary.json")]
+        written += [Path(f"{stem}.report.html")] if "--html" in words else []
+        missing = [str(p) for p in written if not p.is_file()]
+        assert not missing, f"the replay report files the README names are missing: {missing}"
+
+
+SHELL_BLOCKS = [b for b in BLOCKS if b.is_shell] or [None]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("block", SHELL_BLOCKS, ids=lambda b: b.id if b else "none")
+def test_shell_block_runs_as_written(block: Block | None, clone: Clone) -> None:
+    if block is None:
+        pytest.skip("README.md has no shell block")
+    if block.marker == "skip":
+        pytest.skip(f"README.md:{block.line} marked skip: {block.why}")
+    if block.marker == "synopsis":
+        _check_synopsis(block, clone)
+        return
+    if block.marker == "needs" and block.why != JUDGE_NEED:
+        pytest.skip(f"README.md:{block.line} needs {block.why}")
+    judge: _JudgeOnPort | None = None
+    if block.marker == "needs":
+        try:
+            judge = _JudgeOnPort(8000).__enter__()
+        except OSError as exc:
+            pytest.skip(f"README.md:{block.line} needs {JUDGE_NEED}, and it is taken: {exc}")
+    try:
+        done = _run(block.script(), clone)
+    finally:
+        if judge is not None:
+            judge.__exit__(None, None, None)
+    print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+    assert done.returncode == 0, (
+        f"README.md:{block.line} failed (exit {done.returncode}):\n{block.body}\n"
+        f"--- stdout (tail)\n{done.stdout[-4000:]}\n--- stderr (tail)\n{done.stderr[-4000:]}"
+    )
+    if judge is not None:
+        assert judge.seen.requests, "the command never called the judge it names"
+    _check_outputs(block, clone)
+
+
+def _names(help_text: str, flag: str) -> bool:
+    """``--dir`` is in the help as a whole flag (``--dir-x`` does not count)."""
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text) is not None
+
+
+def _check_synopsis(block: Block, clone: Clone) -> None:
+    helps: dict[tuple[str, ...], str] = {}
+    problems = []
+    for command in synopsis_commands(block.body):
+        sub, flags = split_synopsis(command)
+        key = tuple(sub)
+        if key not in helps:
+            done = _run(shlex.join(["ragpulse", *sub, "--help"]), clone)
+            assert done.returncode == 0, f"`ragpulse {' '.join(sub)} --help` failed:\n{done.stderr}"
+            helps[key] = done.stdout
+        absent = [f for f in flags if not _names(helps[key], f)]
+        if absent:
+            problems.append(f"{command!r}: not in `ragpulse {' '.join(sub)} --help`: {absent}")
+    assert not problems, "README.md synopsis flags that do not exist:\n" + "\n".join(problems)
+
+
+@needs_git
+def test_other_blocks_parse_and_hide_no_command() -> None:
+    for block in BLOCKS:
+        where = f"README.md:{block.line}"
+        if block.tag in ("yaml", "yml"):
+            yaml.safe_load(block.body)
+        elif block.tag == "toml":
+            tomllib.loads(block.body)
+        elif block.tag == "python":
+            compile(block.body, where, "exec")
+        elif not block.is_shell:
+            first = next((ln.strip() for ln in block.body.splitlines() if ln.strip()), "")
+            assert not first.startswith(COMMAND_WORDS), (
+                f"{where}: a {block.tag or 'untagged'} block starts like a command ({first!r}): "
+                "tag it sh so the README test runs it, or mark it"
+            )
+
+
+@needs_git
+def test_public_names_the_readme_calls_exist() -> None:
+    """``ragpulse.X(...)`` in the README names a public function (feedback's ids included)."""
+    assert README is not None
+    called = set(re.findall(r"(?<![\w.])ragpulse\.([a-z_][a-z0-9_]*)\(", README))
+    assert {"feedback", "current_trace_id", "current_span_id"} <= called
+    missing = sorted(name for name in called if name not in ragpulse.__all__)
+    assert not missing, f"README.md calls ragpulse.{missing} that the package does not export"
+
+
+@needs_git
+def test_exporter_names_in_the_settings_table_match_the_code() -> None:
+    assert README is not None
+    row = next(line for line in README.splitlines() if line.startswith("| `exporter` ("))
+    options = row.split("(", 1)[1].split(")", 1)[0]
+    names = set(re.findall(r"`(\w+)`", options)) - {"SpanExporter"}
+    assert names == set(_EXPORTER_NAMES), (row, _EXPORTER_NAMES)
+    assert 'exporter="kafka"' in README and "kafka" in _EXPORTER_NAMES
+
+
+def test_markers_are_parsed_strictly() -> None:
+    from readme_blocks import ReadmeError
+
+    ok = parse("<!-- readme-test: needs docker -->\n\n```sh\ndocker ps\n```\n")
+    assert [(b.marker, b.why, b.is_shell) for b in ok] == [("needs", "docker", True)]
+    console = parse("```console\n$ ragpulse --help\nusage: ragpulse\n```\n")
+    assert console[0].script() == "ragpulse --help"
+    for bad in (
+        "<!-- readme-test: skipp (typo) -->\n```sh\nls\n```\n",  # unknown kind
+        "<!-- readme-test: skip (x) -->\nsome prose\n```sh\nls\n```\n",  # not before a block
+        "```sh\nls\n",  # never closed
+    ):
+        with pytest.raises(ReadmeError):
+            parse(bad)
+    sub, flags = split_synopsis("ragpulse regression list [--dir DIR | --config FILE]")
+    assert (sub, flags) == (["regression", "list"], ["--config", "--dir"])
