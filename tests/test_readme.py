@@ -79,7 +79,6 @@ needs_git = pytest.mark.skipif(README is None, reason=NO_GIT)
 class Clone:
     path: Path
     env: dict[str, str]
-    judge_requests: int = 0
 
 
 def _newcomer_env() -> dict[str, str]:
@@ -151,6 +150,9 @@ class _JudgeOnPort(JudgeServer):
             try:
                 self._loop.run_until_complete(serve())
             except BaseException as exc:  # the port is taken: tell the caller
+                if self._runner is not None:
+                    self._loop.run_until_complete(self._runner.cleanup())
+                self._loop.close()
                 started.set_exception(exc)
                 return
             started.set_result(None)
@@ -193,7 +195,7 @@ def _check_outputs(block: Block, clone: Clone) -> None:
         assert not missing, f"the replay report files the README names are missing: {missing}"
 
 
-SHELL_BLOCKS = [b for b in BLOCKS if b.is_shell] or [None]
+SHELL_BLOCKS: list[Block | None] = [b for b in BLOCKS if b.is_shell] or [None]
 
 
 @pytest.mark.integration
@@ -202,7 +204,7 @@ def test_shell_block_runs_as_written(block: Block | None, clone: Clone) -> None:
     if block is None:
         pytest.skip("README.md has no shell block")
     if block.marker == "skip":
-        pytest.skip(f"README.md:{block.line} marked skip: {block.why}")
+        pytest.skip(f"README.md:{block.line} marked skip: {block.why.strip('()')}")
     if block.marker == "synopsis":
         _check_synopsis(block, clone)
         return
