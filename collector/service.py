@@ -18,6 +18,7 @@ from ragpulse.collector.source import Source
 from ragpulse.config import Settings
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
+from ragpulse.log_redaction import RedactingFilter, install_log_redaction, remove_log_redaction
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import build_sinks, load_evaluators
 from ragpulse.record import Span
@@ -81,6 +82,7 @@ class Collector:
         self._metrics_server: WSGIServer | None = None
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._log_filter: RedactingFilter | None = None
 
     # -- intake ---------------------------------------------------------------
     def ingest(self, spans: Sequence[Span], ack: Ack | None = None) -> int:
@@ -115,6 +117,9 @@ class Collector:
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> Collector:
+        # Log lines leave the process too (redaction.apply_to: logs); logging is
+        # configured by now (ragpulse serve's basicConfig).
+        self._log_filter = install_log_redaction(self.settings)
         self.pipeline.start()
         self._ticker = threading.Thread(target=self._tick, name="ragpulse-assembly", daemon=True)
         self._ticker.start()
@@ -151,6 +156,9 @@ class Collector:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
             self._metrics_server = None
+        if self._log_filter is not None:
+            remove_log_redaction(self._log_filter)
+            self._log_filter = None
 
     def __enter__(self) -> Collector:
         return self.start()

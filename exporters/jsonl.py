@@ -1,4 +1,8 @@
-"""One JSON line per evaluated record: the record, then its results."""
+"""One JSON line per evaluated record: the record, then its results.
+
+Every string but the record's hex ids is redacted first (the ``redaction``
+section, path ``jsonl``; on by default for e-mails, phone and card numbers).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,11 @@ from typing import Any, TextIO
 
 from pydantic import Field
 
-from ragpulse.config import Settings
+from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.redaction import Redactor
 
 
 def result_dict(result: EvalResult) -> dict[str, Any]:
@@ -23,9 +28,13 @@ def result_dict(result: EvalResult) -> dict[str, Any]:
     return out
 
 
-def record_line(record: RagRecord, results: Sequence[EvalResult]) -> str:
+def record_line(
+    record: RagRecord, results: Sequence[EvalResult], redactor: Redactor | None = None
+) -> str:
     row = record.model_dump(mode="json")
     row["results"] = [result_dict(r) for r in results]
+    if redactor is not None:
+        row = redactor.redact_record_dump(row)
     return json.dumps(row, ensure_ascii=False)
 
 
@@ -37,8 +46,16 @@ class JsonlSink(Sink):
 
     class Options(PluginOptions):
         path: Path | None = Field(None, description="file appended to; unset = off")
+        redaction: RedactionSettings = Field(
+            default_factory=RedactionSettings,
+            description="the top-level redaction section (path jsonl)",
+        )
 
-    def __init__(self, path: str | Path | TextIO) -> None:
+    def __init__(
+        self, path: str | Path | TextIO, redaction: RedactionSettings | None = None
+    ) -> None:
+        # Redaction is on unless told otherwise: this file is what leaves the process.
+        self.redactor = Redactor.for_path(redaction or RedactionSettings(), "jsonl")
         if isinstance(path, str | Path):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._file: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115
@@ -49,15 +66,15 @@ class JsonlSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return {"path": settings.results_jsonl}
+        return {"path": settings.results_jsonl, "redaction": settings.redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> JsonlSink | None:
         assert isinstance(options, cls.Options)
-        return cls(options.path) if options.path else None
+        return cls(options.path, options.redaction) if options.path else None
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        line = record_line(record, results)
+        line = record_line(record, results, self.redactor)
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()  # readers (tail -f, tests) see whole lines promptly

@@ -7,6 +7,10 @@ the evaluated span (same trace id, parent span id = the evaluated span):
   the evaluated span's context (GenAI semantic conventions);
 - an OpenInference ``EVALUATOR`` span carrying the same attributes, for
   backends that only read spans.
+
+The attributes that can quote the record (explanation, error, details: a
+judge's reason, the answer's unsupported tokens, an injection's matched text)
+are redacted first (the ``redaction`` section, path ``otel``; on by default).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from opentelemetry.util.types import AttributeValue
 from pydantic import Field
 
 from ragpulse import semconv as sc
-from ragpulse.config import OtelExportSettings, Settings
+from ragpulse.config import OtelExportSettings, RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.redaction import Redactor, scrub_words
 
 _SCOPE = "ragpulse.evaluation"
 _MAX_DETAILS_CHARS = 4096
@@ -61,6 +66,25 @@ def evaluation_attributes(result: EvalResult) -> dict[str, AttributeValue]:
     return attrs
 
 
+def redact_result(
+    result: EvalResult, redactor: Redactor, words: frozenset[str] = frozenset()
+) -> EvalResult:
+    """``result`` with its free-text fields redacted (metric, method, label are names);
+    ``words`` (:meth:`Redactor.words_of` the record) also go where quoted alone."""
+    return result.model_copy(
+        update={
+            "explanation": redactor.redact(result.explanation) if result.explanation else None,
+            "error": redactor.redact(result.error) if result.error else None,
+            "details": scrub_words(redactor.redact_json(result.details), words),
+        }
+    )
+
+
+def record_texts(record: RagRecord) -> list[str]:
+    """The texts a result can quote: question, answer, documents."""
+    return [record.question, record.answer, *(d.content for d in record.documents)]
+
+
 def evaluated_span_context(record: RagRecord) -> Context:
     parent = SpanContext(
         trace_id=int(record.trace_id, 16),
@@ -82,13 +106,19 @@ class OtelEvaluationSink(Sink):
 
         endpoint: str | None = Field(None, description="OTLP/HTTP base URL; unset = off")
         service_name: str = "ragpulse"
+        redaction: RedactionSettings = Field(
+            default_factory=RedactionSettings,
+            description="the top-level redaction section (path otel)",
+        )
 
     def __init__(
         self,
         span_exporter: SpanExporter | None,
         log_exporter: LogRecordExporter | None,
         service_name: str = "ragpulse",
+        redaction: RedactionSettings | None = None,
     ) -> None:
+        self.redactor = Redactor.for_path(redaction or RedactionSettings(), "otel")
         resource = Resource.create({sc.SERVICE_NAME: service_name})
         self._tracer_provider: TracerProvider | None = None
         self._logger_provider: LoggerProvider | None = None
@@ -107,6 +137,7 @@ class OtelEvaluationSink(Sink):
             **settings.otel_export.model_dump(),
             "endpoint": settings.otlp_export_endpoint,
             "service_name": settings.service_name,
+            "redaction": settings.redaction.model_dump(),
         }
 
     @classmethod
@@ -124,6 +155,7 @@ class OtelEvaluationSink(Sink):
             if opts.events
             else None,
             service_name=options.service_name,
+            redaction=options.redaction,
         )
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
@@ -131,7 +163,11 @@ class OtelEvaluationSink(Sink):
             return
         context = evaluated_span_context(record)
         now = time.time_ns()
+        redacting = self.redactor.enabled
+        words = self.redactor.words_of(record_texts(record)) if redacting else frozenset()
         for result in results:
+            if redacting:
+                result = redact_result(result, self.redactor, words)
             attrs = evaluation_attributes(result)
             if self._logger_provider is not None:
                 self._logger.emit(

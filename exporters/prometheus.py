@@ -3,6 +3,11 @@
 Exemplars appear only in the OpenMetrics exposition, which Prometheus
 negotiates on scrape (``--enable-feature=exemplar-storage`` keeps them). Each
 bucket shows one exemplar, refreshed at most every ``EXEMPLAR_EVERY_S``.
+
+Exemplars carry only the trace and span ids (hex), never content. The
+``service`` and ``route`` label values come from the app and may hold user input
+(``/users/jane@example.com``), so they are redacted (the ``redaction`` section,
+path ``prometheus``) before they are bounded and exposed.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from pydantic import Field
 
-from ragpulse.config import PrometheusSettings, Settings
+from ragpulse.config import PrometheusSettings, RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
+from ragpulse.redaction import Redactor
 from ragpulse.telemetry import LabelLimiter
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -26,6 +33,8 @@ EXEMPLAR_EVERY_S = 1.0
 """A bucket keeps one exemplar (the latest), so a new one is attached at most this often
 per bucket: validating and storing one per observation cost more than the observation.
 The first score in a bucket always carries one, so rare (low) scores always do."""
+_LABEL_CACHE = 10_000
+"""Redacted label values remembered (raw -> redacted); past it each value is redacted anew."""
 
 
 def injection_locations(result: EvalResult) -> set[str]:
@@ -44,10 +53,20 @@ class PrometheusSink(Sink):
     class Options(PrometheusSettings):
         """The ``prometheus`` settings section (``sinks.prometheus`` overrides it)."""
 
+        redaction: RedactionSettings = Field(
+            default_factory=RedactionSettings,
+            description="the top-level redaction section (path prometheus: route/service)",
+        )
+
     def __init__(
-        self, registry: CollectorRegistry, settings: PrometheusSettings | None = None
+        self,
+        registry: CollectorRegistry,
+        settings: PrometheusSettings | None = None,
+        redaction: RedactionSettings | None = None,
     ) -> None:
         settings = settings or PrometheusSettings()
+        self._redactor = Redactor.for_path(redaction or RedactionSettings(), "prometheus")
+        self._redacted: dict[str, str] = {}
         self._routes = LabelLimiter(settings.routes, settings.max_routes)
         self._services = LabelLimiter(settings.services, settings.max_services)
         self.score = Histogram(
@@ -78,15 +97,27 @@ class PrometheusSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return settings.prometheus.model_dump()
+        return {**settings.prometheus.model_dump(), "redaction": settings.redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> PrometheusSink:
-        assert isinstance(options, PrometheusSettings)
-        return cls(context.metrics.registry, options)
+        assert isinstance(options, cls.Options)
+        return cls(context.metrics.registry, options, options.redaction)
+
+    def _label(self, value: str | None) -> str | None:
+        """``value`` redacted; a dict read for values seen before (labels repeat)."""
+        if not value or not self._redactor.enabled:
+            return value
+        if (known := self._redacted.get(value)) is not None:
+            return known
+        redacted = self._redactor.redact(value)
+        if len(self._redacted) < _LABEL_CACHE:
+            self._redacted[value] = redacted
+        return redacted
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        service, route = self._services(record.service), self._routes(record.route)
+        service = self._services(self._label(record.service))
+        route = self._routes(self._label(record.route))
         exemplar = {"trace_id": record.trace_id, "span_id": record.span_id}
         now = time.monotonic()
         scores, outcomes = self._score_children, self._result_children

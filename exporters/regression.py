@@ -14,7 +14,8 @@ rule selects, in ``<directory>/<set>/<set>-<UTC timestamp>.jsonl``:
 
 Every string of ``record`` and ``results`` (question, answer, documents and
 their metadata, attributes, explanations, details) is redacted
-(:mod:`ragpulse.redaction`) before anything is written; ids are kept.
+(:mod:`ragpulse.redaction`: the top-level ``redaction`` section, or
+``regression.redaction`` when set) before anything is written; ids are kept.
 
 A set holds each question once: lines are deduplicated by the sha256 of the
 normalized redacted question (lower case, whitespace collapsed, punctuation
@@ -58,8 +59,6 @@ log = logging.getLogger(__name__)
 
 _SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _STAMP = "%Y%m%dT%H%M%SZ"
-_ID_FIELDS = ("trace_id", "span_id", "retrieval_span_ids", "generation_span_id")
-"""Record fields that are never redacted (hex ids)."""
 
 
 # --- Rules ------------------------------------------------------------------------------
@@ -220,7 +219,9 @@ class RegressionSink(Sink):
         self.directory = Path(directory)
         self.sets = dict(sets)
         self.max_bytes, self.max_age_s = max_bytes, max_age_s
-        self.redactor = redaction if isinstance(redaction, Redactor) else Redactor(redaction)
+        if not isinstance(redaction, Redactor):
+            redaction = Redactor.for_path(redaction or RedactionSettings(), "regression")
+        self.redactor = redaction
         self._clock = clock
         self._metrics = metrics
         self._lock = threading.Lock()
@@ -232,7 +233,11 @@ class RegressionSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return settings.regression.model_dump()
+        # The redaction this sink applies: regression.redaction (older configs) or the
+        # top-level section, resolved here so that the sink needs no other settings.
+        redactor = Redactor.from_settings(settings, "regression")
+        redaction = redactor.settings.model_copy(update={"enabled": redactor.enabled})
+        return {**settings.regression.model_dump(), "redaction": redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> RegressionSink | None:
@@ -285,8 +290,12 @@ class RegressionSink(Sink):
                 self.written += 1
 
     def _body(self, record: RagRecord, results: Sequence[EvalResult]) -> dict[str, Any]:
-        dump = record.model_dump(mode="json")
-        redacted = self.redactor.redact_json({k: v for k, v in dump.items() if k not in _ID_FIELDS})
+        # One row, so that a word of a value redacted in the record is also caught
+        # where a result quotes it alone (unsupported_tokens).
+        row = record.model_dump(mode="json")
+        row["results"] = [result_dict(r) for r in results]
+        row = self.redactor.redact_record_dump(row)
+        redacted_results = row.pop("results")
         sampling = {
             key[len(RAGPULSE_SAMPLED_PREFIX) :]: value
             for key, value in record.attributes.items()
@@ -294,8 +303,8 @@ class RegressionSink(Sink):
         }
         return {
             "sampling": self.redactor.redact_json(sampling),
-            "record": {k: (dump[k] if k in _ID_FIELDS else redacted[k]) for k in dump},
-            "results": self.redactor.redact_json([result_dict(r) for r in results]),
+            "record": row,
+            "results": redacted_results,
         }
 
     def _failed(self, what: str) -> None:

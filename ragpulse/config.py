@@ -239,14 +239,39 @@ def _default_sets() -> dict[str, RegressionSetRule]:
     }
 
 
+RedactionPath = Literal["jsonl", "otel", "prometheus", "logs", "regression", "eval_output"]
+"""Where content leaves the process: the results JSONL, the OTel evaluation export, the
+Prometheus route/service labels, log lines, regression sets, ``ragpulse eval``'s output."""
+
+DEFAULT_REDACTION_PATHS: tuple[RedactionPath, ...] = (
+    "jsonl",
+    "otel",
+    "prometheus",
+    "logs",
+    "regression",
+)
+"""Every path but ``eval_output``: that file is the user's own rows given back with scores,
+so it is rewritten only when asked (``apply_to`` naming it)."""
+
+
 class RedactionSettings(_Section):
-    enabled: bool = True
+    """Personal data replaced by placeholders before content leaves the process."""
+
+    enabled: bool = Field(True, description="false = nothing is redacted anywhere.")
     emails: bool = True
     phone_numbers: bool = True
-    card_numbers: bool = True
+    card_numbers: bool = Field(True, description="Luhn-checked: ordinary long numbers stay.")
     patterns: dict[str, str] = Field(
         default_factory=dict, description="name -> regex; matches become [NAME]."
     )
+    apply_to: list[RedactionPath] = Field(
+        default_factory=lambda: list(DEFAULT_REDACTION_PATHS),
+        description="Where it applies: jsonl, otel, prometheus, logs, regression, eval_output "
+        "(the last is off by default: ragpulse eval gives the user's rows back as they were).",
+    )
+
+    def applies_to(self, path: RedactionPath) -> bool:
+        return self.enabled and path in self.apply_to
 
 
 class RegressionSettings(_Section):
@@ -256,7 +281,11 @@ class RegressionSettings(_Section):
     sets: dict[str, RegressionSetRule] = Field(default_factory=_default_sets)
     max_bytes: int = Field(50 * 1024 * 1024, ge=1024, description="Rotate a set file past this.")
     max_age_s: float = Field(24 * 3600, gt=0, description="Rotate a set file older than this.")
-    redaction: RedactionSettings = RedactionSettings()
+    redaction: RedactionSettings | None = Field(
+        None,
+        description="Overrides the top-level redaction section for regression sets only "
+        "(whole section, not merged); unset = the top-level section.",
+    )
 
 
 class Settings(BaseSettings):
@@ -293,6 +322,11 @@ class Settings(BaseSettings):
     otel_export: OtelExportSettings = OtelExportSettings()
     kafka: KafkaSettings = KafkaSettings()
     regression: RegressionSettings = RegressionSettings()
+    redaction: RedactionSettings = Field(
+        default_factory=RedactionSettings,
+        description="E-mails, phone and card numbers (and custom patterns) redacted wherever "
+        "content leaves the process; see apply_to.",
+    )
     sinks: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Options per sink, by entry-point name (built-in or third-party); naming a "

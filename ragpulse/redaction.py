@@ -12,19 +12,32 @@ IP addresses and thousands-grouped numbers are left alone).
 :meth:`Redactor.redact_json` applies it to every string of a nested JSON value
 (keys included), so any sink can redact a whole line before writing it.
 Redaction is idempotent: the placeholders never match again.
+
+Where it applies is the top-level ``redaction`` settings section
+(``apply_to``: ``jsonl``, ``otel``, ``prometheus``, ``logs``, ``regression``,
+``eval_output``); :meth:`Redactor.from_settings` gives the redactor of one path
+(a disabled one where the section does not apply there), and
+:meth:`Redactor.redact_record_dump` redacts a dumped record but its hex ids (and the
+word-by-word quotes of what it redacted, :func:`scrub_words`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ragpulse.config import RedactionSettings
+from ragpulse.config import RedactionPath, RedactionSettings, Settings
 from ragpulse.errors import ConfigError
 
 EMAIL = "[EMAIL]"
 PHONE = "[PHONE]"
 CARD = "[CARD]"
+REDACTED = "[REDACTED]"
+
+ID_FIELDS = ("trace_id", "span_id", "retrieval_span_ids", "generation_span_id")
+"""Record fields never redacted: hex ids, which a Luhn-valid all-digit span id would
+otherwise turn into [CARD] (about one id in 20,000), breaking joins with the trace."""
 
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+%-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w-])")
 _CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
@@ -89,42 +102,149 @@ class Redactor:
                     f"redaction pattern {name!r} is not a valid regex: {exc}"
                 ) from exc
             self._custom.append((compiled, f"[{name.upper()}]"))
+        # Computed once: ``redact`` runs on every string of every exported line.
+        self._enabled = settings.enabled and bool(
+            settings.emails or settings.phone_numbers or settings.card_numbers or self._custom
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, path: RedactionPath) -> Redactor:
+        """The redactor for one path where content leaves the process.
+
+        Disabled where ``redaction.apply_to`` does not name ``path`` (or
+        ``redaction.enabled`` is false). Regression sets use
+        ``regression.redaction`` instead when it is set (older configs).
+        """
+        section = settings.redaction
+        if path == "regression" and settings.regression.redaction is not None:
+            section = settings.regression.redaction
+        return cls.for_path(section, path)
+
+    @classmethod
+    def for_path(cls, section: RedactionSettings, path: RedactionPath) -> Redactor:
+        """``section``'s redactor where it applies to ``path``; else a disabled one."""
+        if section.applies_to(path):
+            return cls(section)
+        return cls(section.model_copy(update={"enabled": False}))
 
     @property
     def enabled(self) -> bool:
-        s = self.settings
-        return s.enabled and bool(s.emails or s.phone_numbers or s.card_numbers or self._custom)
+        return self._enabled
 
     def redact(self, text: str) -> str:
-        if not self.enabled or not text:
+        if not self._enabled or not text:
             return text
+        return self._redact(text, None)
+
+    def _redact(self, text: str, found: list[str] | None) -> str:
+        """``text`` redacted; each replaced value appended to ``found`` when given."""
         s = self.settings
         for pattern, token in self._custom:
-            text = pattern.sub(token, text)
+            text = pattern.sub(_keep(token, found), text)
         if s.emails and "@" in text:
-            text = _EMAIL.sub(EMAIL, text)
+            text = _EMAIL.sub(_keep(EMAIL, found), text)
         if s.card_numbers:
-            text = _CARD.sub(_card, text)
+            text = _CARD.sub(_noted(_card, found), text)
         if s.phone_numbers:
-            text = _PHONE.sub(_phone, text)
+            text = _PHONE.sub(_noted(_phone, found), text)
         return text
 
     def redact_json(self, value: Any) -> Any:
         """A copy of ``value`` with every string redacted (dict keys too)."""
-        if not self.enabled:
+        if not self._enabled:
             return value
         return redact_json(value, self)
 
+    def redact_record_dump(self, dump: dict[str, Any]) -> dict[str, Any]:
+        """A dumped :class:`~ragpulse.record.RagRecord` (with its ``results``, or any row
+        holding a record's fields) with every string redacted but the hex ids of
+        :data:`ID_FIELDS`.
 
-def redact_json(value: Any, redactor: Redactor) -> Any:
-    """Every string in a nested JSON value (dicts, lists, tuples) passed through ``redactor``."""
+        Evaluators also quote a record word by word (faithfulness's
+        ``unsupported_tokens``: ``["jane", "doe", "example", "com"]``), which no
+        pattern recognises; so a string that is exactly one word of a value
+        redacted anywhere in the row becomes ``[REDACTED]`` too.
+        """
+        if not self._enabled:
+            return dump
+        found: list[str] = []
+        out = {k: v if k in ID_FIELDS else redact_json(v, self, found) for k, v in dump.items()}
+        if not found:
+            return out
+        words = _words(found)
+        return {k: v if k in ID_FIELDS else scrub_words(v, words) for k, v in out.items()}
+
+    def words_of(self, texts: Iterable[str]) -> frozenset[str]:
+        """The lower-cased words of every value redaction would replace in ``texts``
+        (for :func:`scrub_words` where a record is exported in parts)."""
+        if not self._enabled:
+            return frozenset()
+        found: list[str] = []
+        for text in texts:
+            if text:
+                self._redact(text, found)
+        return _words(found)
+
+
+def _keep(token: str, found: list[str] | None) -> str | Callable[[re.Match[str]], str]:
+    if found is None:
+        return token  # the common path: a plain replacement, no Python call per match
+
+    def replace(match: re.Match[str]) -> str:
+        found.append(match.group())
+        return token
+
+    return replace
+
+
+def _noted(
+    decide: Callable[[re.Match[str]], str], found: list[str] | None
+) -> Callable[[re.Match[str]], str]:
+    if found is None:
+        return decide
+
+    def replace(match: re.Match[str]) -> str:
+        out = decide(match)
+        if out != match.group():
+            found.append(match.group())
+        return out
+
+    return replace
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(found: Iterable[str]) -> frozenset[str]:
+    return frozenset(w for value in found for w in _WORD.findall(value.lower()))
+
+
+def redact_json(value: Any, redactor: Redactor, found: list[str] | None = None) -> Any:
+    """Every string in a nested JSON value (dicts, lists, tuples) passed through
+    ``redactor``; the values it replaced are appended to ``found`` when given."""
     if isinstance(value, str):
-        return redactor.redact(value)
+        return redactor._redact(value, found) if value and redactor.enabled else value
     if isinstance(value, dict):
         return {
-            (redactor.redact(k) if isinstance(k, str) else k): redact_json(v, redactor)
+            (redact_json(k, redactor, found) if isinstance(k, str) else k): redact_json(
+                v, redactor, found
+            )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [redact_json(v, redactor) for v in value]
+        return [redact_json(v, redactor, found) for v in value]
+    return value
+
+
+def scrub_words(value: Any, words: frozenset[str]) -> Any:
+    """``value`` with every string that is exactly one of ``words`` (case aside)
+    replaced by ``[REDACTED]``: the word-by-word quotes of a redacted value."""
+    if not words:
+        return value
+    if isinstance(value, str):
+        return REDACTED if value.lower() in words else value
+    if isinstance(value, dict):
+        return {k: scrub_words(v, words) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_words(v, words) for v in value]
     return value
