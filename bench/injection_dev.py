@@ -195,7 +195,9 @@ def measure(evaluator: Evaluator, rows: list[dict[str, Any]], name: str, misses:
             text = str(row["text"]).replace("\n", " ")[:160]
             missed.append(f"{kind} {row['id']} score={res.score:.2f} {res.explanation} | {text}")
 
-    threshold = getattr(evaluator, "threshold", None)
+    threshold = getattr(evaluator, "threshold", None) or getattr(
+        evaluator.options, "threshold", None
+    )
     out = [
         f"{evaluator.name()} on {name}: {len(rows)} rows, threshold {threshold}",
         f"{elapsed * 1000 / max(1, len(rows)):.3f} ms per record, AUROC {_auroc(rows, results)}\n",

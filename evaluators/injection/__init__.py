@@ -15,7 +15,7 @@ This runs on every trace, including hostile ones, so:
   if its *guard* holds: words, phrases or substrings that every match
   contains, read off the regex itself (``leads``, ``guards``) and checked for
   all rules at once against the text's words (``prefilter``), so a typical
-  document leaves one or two rules of 78 to search, with the same results;
+  document leaves one or two rules of 79 to search, with the same results;
 * on a long text a regex only runs near an *anchor*, a literal it cannot
   match without, inside a window as wide as the longest text it can match,
   so the answer is the same as a full search (a regex pass per rule over

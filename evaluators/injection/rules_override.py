@@ -6,9 +6,15 @@ from ragpulse.evaluators.injection.rule import EXTRACTION, HIJACK, OVERRIDE, Rul
 from ragpulse.evaluators.injection.vocabulary import (
     _AI_NOUNS,
     _ASK_VERBS,
+    _ASK_VERBS_NOT_TO_THE_READER,
+    _ASKED_ABOUT_A_TASK,
+    _EXTRACT_COMMANDS,
+    _EXTRACT_QUESTIONS,
     _EXTRACT_VERBS,
+    _IN_SENTENCE,
     _INSTRUCTION_NOUNS,
     _MODE_NAMES,
+    _NOT_A_PROMPT_TOPIC,
     _NOT_A_TOPIC,
     _NOT_NEGATED,
     _OVERRIDE_VERB_ANCHORS,
@@ -18,9 +24,28 @@ from ragpulse.evaluators.injection.vocabulary import (
     _SECRET_OBJECTS,
     _gap,
     _rx,
+    _sgap,
     _then,
     _words,
 )
+
+# After an extraction verb, inside one sentence: "your [...] instructions".
+_YOUR_INSTRUCTIONS = (
+    rf"{_IN_SENTENCE}{_sgap(4)}your\s{_sgap(2)}(?:prompt|instructions|directives|system message|"
+    r"programming|(?:initial|original|hidden|secret|internal) (?:prompt|instructions|directives|"
+    r"rules|guidelines|message|configuration))\b"
+)
+
+
+def _ask_your_secret(verbs: str) -> str:
+    # "confirm with your device PIN": after "with", "using", "via", "by" the secret is the
+    # means of the action, not what is asked for.
+    return (
+        rf"{_NOT_NEGATED}\b{verbs}{_IN_SENTENCE}{_sgap(3)}"
+        rf"(?<!\bwith\s)(?<!\busing\s)(?<!\bvia\s)(?<!\bby\s)(?:your|ur)\s(?:\w{{1,30}}\s)?"
+        rf"{_SECRET_OBJECTS}\b{_NOT_A_TOPIC}"
+    )
+
 
 OVERRIDE_RULES: tuple[Rule, ...] = (
     # --- instruction override -------------------------------------------------
@@ -379,9 +404,8 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.75,
         _rx(
-            rf"\b{_EXTRACT_VERBS}\W{{1,10}}{_gap(4)}your\s{_gap(2)}(?:prompt|instructions|"
-            r"directives|system message|programming|(?:initial|original|hidden|secret|internal)"
-            r" (?:prompt|instructions|directives|rules|guidelines|message|configuration))\b"
+            rf"\b(?:{_EXTRACT_COMMANDS}{_YOUR_INSTRUCTIONS}|"
+            rf"{_EXTRACT_QUESTIONS}{_YOUR_INSTRUCTIONS}{_ASKED_ABOUT_A_TASK})"
         ),
         _words(
             "prompt|instructions|directives|system message|programming|initial|original|hidden|"
@@ -393,9 +417,12 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.75,
         _rx(
-            rf"\b{_EXTRACT_VERBS}\W{{1,10}}{_gap(4)}(?:the\s|your\s|its\s|my\s)?(?:system|hidden|"
+            # "what is a system prompt", "write a system prompt for my bot": with an indefinite
+            # article it is the concept being asked about, not this assistant's prompt.
+            rf"\b{_EXTRACT_VERBS}{_IN_SENTENCE}{_sgap(4)}(?:the\s|your\s|its\s|my\s)?"
+            rf"(?<!\ba\s)(?<!\ban\s)(?:system|hidden|"
             r"secret|internal|developer|confidential|initial|pre|meta)[- ]?(?:prompt|"
-            r"instructions|directives)\b"
+            rf"instructions|directives)\b{_NOT_A_PROMPT_TOPIC}"
         ),
         ("prompt", "instructions", "directives"),
         word_anchors=False,  # "systemprompt", "preprompt"
@@ -428,18 +455,26 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
         "ask_your_secret",
         EXTRACTION,
         0.6,
-        _rx(
-            rf"{_NOT_NEGATED}\b{_ASK_VERBS}\W{{1,10}}{_gap(3)}(?:your|ur)\s(?:\w{{1,30}}\s)?"
-            rf"{_SECRET_OBJECTS}\b{_NOT_A_TOPIC}"
-        ),
+        _rx(_ask_your_secret(_ASK_VERBS)),
         _SECRET_ANCHORS,
+        where="question",
+    ),
+    Rule(
+        # In a manual or a form "type / confirm / provide your password" is said to the
+        # reader; a document asking the assistant for its secret asks, tells or reveals.
+        "ask_your_secret_in_document",
+        EXTRACTION,
+        0.6,
+        _rx(_ask_your_secret(_ASK_VERBS_NOT_TO_THE_READER)),
+        _SECRET_ANCHORS,
+        where="document",
     ),
     Rule(
         "ask_the_secret",
         EXTRACTION,
         0.5,
         _rx(
-            rf"{_NOT_NEGATED}\b{_ASK_VERBS}\W{{1,10}}{_gap(3)}(?:the|that|this)\s(?:secret|hidden|"
+            rf"{_NOT_NEGATED}\b{_ASK_VERBS}{_IN_SENTENCE}{_sgap(3)}(?:the|that|this)\s(?:secret|hidden|"
             rf"confidential)\s(?:key|password|passcode|word|code|phrase|token|value)\b{_NOT_A_TOPIC}"
         ),
         ("secret", "hidden", "confidential"),

@@ -4,7 +4,7 @@ A short text (up to ``_SMALL_TEXT`` characters, nearly every question and
 retrieved chunk) is searched whole, one C-speed regex pass per rule, but only
 for the rules the prefilter lets through (:mod:`prefilter`): one pass over the
 text's words tells which rules' guards hold, and a rule whose guard fails cannot
-match, so a typical document leaves one or two of the 78 to search. Those still
+match, so a typical document leaves one or two of the 79 to search. Those still
 check their anchors (literals the pattern cannot match without) with ``in``
 before the regex runs.
 

@@ -61,6 +61,16 @@ def _gap(n: int) -> str:
     return rf"(?:\w{{1,30}}\W{{1,10}}){{0,{n}}}?"
 
 
+_IN_SENTENCE = r"[^\w.!?]{1,10}"
+"""Between two words of one sentence: ``\\W{1,10}`` that never steps over ". ", so a verb
+ending one sentence ("... on the display.") is not read as acting on the next one."""
+
+
+def _sgap(n: int) -> str:
+    """:func:`_gap` inside one sentence."""
+    return rf"(?:\w{{1,30}}{_IN_SENTENCE}){{0,{n}}}?"
+
+
 def _then(n: int) -> str:
     """Up to ``n`` more words after a word (the mirror of :func:`_gap`)."""
     return rf"(?:\W{{1,10}}\w{{1,30}}){{0,{n}}}?"
@@ -115,10 +125,26 @@ _ASK_VERBS = _alt(
     "output|spell|say|repeat|hint|divulge|expose|dump|show me|share|provide|type|write|display|"
     "list|recite|return|confirm"
 )
-_EXTRACT_VERBS = _alt(
+_ASK_VERBS_NOT_TO_THE_READER = _alt(
+    "what is|what's|whats|what are|what was|tell me|tell us|reveal|give me|disclose|leak|spell|"
+    "hint|divulge|expose|dump|show me|recite"
+)
+_EXTRACT_COMMANDS = _alt(
     "reveal|show|print|output|display|repeat|tell|give|share|disclose|leak|dump|write|list|expose|"
-    "recite|provide|return|copy|paste|spell|summari[sz]e|translate|divulge|what is|what's|"
-    "what are|what were|what was"
+    "recite|provide|return|copy|paste|spell|summari[sz]e|translate|divulge"
+)
+_EXTRACT_QUESTIONS = _alt("what is|what's|what are|what were|what was")
+_EXTRACT_VERBS = _alt(f"{_EXTRACT_COMMANDS}|{_EXTRACT_QUESTIONS}")
+# "What are your instructions for returns?": asked about a procedure, not the assistant's
+# prompt; "... for this conversation", "... for me" still ask for the prompt.
+_ASKED_ABOUT_A_TASK = (
+    r"(?!\s(?:for|on|about)\s(?!(?:me|us)\b|(?:this|our|the|these|that)\s"
+    r"(?:conversation|chat|session|task|prompt)s?\b))"
+)
+# "the system prompt option", "system prompt settings": the prompt as a thing in a product.
+_NOT_A_PROMPT_TOPIC = (
+    r"(?!\s(?:options?|settings?|fields?|box|editor|templates?|tab|page|menu|features?|length|"
+    r"limits?|format|examples?|engineering|design|library|best practices)\b)"
 )
 _MODE_NAMES = _alt(
     "developer|dev|god|admin|administrator|system|sudo|root|maintenance|debug|debugging|test|"
