@@ -97,8 +97,11 @@ class OtlpHttpReceiver(Source):
             self._loop = loop
             try:
                 loop.run_until_complete(self._serve())
-            except BaseException as exc:  # reported to start()'s caller
+            except BaseException as exc:  # reported to start()'s caller (port in use, say)
                 errors.append(exc)
+                loop.run_until_complete(self._cleanup())
+                loop.close()
+                self._loop = None  # nothing for stop() to stop
                 ready.set()
                 return
             ready.set()

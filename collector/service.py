@@ -16,6 +16,7 @@ from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.receiver import OtlpHttpReceiver
 from ragpulse.collector.source import Source
 from ragpulse.config import Settings
+from ragpulse.errors import PortUnavailable
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.log_redaction import RedactingFilter, install_log_redaction, remove_log_redaction
@@ -25,6 +26,17 @@ from ragpulse.record import Span
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
+
+
+def start_metrics_server(host: str, port: int, registry: CollectorRegistry) -> WSGIServer:
+    """Prometheus ``/metrics`` on ``host:port``; PortUnavailable names the flag that moves it."""
+    try:
+        server, _ = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise PortUnavailable(
+            host, port, "Prometheus /metrics", "--metrics-port", "metrics_port", exc
+        ) from exc
+    return server
 
 
 class Collector:
@@ -117,18 +129,30 @@ class Collector:
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> Collector:
+        """Start everything; a port that cannot be bound raises :class:`PortUnavailable`
+        (one line naming the port and the flag that moves it) with nothing left running."""
+        s = self.settings
+        if self._want_metrics_server:  # bound first: a port in use leaves nothing to undo
+            self._metrics_server = start_metrics_server(
+                s.host, s.metrics_port, self.metrics.registry
+            )
         # Log lines leave the process too (redaction.apply_to: logs); logging is
         # configured by now (ragpulse serve's basicConfig).
         self._log_filter = install_log_redaction(self.settings)
         self.pipeline.start()
         self._ticker = threading.Thread(target=self._tick, name="ragpulse-assembly", daemon=True)
         self._ticker.start()
-        if self._want_metrics_server:
-            self._metrics_server, _ = start_http_server(
-                self.settings.metrics_port, addr=self.settings.host, registry=self.metrics.registry
-            )
         for source in self.sources:
-            source.start()
+            try:
+                source.start()
+            except OSError as exc:
+                self.stop(timeout=1.0)  # what did start stops again
+                if source is self.receiver:
+                    raise PortUnavailable(
+                        s.host, s.otlp_http_port, "OTLP/HTTP receiver", "--otlp-http-port",
+                        "otlp_http_port", exc,
+                    ) from exc  # fmt: skip
+                raise
         return self
 
     def stop(self, timeout: float | None = None) -> None:

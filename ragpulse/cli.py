@@ -26,9 +26,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from ragpulse.config import Settings, load_settings
-from ragpulse.errors import ConfigError
+from ragpulse.errors import ConfigError, PortUnavailable
+from ragpulse.settings_env import env_name, setting_default
 
 if TYPE_CHECKING:
     from ragpulse.plugin_context import PluginContext
@@ -41,52 +43,122 @@ def _csv(value: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_QUIET_BELOW_DEBUG = ("openai", "httpx", "httpcore")
+"""The judge's HTTP client logs each retry at INFO ("Retrying request to ..."): 36 lines
+for one unreachable judge. They are kept for --log-level DEBUG; otherwise the judge
+says once, with its URL, that it cannot be reached."""
+
+
+def _setting_help(text: str, path: str) -> str:
+    """``text`` plus the setting's default and its environment variable, both read from
+    the settings model so that help cannot drift from what ``serve`` does."""
+    default = setting_default(Settings, path)
+    if isinstance(default, list):
+        default = ",".join(map(str, default))
+    shown = "" if default is None else f"default {default or repr(default)}; "
+    return f"{text} ({shown}env {env_name(path)})"
+
+
+def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> None:
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        # Subcommands: SUPPRESS keeps the value given before the subcommand (or INFO).
+        default=argparse.SUPPRESS if default is None else default,
+        help="DEBUG, INFO, WARNING or ERROR (default INFO); before or after the subcommand",
+    )
+
+
     parser = argparse.ArgumentParser(
         prog="ragpulse", description="Evaluate live RAG traffic from its OpenTelemetry traces."
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    _log_level_flag(parser, "INFO")
+    common = argparse.ArgumentParser(add_help=False)
+    _log_level_flag(common, None)
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser(
         "serve",
         help="run the collector: OTLP/HTTP in, scores out",
-        description="Receive OTLP traces, evaluate RAG records, export scores. "
-        "Each flag is also settable in the config file and as RAGPULSE_<NAME>.",
-    )
-    serve.add_argument("--config", type=Path, help="YAML or TOML settings file (RAGPULSE_CONFIG)")
-    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--otlp-http-port", type=int, help="OTLP/HTTP receiver port (default 4318)")
-    serve.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (default 9464)")
-    serve.add_argument("--results-jsonl", type=Path, help="append one line per evaluated record")
-    serve.add_argument(
-        "--otlp-export-endpoint", help="OTLP/HTTP base URL for evaluation events and spans"
+        parents=[common],
+        description="Receive OTLP traces, evaluate RAG records, export scores. Each flag is "
+        "also a config-file key and the environment variable named beside it (flag > "
+        "environment > file > default); an unknown RAGPULSE_* variable is an error.",
     )
     serve.add_argument(
-        "--evaluators", type=_csv, help="comma-separated metric or metric/method names"
+        "--config", type=Path, help="YAML or TOML settings file (env RAGPULSE_CONFIG)"
     )
-    serve.add_argument("--max-body-bytes", type=int, help="OTLP body limit after decompression")
     serve.add_argument(
-        "--source", choices=["otlp_http", "kafka"], help="where spans come from (otlp_http)"
+        "--host", help=_setting_help("bind address of the receiver and /metrics", "host")
     )
-    _kafka_flags(serve)
-    _judge_flags(serve)
+    serve.add_argument(
+        "--otlp-http-port",
+        type=int,
+        help=_setting_help("OTLP/HTTP receiver port", "otlp_http_port"),
+    )
+    serve.add_argument(
+        "--metrics-port", type=int, help=_setting_help("Prometheus /metrics port", "metrics_port")
+    )
+    serve.add_argument(
+        "--results-jsonl",
+        type=Path,
+        help=_setting_help("append one line per evaluated record", "results_jsonl"),
+    )
+    serve.add_argument(
+        "--otlp-export-endpoint",
+        help=_setting_help(
+            "OTLP/HTTP base URL for evaluation events and spans", "otlp_export_endpoint"
+        ),
+    )
+    serve.add_argument(
+        "--evaluators",
+        type=_csv,
+        help=_setting_help(
+            "comma-separated metric or metric/method names; unset: the default set",
+            "evaluation.evaluators",
+        ),
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        help=_setting_help("OTLP body limit after decompression", "max_body_bytes"),
+    )
+    serve.add_argument(
+        "--source",
+        choices=["otlp_http", "kafka"],
+        help=_setting_help("where spans come from", "source"),
+    )
+    _kafka_flags(serve, "kafka.group")
+    _judge_flags(serve, online=True)
 
     rekey = sub.add_parser(
         "rekey",
         help="split unkeyed OTLP batches from Kafka into per-trace messages keyed by trace id",
+        parents=[common],
         description="Needed when producers do not key messages by trace id (the Collector "
         "without partition_traces_by_id, rotel): reads --kafka-input-topic, writes "
         "--kafka-topic, which `ragpulse serve --source kafka` reads.",
     )
-    rekey.add_argument("--config", type=Path, help="YAML or TOML settings file (RAGPULSE_CONFIG)")
-    rekey.add_argument("--host", help="bind address of /metrics (default 127.0.0.1)")
-    rekey.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (default 9464)")
-    rekey.add_argument("--kafka-input-topic", help="unkeyed batches (default otlp_spans_raw)")
-    _kafka_flags(rekey)
+    rekey.add_argument(
+        "--config", type=Path, help="YAML or TOML settings file (env RAGPULSE_CONFIG)"
+    )
+    rekey.add_argument("--host", help=_setting_help("bind address of /metrics", "host"))
+    rekey.add_argument(
+        "--metrics-port", type=int, help=_setting_help("Prometheus /metrics port", "metrics_port")
+    )
+    rekey.add_argument(
+        "--kafka-input-topic",
+        help=_setting_help("unkeyed batches to split", "kafka.rekey_input_topic"),
+    )
+    _kafka_flags(rekey, "kafka.rekey_group")
 
     ev = sub.add_parser(
         "eval",
         help="score a JSONL file of {question, contexts, answer} rows, or replay a regression set",
+        parents=[common],
         description="Score rows offline; each row is written back with `results` added. "
         "With --replay module:function, call that pipeline on every row's question (regression-"
         "set lines or plain rows), score the new answers with the metrics the set recorded, "
@@ -97,12 +169,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("-o", "--output", type=Path, required=True, help="output JSONL")
     ev.add_argument(
-        "--metrics", type=_csv, help="metric or metric/method names (default: the default set)"
+        "--metrics",
+        type=_csv,
+        help="comma-separated metric or metric/method names (default: evaluation.evaluators "
+        "from --config or env RAGPULSE_EVALUATORS, else the default set)",
     )
     ev.add_argument(
-        "--config", type=Path, help="settings file: evaluation.evaluators and evaluation.options"
+        "--config",
+        type=Path,
+        help="settings file: evaluation.evaluators, evaluation.options, evaluation.judge "
+        "(env RAGPULSE_CONFIG)",
     )
-    ev.add_argument("--batch-size", type=int, default=256)
+    ev.add_argument(
+        "--batch-size",
+        type=int,
+        default=256,
+        help="rows scored together, then written to the output (default 256)",
+    )
     replay = ev.add_argument_group("replay (regression sets against a changed pipeline)")
     replay.add_argument(
         "--replay",
@@ -123,57 +206,128 @@ def build_parser() -> argparse.ArgumentParser:
         "--report-dir", type=Path, help="where the report goes (default: the output's folder)"
     )
     replay.add_argument("--html", action="store_true", help="also write an HTML report")
-    _judge_flags(ev)
+    _judge_flags(ev, online=False)
 
     reg = sub.add_parser(
         "regression",
         help="inspect regression sets written from live traffic",
+        parents=[common],
         description="Regression sets are written by `ragpulse serve` when regression.directory "
         "is set; replay one with `ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`.",
     )
     reg_sub = reg.add_subparsers(dest="regression_command", required=True)
-    reg_list = reg_sub.add_parser("list", help="files, lines, bytes and time span of every set")
+    reg_list = reg_sub.add_parser(
+        "list", parents=[common], help="files, lines, bytes and time span of every set"
+    )
     where = reg_list.add_mutually_exclusive_group()
     where.add_argument("--dir", type=Path, help="the regression directory")
     where.add_argument(
-        "--config", type=Path, help="settings file naming regression.directory (RAGPULSE_CONFIG)"
+        "--config",
+        type=Path,
+        help="settings file naming regression.directory (env RAGPULSE_CONFIG, or "
+        "RAGPULSE_REGRESSION__DIRECTORY for the folder itself)",
     )
 
     demo = sub.add_parser(
         "demo",
         help="run the collector and an instrumented demo RAG app, print live scores",
+        parents=[common],
     )
-    demo.add_argument("--duration", type=float, default=20.0, help="seconds of traffic")
-    demo.add_argument("--rate", type=float, default=8.0, help="questions per second")
-    demo.add_argument("--otlp-http-port", type=int, default=4318)
-    demo.add_argument("--metrics-port", type=int, default=9464)
-    demo.add_argument("--results-jsonl", type=Path, help="also write results here")
+        description="Starts the collector and a small instrumented RAG app in this process, "
+        "sends questions for --duration seconds, then waits until every question sent has "
+        "been evaluated (the last spans leave the app, the last traces close) and prints "
+        "the scores and the Prometheus series. Starting and that final wait add a few "
+        "seconds to --duration; both are reported.",
+    )
+    demo.add_argument(
+        "--duration", type=float, default=20.0, help="seconds of traffic (default 20)"
+    )
+    demo.add_argument("--rate", type=float, default=8.0, help="questions per second (default 8)")
+    demo.add_argument(
+        "--otlp-http-port",
+        type=int,
+        default=4318,
+        help="OTLP/HTTP receiver port (default 4318; a free one is used if it is taken)",
+    )
+    demo.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9464,
+        help="Prometheus /metrics port (default 9464; a free one is used if it is taken)",
+    )
+    demo.add_argument(
+        "--results-jsonl", type=Path, help="also append one line per evaluated record here"
     return parser
 
 
-def _kafka_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kafka-bootstrap", help="host:port[,host:port] (default 127.0.0.1:9092)")
-    parser.add_argument("--kafka-topic", help="per-trace keyed spans (default otlp_spans)")
-    parser.add_argument("--kafka-group", help="consumer group (default ragpulse)")
-    parser.add_argument(
-        "--kafka-encoding", choices=["otlp_proto", "otlp_json"], help="(default otlp_proto)"
+def _kafka_flags(parser: argparse.ArgumentParser, group_path: str) -> None:
+    group = parser.add_argument_group("Kafka")
+    group.add_argument(
+        "--kafka-bootstrap", help=_setting_help("host:port[,host:port]", "kafka.bootstrap")
     )
-    parser.add_argument(
-        "--kafka-dead-letter-topic", help="poison messages (default otlp_spans_dlq; '' = skip)"
+    group.add_argument(
+        "--kafka-topic", help=_setting_help("spans keyed by trace id", "kafka.topic")
+    )
+    group.add_argument("--kafka-group", help=_setting_help("consumer group", group_path))
+    group.add_argument(
+        "--kafka-encoding",
+        choices=["otlp_proto", "otlp_json"],
+        help=_setting_help("message encoding", "kafka.encoding"),
+    )
+    group.add_argument(
+        "--kafka-dead-letter-topic",
+        help=_setting_help(
+            "poison messages go here; '' = count and skip", "kafka.dead_letter_topic"
+        ),
     )
 
 
-def _judge_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("LLM judge (any OpenAI-compatible endpoint)")
-    group.add_argument("--judge-base-url", help="e.g. https://api.openai.com/v1 (unset: tier off)")
-    group.add_argument("--judge-model", help="model name at that endpoint")
+def _judge_flags(parser: argparse.ArgumentParser, online: bool) -> None:
+    """``online``: serve samples records for the judge (--judge-rate) and skips those past
+    the minute's budget; ``eval`` judges every row and waits for the budget instead."""
+    group = parser.add_argument_group(
+        "LLM judge (any OpenAI-compatible endpoint)",
+        description=None
+        if online
+        else "eval judges every row (no sampling); past the budget it waits for the next minute",
+    )
+    group.add_argument(
+        "--judge-base-url",
+        help=_setting_help(
+            "e.g. https://api.openai.com/v1; unset: the judge tier is off",
+            "evaluation.judge.base_url",
+        ),
+    )
+    group.add_argument(
+        "--judge-model", help=_setting_help("model name at that endpoint", "evaluation.judge.model")
+    )
     group.add_argument(
         "--judge-api-key",
-        help="API key (prefer env OPENAI_API_KEY or RAGPULSE_EVALUATION__JUDGE__API_KEY)",
+        help=_setting_help(
+            "API key, better kept in the environment than on a command line (or OPENAI_API_KEY)",
+            "evaluation.judge.api_key",
+        ),
     )
-    group.add_argument("--judge-rate", type=float, help="sampled share of records (serve; 0.01)")
-    group.add_argument("--judge-calls-per-minute", type=int, help="budget (60)")
-    group.add_argument("--judge-tokens-per-minute", type=int, help="budget (100000)")
+    if online:
+        group.add_argument(
+            "--judge-rate",
+            type=float,
+            help=_setting_help(
+                "share of records judged, chosen by trace id; priority rules add more",
+                "evaluation.judge.rate",
+            ),
+        )
+    past = "records past it skip the judge" if online else "eval waits for the next minute"
+    group.add_argument(
+        "--judge-calls-per-minute",
+        type=int,
+        help=_setting_help(f"budget of judge calls; {past}", "evaluation.judge.calls_per_minute"),
+    )
+    group.add_argument(
+        "--judge-tokens-per-minute",
+        type=int,
+        help=_setting_help(f"budget of judge tokens; {past}", "evaluation.judge.tokens_per_minute"),
+    )
 
 
 def _evaluation_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -181,7 +335,7 @@ def _evaluation_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
         "base_url": args.judge_base_url,
         "model": args.judge_model,
         "api_key": args.judge_api_key,
-        "rate": args.judge_rate,
+        "rate": getattr(args, "judge_rate", None),  # serve only: eval judges every row
         "calls_per_minute": args.judge_calls_per_minute,
         "tokens_per_minute": args.judge_tokens_per_minute,
     }
@@ -208,9 +362,11 @@ def _kafka_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    level = logging.getLevelName(args.log_level)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level > logging.DEBUG:
+        for name in _QUIET_BELOW_DEBUG:
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         if args.command == "serve":
             return serve(args)
@@ -225,7 +381,9 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(args, console)
     except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}")
+        # One line (no wrapping, no markup: messages quote names and brackets as they are).
+        label = "error: " if isinstance(exc, PortUnavailable) else "configuration error: "
+        console.print(Text.assemble((label, "red"), str(exc)), soft_wrap=True)
         return 2
     return 1
 
@@ -278,15 +436,16 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def rekey(args: argparse.Namespace) -> int:
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry
 
     from ragpulse.collector.rekey import Rekeyer
 
+    from ragpulse.collector.service import start_metrics_server
     settings = load_settings(
         args.config, host=args.host, metrics_port=args.metrics_port, kafka=_kafka_overrides(args)
     )
     registry = CollectorRegistry()
-    server, _ = start_http_server(settings.metrics_port, addr=settings.host, registry=registry)
+    server = start_metrics_server(settings.host, settings.metrics_port, registry)
     rekeyer = Rekeyer(settings.kafka, registry)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: rekeyer.stop())

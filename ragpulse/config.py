@@ -2,8 +2,10 @@
 
 Resolved once into a frozen, validated object. Every top-level field is also an
 environment variable named ``RAGPULSE_<FIELD>`` (``RAGPULSE_METRICS_PORT``);
-nested ones use ``__`` (``RAGPULSE_ASSEMBLY__GRACE_S``). The config file is
-named by ``--config`` or ``RAGPULSE_CONFIG``.
+nested ones use ``__`` (``RAGPULSE_ASSEMBLY__GRACE_S``), and the nested settings
+that have a CLI flag also answer to the flag's name (``RAGPULSE_JUDGE_BASE_URL``);
+an unknown ``RAGPULSE_*`` variable is an error (ragpulse/settings_env.py). The
+config file is named by ``--config`` or ``RAGPULSE_CONFIG``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ragpulse.errors import ConfigError
 from ragpulse.options import PluginOptions
+from ragpulse.settings_env import AliasEnvSource, check_environment
 
 CONFIG_ENV = "RAGPULSE_CONFIG"
 _config_file: ContextVar[Path | None] = ContextVar("ragpulse_config_file", default=None)
@@ -342,7 +345,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _FileSource(settings_cls))
+        # Flags, then RAGPULSE_* (nested names, then the flags' short names), then the file.
+        aliases = AliasEnvSource(settings_cls)
+        return (init_settings, env_settings, aliases, _FileSource(settings_cls))
 
 
 class _FileSource(PydanticBaseSettingsSource):
@@ -392,3 +397,4 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
 
     check_plugin_options(settings)
     return settings
+    check_environment(Settings)  # a misspelt RAGPULSE_* would otherwise be ignored

@@ -1,4 +1,13 @@
-"""``ragpulse demo``: the collector and an instrumented app in one process, live scores."""
+"""``ragpulse demo``: the collector and an instrumented app in one process, live scores.
+
+The run has three phases, each reported with its time, so that ``--duration 20``
+is not silently 30 s: starting (the collector, and the model tier's models when
+one is configured: loaded before traffic starts so that its results make the
+table), ``--duration`` seconds of traffic, and draining (the app's last spans are
+sent, open traces closed, and every question evaluated by every tier that runs)
+before the final table is printed. The table lists every evaluator that runs, so
+a tier with nothing to show yet is a visible row, not a missing one.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +20,8 @@ import threading
 import time
 import urllib.request
 from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -18,9 +29,18 @@ from rich.table import Table
 from rich.text import Text
 
 import ragpulse
-from ragpulse.collector.service import Collector
-from ragpulse.config import load_settings
-from ragpulse.exporters.memory import InMemorySink
+
+if TYPE_CHECKING:
+    from ragpulse.collector.service import Collector
+    from ragpulse.evaluators.base import Evaluator
+    from ragpulse.exporters.memory import InMemorySink
+
+DRAIN_BOUND_S = 60.0
+"""Longest wait for the last questions once traffic stops (a slow judge, say)."""
+EXPORT_DELAY_MS = "500"
+"""Spans leave the app every 0.5 s instead of the SDK's default 5 s."""
+GRACE_S = 0.5
+"""A trace closes this long after its last span (the collector's default is 1 s)."""
 
 
 def _free_or_zero(port: int) -> int:
@@ -33,7 +53,59 @@ def _free_or_zero(port: int) -> int:
     return port
 
 
-def _table(sink: InMemorySink, elapsed: float, sent: int, metrics_url: str) -> Group:
+class _Traffic:
+    """The demo app's questions, sent from a daemon thread at ``rate`` per second."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.sent = 0  # answered by the app: each one is a trace on its way to the collector
+        self.failed = 0
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ragpulse-demo-app", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        from ragpulse.demo_app import answer, corpus
+
+        questions = corpus()["questions"]
+        rng = random.Random(7)
+        while not self.stop.is_set():
+            q = rng.choice(questions)
+            try:
+                answer(q["question"])
+                self.sent += 1
+            except Exception:  # the demo app must keep sending whatever happens
+                self.failed += 1
+            self.stop.wait(1.0 / self.rate)
+
+
+def _tier_line(evaluators: Sequence[Evaluator], judge_on: bool) -> str:
+    from ragpulse.evaluators.base import Tier
+
+    by_tier: dict[Tier, list[str]] = defaultdict(list)
+    for e in evaluators:
+        by_tier[e.tier].append(e.name())
+    parts = []
+    for tier in Tier:
+        names = by_tier.get(tier)
+        if names:
+            parts.append(f"{tier.value} tier: {', '.join(sorted(names))}")
+        elif tier.value == "judge" and not judge_on:
+            parts.append("judge tier off (set RAGPULSE_JUDGE_BASE_URL and RAGPULSE_JUDGE_MODEL)")
+        else:
+            parts.append(f"{tier.value} tier off (none of its evaluators selected)")
+    return "; ".join(parts)
+
+
+def _table(
+    sink: InMemorySink, evaluators: Sequence[Evaluator], traffic: _Traffic, status: str
+) -> Group:
     items = sink.items
     scores: dict[str, list[float]] = defaultdict(list)
     labels: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -43,65 +115,102 @@ def _table(sink: InMemorySink, elapsed: float, sent: int, metrics_url: str) -> G
                 scores[r.name].append(r.score)
             if r.label:
                 labels[r.name][r.label] += 1
-    table = Table(title=f"ragpulse demo: {len(items)} records evaluated / {sent} questions sent")
-    for col in ("metric/method", "n", "mean", "min", "labels"):
-        table.add_column(col, justify="left" if col in ("metric/method", "labels") else "right")
-    for name in sorted(scores):
-        vals = scores[name]
+    title = f"ragpulse demo: {len(items)} of {traffic.sent} questions sent evaluated"
+    table = Table(title=title)
+    for col in ("metric/method", "tier", "n", "mean", "min", "labels"):
+        left = col in ("metric/method", "tier", "labels")
+        table.add_column(col, justify="left" if left else "right")
+    tiers = {e.name(): e.tier.value for e in evaluators}
+    for name in sorted(set(tiers) | set(scores)):
+        vals = scores.get(name, [])
         label_text = ", ".join(f"{k}={v}" for k, v in sorted(labels[name].items()))
-        table.add_row(
-            name, str(len(vals)), f"{statistics.fmean(vals):.3f}", f"{min(vals):.2f}", label_text
-        )
-    footer = Text(f"{elapsed:5.1f}s elapsed - Prometheus: {metrics_url}", style="dim")
-    return Group(table, footer)
-
-
-def _traffic(stop: threading.Event, rate: float, sent: list[int]) -> None:
-    from ragpulse.demo_app import answer, corpus
-
-    questions = corpus()["questions"]
-    rng = random.Random(7)
-    while not stop.is_set():
-        q = rng.choice(questions)
-        try:
-            answer(q["question"])
-        except Exception:  # the demo app must keep sending whatever happens
-            pass
-        sent[0] += 1
-        stop.wait(1.0 / rate)
+        mean = f"{statistics.fmean(vals):.3f}" if vals else "-"
+        low = f"{min(vals):.2f}" if vals else "-"
+        table.add_row(name, tiers.get(name, "?"), str(len(vals)), mean, low, label_text)
+    return Group(table, Text(status, style="dim"))
 
 
 def run_demo(args: argparse.Namespace, console: Console) -> int:
-    # Spans leave the app every 0.5 s instead of the SDK's default 5 s.
-    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "500")
+    began = time.monotonic()  # "starting" includes the collector's imports
+    from ragpulse.collector.service import Collector
+    from ragpulse.config import load_settings
+    from ragpulse.exporters.memory import InMemorySink
+
+    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", EXPORT_DELAY_MS)
+    ports = {}
+    for what, asked in (("OTLP/HTTP", args.otlp_http_port), ("metrics", args.metrics_port)):
+        ports[what] = _free_or_zero(asked)
+        if ports[what] != asked:
+            console.print(f"port {asked} is taken: {what} goes to a free port instead")
     settings = load_settings(
-        otlp_http_port=_free_or_zero(args.otlp_http_port),
-        metrics_port=_free_or_zero(args.metrics_port),
+        otlp_http_port=ports["OTLP/HTTP"],
+        metrics_port=ports["metrics"],
         results_jsonl=args.results_jsonl,
-        assembly={"grace_s": 0.5},
+        assembly={"grace_s": GRACE_S},
     )
     sink = InMemorySink()
     collector = Collector(settings, extra_sinks=[sink]).start()
+    try:
+        code, phases = _run(args, console, collector, sink, began)
+    finally:
+        stopping = time.monotonic()
+        collector.stop()
+    phases.append(f"{time.monotonic() - stopping:.1f}s stopping")
+    total = time.monotonic() - began
+    Console().print(f"{total:.1f}s in all: " + ", ".join(phases), highlight=False)
+    return code
+
+
+def _run(
+    args: argparse.Namespace,
+    console: Console,
+    collector: Collector,
+    sink: InMemorySink,
+    began: float,
+) -> tuple[int, list[str]]:
+    """Traffic, drain, the final table and series; the exit code and the phases' times."""
+    from ragpulse.evaluation import load_evaluators_safely
+    from ragpulse.evaluators.base import Tier
+
+    pipeline = collector.pipeline
+    evaluators = pipeline.evaluators
     metrics_url = collector.metrics_url or ""
     console.print(f"collector: OTLP/HTTP {collector.otlp_url}/v1/traces, metrics {metrics_url}")
+    judge_on = collector.settings.evaluation.judge.configured
+    console.print(_tier_line(evaluators, judge_on), highlight=False)
+    models = pipeline.by_tier.get(Tier.MODEL, [])
+    if models:
+        # Loaded here, before traffic, with the collector's context (shared models, so the
+        # tier's own load finds them): else the first questions skip the tier while it loads.
+        console.print("loading the model tier's models ...")
+        load_evaluators_safely(models, collector.context)
     ragpulse.configure(service_name="ragpulse-demo", endpoint=collector.otlp_url)
+    starting = time.monotonic() - began
 
-    stop, sent = threading.Event(), [0]
-    sender = threading.Thread(target=_traffic, args=(stop, args.rate, sent), daemon=True)
-    start = time.monotonic()
-    sender.start()
-    try:
-        with Live(console=Console(), refresh_per_second=2) as live:
-            while time.monotonic() - start < args.duration:
-                live.update(_table(sink, time.monotonic() - start, sent[0], metrics_url))
+    traffic = _Traffic(args.rate)
+    with Live(console=Console(), refresh_per_second=2) as live:
+        start = time.monotonic()
+        traffic.start()
+        try:
+            while (elapsed := time.monotonic() - start) < args.duration:
+                status = f"{elapsed:5.1f}s of {args.duration:.0f}s of traffic - Prometheus: "
+                live.update(_table(sink, evaluators, traffic, status + metrics_url))
                 time.sleep(0.5)
-            stop.set()
-            sender.join(5)
-            ragpulse.shutdown()  # flush the app's last spans
-            collector.flush()
-            live.update(_table(sink, time.monotonic() - start, sent[0], metrics_url))
-    except KeyboardInterrupt:
-        stop.set()
+        except KeyboardInterrupt:
+            pass
+        traffic.finish()
+        sending = time.monotonic() - start
+        drained = _drain(collector, sink, evaluators, traffic, live)
+        draining = time.monotonic() - start - sending
+        evaluated = len(sink.items)
+        if drained and evaluated >= traffic.sent:
+            status = f"all {traffic.sent} questions sent were evaluated"
+        else:
+            status = (
+                f"{traffic.sent - evaluated} of {traffic.sent} questions not evaluated after "
+                f"waiting {DRAIN_BOUND_S:.0f}s (still queued for a costly tier)"
+            )
+        live.update(_table(sink, evaluators, traffic, status))
     body = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
     series = [line for line in body.splitlines() if line.startswith("ragpulse_eval_score_count")]
     out = Console()
@@ -113,5 +222,32 @@ def run_demo(args: argparse.Namespace, console: Console) -> int:
     ]
     for line in injected:
         out.print("  " + line, highlight=False, soft_wrap=True)
-    collector.stop()
-    return 0 if series else 1
+    loading = " and its models" if models else ""
+    phases = [
+        f"{starting:.1f}s starting the collector{loading}",
+        f"{sending:.1f}s of traffic",
+        f"{draining:.1f}s until the last questions were evaluated (spans leave the app every "
+        f"{int(EXPORT_DELAY_MS) / 1000:.1f}s, a trace closes {GRACE_S:.1f}s after its last span)",
+    ]
+    return (0 if series else 1), phases
+
+
+def _drain(
+    collector: Collector,
+    sink: InMemorySink,
+    evaluators: Sequence[Evaluator],
+    traffic: _Traffic,
+    live: Live,
+) -> bool:
+    """Send the app's last spans, close every open trace, and wait (bounded) until each
+    question sent has gone through every tier that runs; True when they all did."""
+    ragpulse.shutdown()  # flushes the app's spans; the receiver ingests them before answering
+    collector.pipeline.submit(collector.assembler.drain())
+    deadline = time.monotonic() + DRAIN_BOUND_S
+    while time.monotonic() < deadline:
+        if collector.pipeline.wait_idle(0.5):
+            return True
+        waiting = traffic.sent - len(sink.items)
+        status = f"waiting for the last {waiting} questions to be evaluated ..."
+        live.update(_table(sink, evaluators, traffic, status))
+    return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class RagpulseError(Exception):
     """Base of all ragpulse errors."""
@@ -25,3 +27,26 @@ class UnsupportedMediaType(DecodeError):
 
 class ModelUnavailable(RagpulseError):
     """A model (or the extra it needs) cannot be loaded; the message says the fix."""
+
+
+class PortUnavailable(ConfigError):
+    """A listening port cannot be bound; the message names the flag and setting that move it.
+
+    ``main`` prints a ConfigError as one line and exits 2, so a port in use costs the
+    operator one line instead of a traceback from deep inside the HTTP server.
+    """
+
+    def __init__(
+        self, host: str, port: int, purpose: str, flag: str, setting: str, error: OSError
+    ) -> None:
+        env = "RAGPULSE_" + setting.upper().replace(".", "__")
+        move = f"choose another with {flag} or {setting} / {env}"
+        if error.errno == errno.EADDRINUSE:
+            message = f"port {port} ({purpose}) is in use on {host}: {move}"
+        else:
+            reason = error.strerror or str(error)
+            message = (
+                f"cannot listen on {host}:{port} ({purpose}): {reason}; check --host, or {move}"
+            )
+        super().__init__(message)
+        self.host, self.port, self.purpose = host, port, purpose

@@ -104,14 +104,17 @@ def sink_classes() -> dict[str, type[Sink]]:
 
 def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
     chosen = []
+    off: dict[str, list[str]] = {}  # reason -> evaluators: one log line per reason
     for name, cls in cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, names)).items():
         if not cls.default_enabled or cls.missing() is not None:
             continue
         why = cls.unconfigured(settings)
         if why:
-            log.info("%s is off: %s", name, why)
+            off.setdefault(why, []).append(name)
             continue
         chosen.append(name)
+    for why, which in off.items():
+        log.info("%s %s off: %s", ", ".join(sorted(which)), "is" if len(which) == 1 else "are", why)
     return sorted(chosen)
 
 

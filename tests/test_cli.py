@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ragpulse.cli import main
+from ragpulse.cli import build_parser, main
+from ragpulse.config import Settings
+from ragpulse.settings_env import check_environment
 
 
 @pytest.mark.parametrize(
@@ -76,3 +81,81 @@ def test_eval_metric_selection_and_missing_input(tmp_path: Path) -> None:
     assert [r["metric"] for r in row["results"]] == ["faithfulness"] * len(row["results"])
     assert main(["eval", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
     assert main(["eval", str(src), "-o", str(out), "--metrics", "nonsense"]) == 2
+
+
+# -- the parser: help everywhere, --log-level anywhere, the environment named ---------------
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = "ragpulse"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_option_of_every_subcommand_has_help() -> None:
+    missing = []
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                missing += [
+                    f"{path} {c.dest}" for c in action._choices_actions if not (c.help or "")
+                ]
+            elif not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    assert not missing, f"options without help: {missing}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve"],
+        ["rekey"],
+        ["eval", "in.jsonl", "-o", "out.jsonl"],
+        ["regression", "list"],
+        ["demo"],
+    ],
+)
+def test_log_level_before_or_after_the_subcommand(argv: list[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args(argv).log_level == "INFO"
+    assert parser.parse_args(["--log-level", "warning", *argv]).log_level == "WARNING"
+    assert parser.parse_args([*argv, "--log-level", "DEBUG"]).log_level == "DEBUG"
+
+
+def test_setting_flags_name_their_environment_variable() -> None:
+    """Each serve flag that is a setting names its variable in --help; every variable a
+    help text names is one the collector accepts (not silently ignored)."""
+    named = []
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if path == "ragpulse serve" and action.option_strings and action.dest not in (
+                "help", "log_level",
+            ):  # fmt: skip
+                assert "env RAGPULSE_" in (action.help or ""), action.option_strings
+            named += re.findall(r"env (RAGPULSE_[A-Z_]+)", action.help or "")
+    assert "RAGPULSE_JUDGE_BASE_URL" in named and "RAGPULSE_METRICS_PORT" in named
+    for name in named:
+        check_environment(Settings, {name: "1"})
+
+
+def test_eval_help_is_about_eval(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--judge-rate" not in text  # sampling is serve's: eval judges every row
+    assert "eval judges every row" in text
+    assert "--batch-size BATCH_SIZE rows scored together" in text
+
+
+def test_unknown_environment_variable_stops_serve(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RAGPULSE_JUDGE_BASEURL", "http://127.0.0.1:1/v1")
+    assert main(["serve"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "unknown environment variable RAGPULSE_JUDGE_BASEURL" in err
+    assert "did you mean RAGPULSE_JUDGE_BASE_URL?" in err

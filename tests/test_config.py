@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from ragpulse.config import load_settings
+from ragpulse.config import Settings, load_settings
 from ragpulse.errors import ConfigError
+from ragpulse.settings_env import check_environment
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_precedence_flag_over_env_over_file(
@@ -53,3 +58,84 @@ def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, match: str) -> N
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_settings(tmp_path / "nope.yaml")
+
+
+# -- environment variables (ragpulse/settings_env.py) ----------------------------------
+
+
+def test_flag_names_work_as_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGPULSE_JUDGE_BASE_URL", "http://127.0.0.1:8000/v1")
+    monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "qwen")
+    monkeypatch.setenv("RAGPULSE_JUDGE_RATE", "0.5")
+    monkeypatch.setenv("RAGPULSE_EVALUATORS", "faithfulness, injection/rules")
+    monkeypatch.setenv("RAGPULSE_KAFKA_BOOTSTRAP", "broker:9092")
+    s = load_settings(evaluation={"judge": {"rate": 0.25}})  # a flag still wins
+    judge = s.evaluation.judge
+    assert (judge.base_url, judge.model, judge.rate) == ("http://127.0.0.1:8000/v1", "qwen", 0.25)
+    assert s.evaluation.evaluators == ["faithfulness", "injection/rules"]
+    assert s.kafka.bootstrap == "broker:9092"
+
+
+def test_alias_and_nested_name_must_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "a")
+    monkeypatch.setenv("RAGPULSE_EVALUATION__JUDGE__MODEL", "a")
+    assert load_settings().evaluation.judge.model == "a"
+    monkeypatch.setenv("RAGPULSE_EVALUATION__JUDGE__MODEL", "b")
+    with pytest.raises(ConfigError, match="RAGPULSE_JUDGE_MODEL and RAGPULSE_EVALUATION__JUDGE"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [
+        ("RAGPULSE_JUDGE_BASEURL", "RAGPULSE_JUDGE_BASE_URL"),
+        ("RAGPULSE_METRIC_PORT", "RAGPULSE_METRICS_PORT"),
+        ("RAGPULSE_ASSEMBLY__GRACE", "RAGPULSE_ASSEMBLY__GRACE_S"),
+        ("ragpulse_otlp_port", "RAGPULSE_OTLP_HTTP_PORT"),
+    ],
+)
+def test_unknown_variable_is_refused_with_did_you_mean(
+    monkeypatch: pytest.MonkeyPatch, name: str, suggestion: str
+) -> None:
+    monkeypatch.setenv(name, "1")
+    with pytest.raises(ConfigError, match=f"{name.upper()} \\(did you mean {suggestion}\\?\\)"):
+        load_settings()
+
+
+def test_variables_read_elsewhere_are_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app side's variables often share a shell (or a compose file) with the
+    collector's; the cache folder and the dev sets are read outside the settings too."""
+    for name, value in {
+        "RAGPULSE_SERVICE_NAME": "shop", "RAGPULSE_ENDPOINT": "http://127.0.0.1:4318",
+        "RAGPULSE_API_TOKEN": "t", "RAGPULSE_EXPORTER": "none", "RAGPULSE_CAPTURE_CONTENT": "1",
+        "RAGPULSE_MAX_TEXT_CHARS": "100", "RAGPULSE_MAX_DOCUMENTS": "3",
+        "RAGPULSE_EXPORT_TIMEOUT": "5", "RAGPULSE_KAFKA__TOPIC": "t",
+        "RAGPULSE_CACHE_DIR": "/tmp", "RAGPULSE_DEV_DATA": "/tmp",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    load_settings()
+    check_environment(Settings, {"RAGPULSE_SINKS__MY_SINK__ANY_KEY": "1"})  # open mappings
+
+
+def test_every_variable_the_repository_names_is_accepted() -> None:
+    """Docs, deploy files, code and tests name RAGPULSE_* variables: each must be one the
+    collector accepts, or a new one read elsewhere was not added to settings_env.OTHER."""
+    from ragpulse import semconv
+
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+        text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    names: set[str] = set()
+    for name in files:
+        path = ROOT / name
+        if path == Path(__file__).resolve():
+            continue  # this file names misspelt variables on purpose
+        if path.is_file() and path.suffix not in (".npz", ".png", ".gz"):
+            names |= set(
+                re.findall(r"RAGPULSE_[A-Z0-9_]*[A-Z0-9]", path.read_text("utf-8", "replace"))
+            )
+    names -= set(vars(semconv))  # attribute-name constants, not variables
+    assert "RAGPULSE_ENDPOINT" in names  # the scan sees the repository
+    for name in sorted(names):
+        check_environment(Settings, {name: "1"})

@@ -22,8 +22,13 @@ def shared_client(context: PluginContext, judge: JudgeSettings) -> JudgeClient:
     """The context's one client (event loop, cache, budget) per endpoint and model."""
     from ragpulse.evaluators.judge.client import JudgeClient
 
+    def make() -> JudgeClient:
+        client = JudgeClient(judge, context.metrics.judge)
+        client.probe()  # one warning naming the URL now if it cannot be reached; no wait
+        return client
+
     key = ("judge-client", str(judge.base_url), str(judge.model))
-    return context.shared(key, lambda: JudgeClient(judge, context.metrics.judge))
+    return context.shared(key, make)
 
 
 class JudgeEvaluator(Evaluator):
@@ -48,7 +53,10 @@ class JudgeEvaluator(Evaluator):
     def unconfigured(cls, settings: EvaluationSettings) -> str | None:
         if settings.judge.configured:
             return None
-        return "no LLM judge configured (--judge-base-url and --judge-model)"
+        return (
+            "no LLM judge configured (--judge-base-url and --judge-model, or "
+            "RAGPULSE_JUDGE_BASE_URL and RAGPULSE_JUDGE_MODEL)"
+        )
 
     @classmethod
     def missing(cls) -> str | None:

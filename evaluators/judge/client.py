@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from pydantic import BaseModel, ValidationError
@@ -33,6 +34,16 @@ from ragpulse.telemetry import JudgeMetrics
 log = logging.getLogger(__name__)
 O = TypeVar("O", bound=BaseModel)  # noqa: E741
 T = TypeVar("T")
+
+PROBE_TIMEOUT_S = 5.0
+"""The start-up probe's bound (GET {base_url}/models, no retry); it only ever logs."""
+_UNREACHABLE = ("connection_error", "timeout", "auth_error")
+
+
+def display_url(url: str | None) -> str:
+    """The endpoint as logs and results show it: without credentials in the URL."""
+    parts = urlsplit(str(url))
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def _schema_refused(exc: openai.BadRequestError) -> bool:
@@ -54,6 +65,9 @@ class JudgeClient:
             raise JudgeError("not_configured", "set judge base_url and model")
         self.settings = settings
         self.model = str(settings.model)
+        self.url = display_url(settings.base_url)
+        self._warned = False  # "cannot be used" is said once, not per record
+        self._warn_lock = threading.Lock()  # the probe's thread and the loop's may race
         self.metrics = metrics
         self.cache = cache if cache is not None else make_cache(settings.cache, settings.cache_size)
         self.budget = budget or Budget(settings.calls_per_minute, settings.tokens_per_minute)
@@ -79,6 +93,55 @@ class JudgeClient:
                 timeout=settings.timeout_s, event_hooks={"response": [count_retryable]}
             ),
         )
+
+    def probe(self) -> None:
+        """Ask ``GET {base_url}/models`` once, on a daemon thread, and log what it says.
+
+        An unreachable judge (or a refused key, or an unknown model) is then one warning
+        naming the URL at start, instead of an error per record later. Nothing waits for
+        the probe and nothing fails by it: a slow judge only gets a note.
+        """
+        threading.Thread(target=self._probe, name="ragpulse-judge-probe", daemon=True).start()
+
+    def _probe(self) -> None:
+        try:
+            with openai.OpenAI(
+                base_url=self.settings.base_url,
+                api_key=self.settings.key(),
+                timeout=PROBE_TIMEOUT_S,
+                max_retries=0,
+            ) as client:
+                offered = [m.id for m in client.models.list().data]
+        except openai.APITimeoutError:
+            self._unreachable(f"no answer to GET /models within {PROBE_TIMEOUT_S:.0f}s")
+            return
+        except openai.APIConnectionError as exc:
+            self._unreachable(_cause(exc))
+            return
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            self._unreachable(f"the API key is refused ({exc.status_code})")
+            return
+        except Exception as exc:  # any other answer: the server is there (no /models, say)
+            log.debug("judge probe at %s: %s: %s", self.url, type(exc).__name__, exc)
+            offered = []
+        if offered and self.model not in offered:
+            log.warning(
+                "LLM judge at %s does not list model %r (it lists %s); calls may fail",
+                self.url, self.model, ", ".join(sorted(offered)[:10]),
+            )  # fmt: skip
+        else:
+            log.info("LLM judge: %s at %s", self.model, self.url)
+
+    def _unreachable(self, why: str) -> None:
+        with self._warn_lock:
+            if self._warned:
+                return
+            self._warned = True
+        log.warning(
+            "LLM judge at %s cannot be used: %s. Judge results are errors until it answers "
+            "(ragpulse_judge_calls_total counts them; retries are logged at DEBUG)",
+            self.url, why,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Stop the client's event loop (the plug-in context closes shared clients)."""
@@ -187,7 +250,10 @@ class JudgeClient:
 
     def _failed(self, prompt: Prompt[Any, Any], reason: str, exc: Exception) -> JudgeError:
         self.metrics.calls.labels(self.model, prompt.name, reason).inc()
-        return JudgeError(reason, f"{prompt.id}: {type(exc).__name__}: {str(exc)[:300]}")
+        detail = f"{type(exc).__name__}: {_cause(exc)[:300]}"
+        if reason in _UNREACHABLE:  # the probe passed, or has not answered yet
+            self._unreachable(detail)
+        return JudgeError(reason, f"{prompt.id}: judge at {self.url}: {detail}")
 
 
 def _reason(exc: openai.APIError) -> str:
@@ -202,6 +268,16 @@ def _reason(exc: openai.APIError) -> str:
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return "auth_error"
     return "error"
+
+
+def _cause(exc: Exception) -> str:
+    """The message, with the underlying reason for connection errors ("Connection error."
+    alone does not say refused, DNS or TLS)."""
+    text = str(exc)
+    cause = exc.__cause__
+    if isinstance(exc, openai.APIConnectionError) and cause is not None and str(cause):
+        text = f"{text.rstrip('.')}: {cause}"
+    return text
 
 
 def _short(exc: ValidationError) -> str:
