@@ -12,51 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import Field
 
 from ragpulse.errors import ModelUnavailable
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.injection.findings import findings_result, locations
 from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 
+# findings_result and locations: re-exported, injection/llm_judge imports them from here.
+__all__ = ["InjectionClassifier", "findings_result", "locations"]
+
 _INJECTION_NAME = re.compile(r"inject|jailbreak|malicious|unsafe|attack", re.I)
-
-
-def locations(record: RagRecord) -> list[tuple[str, str]]:
-    """(where, text) for the question and each document, as ``injection/rules`` reports them."""
-    out = [("question", record.question)] if record.question.strip() else []
-    out += [
-        (f"document:{i}", d.content) for i, d in enumerate(record.documents) if d.content.strip()
-    ]
-    return out
-
-
-def findings_result(
-    evaluator: Evaluator, risks: list[tuple[str, float]], threshold: float, **details: Any
-) -> EvalResult:
-    """The result shared by model-based injection detectors: max risk over locations."""
-    if not risks:
-        return evaluator.not_applicable("no question or document text")
-    where, top = max(risks, key=lambda x: x[1])
-    hits = [(w, r) for w, r in risks if r >= threshold]
-    flagged = [{"where": w, "risk": round(r, 4)} for w, r in hits]
-    label = "injection" if top >= threshold else "benign"
-    explanation = (
-        f"{', '.join(w for w, _ in hits)} classified as injection (risk {top:.2f})"
-        if flagged
-        else f"no location above {threshold} (highest {where}: {top:.2f})"
-    )
-    return evaluator.result(
-        top,
-        label=label,
-        explanation=explanation,
-        findings=flagged,
-        per_location={w: round(r, 4) for w, r in risks},
-        threshold=threshold,
-        **details,
-    )
 
 
 class InjectionClassifier(TransformersEvaluator):
@@ -99,8 +66,8 @@ class InjectionClassifier(TransformersEvaluator):
             per_record.setdefault(ri, []).append((where, risk))
         opts = self.options
         return [
-            findings_result(self, per_record.get(i, []), opts.threshold, model=opts.model)
-            for i in range(len(records))
+            findings_result(self, per_record.get(i, []), opts.threshold, r, model=opts.model)
+            for i, r in enumerate(records)
         ]
 
     def _risks(self, texts: list[str]) -> list[float]:

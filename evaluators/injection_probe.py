@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ragpulse.evaluators.injection_classifier import findings_result, locations
+from ragpulse.evaluators.injection.findings import findings_result, locations
 from ragpulse.evaluators.models.loading import MINILM
 from ragpulse.evaluators.models.probe_evaluator import ProbeEvaluator, ProbeOptions
 from ragpulse.plugin_context import PluginContext
@@ -84,7 +84,8 @@ class InjectionProbe(ProbeEvaluator):
         per_record: dict[int, list[tuple[str, float]]] = {}
         for (ri, where, _), risk in zip(places, risks, strict=True):
             per_record.setdefault(ri, []).append((where, risk))
+        version = self._probe.version
         return [
-            findings_result(self, per_record.get(i, []), self.threshold, model=self._probe.version)
-            for i in range(len(records))
+            findings_result(self, per_record.get(i, []), self.threshold, r, model=version)
+            for i, r in enumerate(records)
         ]

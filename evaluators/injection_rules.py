@@ -13,6 +13,7 @@ from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection import TextScan, scan_text
+from ragpulse.evaluators.injection.findings import document_ids, finding, place
 from ragpulse.evaluators.injection.prefilter import prepare
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
@@ -25,8 +26,9 @@ class InjectionRules(Evaluator):
     unlike the quality metrics): the highest per-location risk, where a
     location's risk is ``1 - prod(1 - w)`` over the weights of the rules that
     fired there. ``details.findings`` says where (``question`` or
-    ``document:<i>``) and which rules fired, so an alert can point at the
-    poisoned document.
+    ``document:<i>``, the 0-based position), the document's ``document_id``
+    (None for the question or a document without one) and which rules fired,
+    so an alert can point at the poisoned document.
     """
 
     metric = "injection"
@@ -53,21 +55,26 @@ class InjectionRules(Evaluator):
             locations.append(("question", scan_text(record.question)))
         for i, doc in enumerate(record.documents):
             locations.append((f"document:{i}", scan_text(doc.content, document=True)))
+        ids = document_ids(record)
         findings: list[dict[str, object]] = [
-            {
-                "where": where,
-                "rules": list(scan.rules),
-                "families": list(scan.families),
-                "risk": scan.risk,
-                "excerpt": scan.excerpt,
-            }
+            finding(
+                where,
+                ids,
+                rules=list(scan.rules),
+                families=list(scan.families),
+                risk=scan.risk,
+                excerpt=scan.excerpt,
+            )
             for where, scan in locations
             if scan.fired
         ]
         worst_where, worst = max(locations, key=lambda loc: loc[1].risk)
         score = worst.risk
         if worst.fired:
-            explanation = f"{worst_where} matched {', '.join(worst.families)} (risk {score:.2f})"
+            explanation = (
+                f"{place(worst_where, ids.get(worst_where))} matched "
+                f"{', '.join(worst.families)} (risk {score:.2f})"
+            )
             if len(findings) > 1:
                 explanation += f"; {len(findings) - 1} more location(s) with findings"
         else:

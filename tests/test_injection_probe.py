@@ -77,14 +77,17 @@ def test_attack_inside_a_long_document_is_found_at_its_document(probe: Injection
     record = RagRecord(
         question="Which countries does the Rhine flow through?",
         documents=[
-            Document(content=_long_document(False)),
-            Document(content=BENIGN_PARAGRAPHS[1]),
-            Document(content=_long_document(True)),
+            Document(id="rhine-1", content=_long_document(False)),
+            Document(id="rhine-2", content=BENIGN_PARAGRAPHS[1]),
+            Document(id="rhine-3", content=_long_document(True)),
         ],
     )
     result = probe.evaluate([record])[0]
     assert result.label == "injection"
-    assert [f["where"] for f in result.details["findings"]] == ["document:2"]
+    assert [(f["where"], f["document_id"]) for f in result.details["findings"]] == [
+        ("document:2", "rhine-3")
+    ]
+    assert result.explanation is not None and "document:2 (id rhine-3)" in result.explanation
     per = result.details["per_location"]
     assert set(per) == {"question", "document:0", "document:1", "document:2"}
     assert all(0.0 <= r <= 1.0 for r in per.values())
@@ -134,7 +137,8 @@ def test_textbook_attack_is_flagged_in_a_document_and_in_the_question(
     for result in probe.evaluate([as_document, as_question]):
         assert result.score is not None and result.score >= probe.threshold, result.score
         assert result.label == "injection"
-    assert probe.evaluate([as_document])[0].details["findings"][0]["where"] == "document:0"
+    found = probe.evaluate([as_document])[0].details["findings"][0]
+    assert (found["where"], found["document_id"]) == ("document:0", None)  # a document without id
 
 
 def test_direct_attack_in_the_question_is_flagged(probe: InjectionProbe) -> None:
