@@ -42,7 +42,6 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _QUIET_BELOW_DEBUG = ("openai", "httpx", "httpcore")
 """The judge's HTTP client logs each retry at INFO ("Retrying request to ..."): 36 lines
@@ -72,6 +71,7 @@ def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> Non
     )
 
 
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ragpulse", description="Evaluate live RAG traffic from its OpenTelemetry traces."
     )
@@ -82,8 +82,8 @@ def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> Non
 
     serve = sub.add_parser(
         "serve",
-        help="run the collector: OTLP/HTTP in, scores out",
         parents=[common],
+        help="run the collector: OTLP/HTTP in, scores out",
         description="Receive OTLP traces, evaluate RAG records, export scores. Each flag is "
         "also a config-file key and the environment variable named beside it (flag > "
         "environment > file > default); an unknown RAGPULSE_* variable is an error.",
@@ -136,8 +136,8 @@ def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> Non
 
     rekey = sub.add_parser(
         "rekey",
-        help="split unkeyed OTLP batches from Kafka into per-trace messages keyed by trace id",
         parents=[common],
+        help="split unkeyed OTLP batches from Kafka into per-trace messages keyed by trace id",
         description="Needed when producers do not key messages by trace id (the Collector "
         "without partition_traces_by_id, rotel): reads --kafka-input-topic, writes "
         "--kafka-topic, which `ragpulse serve --source kafka` reads.",
@@ -157,8 +157,8 @@ def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> Non
 
     ev = sub.add_parser(
         "eval",
-        help="score a JSONL file of {question, contexts, answer} rows, or replay a regression set",
         parents=[common],
+        help="score a JSONL file of {question, contexts, answer} rows, or replay a regression set",
         description="Score rows offline; each row is written back with `results` added. "
         "With --replay module:function, call that pipeline on every row's question (regression-"
         "set lines or plain rows), score the new answers with the metrics the set recorded, "
@@ -210,8 +210,8 @@ def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> Non
 
     reg = sub.add_parser(
         "regression",
-        help="inspect regression sets written from live traffic",
         parents=[common],
+        help="inspect regression sets written from live traffic",
         description="Regression sets are written by `ragpulse serve` when regression.directory "
         "is set; replay one with `ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`.",
     )
@@ -230,9 +230,8 @@ def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> Non
 
     demo = sub.add_parser(
         "demo",
-        help="run the collector and an instrumented demo RAG app, print live scores",
         parents=[common],
-    )
+        help="run the collector and an instrumented demo RAG app, print live scores",
         description="Starts the collector and a small instrumented RAG app in this process, "
         "sends questions for --duration seconds, then waits until every question sent has "
         "been evaluated (the last spans leave the app, the last traces close) and prints "
@@ -257,6 +256,7 @@ def _log_level_flag(parser: argparse.ArgumentParser, default: str | None) -> Non
     )
     demo.add_argument(
         "--results-jsonl", type=Path, help="also append one line per evaluated record here"
+    )
     return parser
 
 
@@ -439,8 +439,8 @@ def rekey(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
     from ragpulse.collector.rekey import Rekeyer
-
     from ragpulse.collector.service import start_metrics_server
+
     settings = load_settings(
         args.config, host=args.host, metrics_port=args.metrics_port, kafka=_kafka_overrides(args)
     )

@@ -385,6 +385,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
     """Resolve settings; ``overrides`` (from CLI flags) win, ``None`` values are ignored."""
+    check_environment(Settings)  # a misspelt RAGPULSE_* would otherwise be ignored
     path = config_file or os.environ.get(CONFIG_ENV)
     token = _config_file.set(Path(path) if path else None)
     try:
@@ -397,4 +398,3 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
 
     check_plugin_options(settings)
     return settings
-    check_environment(Settings)  # a misspelt RAGPULSE_* would otherwise be ignored
