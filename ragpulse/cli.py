@@ -33,7 +33,12 @@ from ragpulse.errors import ConfigError, PortUnavailable
 from ragpulse.settings_env import env_name, setting_default
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ragpulse.evaluators.base import Evaluator
+    from ragpulse.offline_io import SignalStop
     from ragpulse.plugin_context import PluginContext
+    from ragpulse.replay import ReplayRow
 
 console = Console(stderr=True)
 
@@ -460,9 +465,16 @@ def rekey(args: argparse.Namespace) -> int:
 
 
 def evaluate_file(args: argparse.Namespace) -> int:
-    from ragpulse.evaluation import load_evaluators_safely
-    from ragpulse.offline import Summary, parse_lines, score_rows
-    from ragpulse.plugins import load_evaluators
+    """Score ``args.input`` into ``args.output`` row by row, flushing every batch.
+
+    Exit 0 when it did its job; 1 with one line when nothing was scored (empty,
+    compressed, binary or unreadable input) or an evaluator failed on every row
+    (or could not load); 2 for a path or usage problem (found before anything
+    loads); 128 + the signal on SIGINT/SIGTERM, the rows scored so far kept.
+    """
+    from rich.markup import escape
+
+    from ragpulse.offline_io import Interrupted, SignalStop, not_text, path_problem
 
     if args.replay:
         return replay_file(args)
@@ -471,45 +483,134 @@ def evaluate_file(args: argparse.Namespace) -> int:
         flags = ", ".join("--" + f.replace("_", "-") for f in unused)
         console.print(f"[red]{flags} need --replay[/red]")
         return 2
-    if not args.input.is_file():
-        console.print(f"[red]no such input file:[/red] {args.input}")
+    problem = path_problem(args.input, args.output)
+    if problem:
+        console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
         return 2
+    problem = not_text(args.input)
+    if problem:
+        console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
+        return 1
+    written = [0]
+    try:
+        with SignalStop() as stop:
+            return _score_file(args, stop, written)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        name = signal.Signals(signum).name
+        _quiet_abandoned_tasks()
+        console.print(
+            f"[red]interrupted ({name}):[/red] {written[0]} rows written to "
+            f"{escape(str(args.output))}; the rest of the input was not scored",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 128 + signum
+
+
+def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) -> int:
+    """The body of :func:`evaluate_file`; ``written[0]`` counts the lines on disk."""
+    from rich.markup import escape
+
+    from ragpulse.evaluation import load_evaluators_safely
+    from ragpulse.offline import Summary, score_rows
+    from ragpulse.offline_io import batches, count_lines, open_text, read_rows
+    from ragpulse.plugins import load_evaluators
+
     settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
     evaluation = settings.evaluation
     selection = args.metrics or evaluation.evaluators
-    progress, task, context = _offline_run(settings, "scoring", None)
-    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation), context)
-    if not evaluators:
-        console.print("[red]no evaluator can run[/red] (see the errors above)")
-        return 2
-    with args.input.open(encoding="utf-8", errors="replace") as f:
-        lines = f.readlines()
-    summary = Summary()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    parsed = list(parse_lines(lines))
-    with args.output.open("w", encoding="utf-8") as out, progress, closing(context):
-        progress.update(task, total=len(parsed))
-        for start in range(0, len(parsed), args.batch_size):
-            chunk = parsed[start : start + args.batch_size]
-            for line in score_rows(chunk, evaluators, summary):
-                out.write(line + "\n")
-            progress.update(task, advance=len(chunk), description="scoring")
-    print_summary(summary.table(), title=f"{summary.rows} rows scored -> {args.output}")
-    if summary.bad_rows:
-        console.print(f"[yellow]{summary.bad_rows} unreadable lines kept with an error field[/]")
+    total = count_lines(args.input)
+    progress, task, context = _offline_run(settings, "scoring", total)
+    with closing(context):
+        wanted = load_evaluators(selection, evaluation)
+        evaluators = load_evaluators_safely(wanted, context)
+        if not evaluators:
+            console.print("[red]no evaluator can run[/red] (see the errors above)")
+            return 2
+        not_loaded = [e.name() for e in wanted if e not in evaluators]
+        summary = Summary()
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        with (
+            open_text(args.input) as source,
+            args.output.open("w", encoding="utf-8") as out,
+            progress,
+        ):
+            for batch in batches(read_rows(source), args.batch_size):
+                lines = score_rows(batch, evaluators, summary)
+                with stop.writing():  # a signal waits for the batch to be on disk
+                    out.write("".join(line + "\n" for line in lines))
+                    out.flush()
+                    written[0] += len(lines)
+                progress.update(task, completed=batch[-1].line, description="scoring")
+            progress.update(task, completed=total)  # trailing blank lines
+    if summary.rows:
+        print_summary(summary.table(), title=f"{summary.rows} rows scored -> {args.output}")
+    for note in summary.notes():
+        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
+    failure = summary.failure(not_loaded)
+    if failure:
+        console.print(f"[red]{escape(failure)}[/red]", highlight=False, soft_wrap=True)
+        return 1
     return 0
 
 
 def replay_file(args: argparse.Namespace) -> int:
-    """``eval --replay``: replay, score, compare, report; 1 when a --max-drop is exceeded."""
+    """``eval --replay``: replay, score, compare, report; 1 when a --max-drop is exceeded,
+    nothing was replayed, or an evaluator failed on every replayed row; 2 for a path or
+    usage problem (found before the pipeline is imported); 128 + the signal on
+    SIGINT/SIGTERM (a replay writes its output once every row is done: nothing is kept).
+    """
+    from rich.markup import escape
+
+    from ragpulse.offline_io import Interrupted, SignalStop, not_text, path_problem
+    from ragpulse.replay import input_files
+
+    problem = path_problem(args.input, args.output, folder_ok=True)
+    if problem:
+        console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
+        return 2
+    files = input_files(args.input)
+    problems = [p for p in map(not_text, files) if p]
+    if not files or len(problems) == len(files):
+        why = problems[0] if problems else f"no rows: no *.jsonl file in {args.input}"
+        console.print(f"[red]{escape(why)}[/red]", highlight=False, soft_wrap=True)
+        return 1
+    for why in problems:  # a set folder with one bad file: the others still count
+        console.print(f"[yellow]{escape(why)}[/yellow]", highlight=False, soft_wrap=True)
+    try:
+        with SignalStop():
+            return _replay_run(args, [f for f in files if not_text(f) is None])
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        _quiet_abandoned_tasks()
+        console.print(
+            f"[red]interrupted ({signal.Signals(signum).name}):[/red] nothing written "
+            "(a replay writes its output when every row is done)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 128 + signum
+
+
+def _quiet_abandoned_tasks() -> None:
+    """After an interrupt, in-flight judge calls are abandoned on purpose: asyncio's
+    "Task was destroyed but it is pending" at exit would read as a crash."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+
+
+def _replay_run(args: argparse.Namespace, files: list[Path]) -> int:
+    """The body of :func:`replay_file`, over the readable ``files`` of its input."""
+    from rich.markup import escape
+
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline import parse_lines
+    from ragpulse.offline_io import open_text
     from ragpulse.plugins import evaluator_names, load_evaluators
     from ragpulse.replay import (
         load_function,
         output_line,
         parse_max_drop,
-        read_lines,
         recorded_names,
         replay,
         score,
@@ -518,9 +619,6 @@ def replay_file(args: argparse.Namespace) -> int:
     )
     from ragpulse.report import write_reports
 
-    if not (args.input.is_file() or args.input.is_dir()):
-        console.print(f"[red]no such input file:[/red] {args.input}")
-        return 2
     if args.concurrency < 1:
         console.print("[red]--concurrency must be at least 1[/red]")
         return 2
@@ -529,7 +627,12 @@ def replay_file(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
     evaluation = settings.evaluation
 
-    parsed = list(parse_lines(read_lines(args.input)))
+    def lines() -> Iterator[str]:
+        for file in files:
+            with open_text(file) as f:
+                yield from f
+
+    parsed = list(parse_lines(lines()))
     rows, skipped, out_lines = [], 0, {}
     for p in parsed:
         if p.row is None:
@@ -542,6 +645,16 @@ def replay_file(args: argparse.Namespace) -> int:
         else:
             rows.append(row)
     bad_lines = sum(p.row is None for p in parsed)
+    if not rows:
+        why = (
+            "no rows: the input has no non-blank lines"
+            if not parsed
+            else f"nothing to replay: all {bad_lines} lines are unreadable"
+            if bad_lines == len(parsed)
+            else f"nothing to replay: none of the {len(parsed)} rows has a question"
+        )
+        console.print(f"[red]{escape(why)}[/red]", highlight=False, soft_wrap=True)
+        return 1
 
     selection = args.metrics
     if not selection:
@@ -552,7 +665,8 @@ def replay_file(args: argparse.Namespace) -> int:
             console.print(f"[yellow]recorded evaluators not installed here:[/] {', '.join(absent)}")
         selection = [n for n in recorded if n in known] or evaluation.evaluators
     progress, task, context = _offline_run(settings, "replaying", len(rows))
-    evaluators = load_evaluators_safely(load_evaluators(selection, evaluation), context)
+    wanted = load_evaluators(selection, evaluation)
+    evaluators = load_evaluators_safely(wanted, context)
     if not evaluators:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
         return 2
@@ -581,7 +695,29 @@ def replay_file(args: argparse.Namespace) -> int:
     print_replay(summary)
     for kind, path in paths.items():
         console.print(f"{kind}: {path}")
+    failure = _replay_failure(rows, evaluators, [e.name() for e in wanted if e not in evaluators])
+    if failure:
+        console.print(f"[red]{escape(failure)}[/red]", highlight=False, soft_wrap=True)
+        return 1
     return 0 if summary["passed"] else 1
+
+
+def _replay_failure(
+    rows: list[ReplayRow], evaluators: list[Evaluator], not_loaded: list[str]
+) -> str | None:
+    """One line when the replay did not do its job: every call failed, an evaluator
+    failed on every replayed row, or one could not load."""
+    replayed = [r for r in rows if r.after is not None]
+    if not replayed:
+        first = next((r.error for r in rows if r.error), "no answer")
+        return f"every replay call failed ({len(rows)} rows): {first}"
+    for e in evaluators:
+        errors = [row.after_results[e.name()].error for row in replayed]
+        if all(errors):
+            return f"{e.name()} failed on every replayed row ({len(replayed)}): {errors[0]}"
+    if not_loaded:
+        return f"could not load {', '.join(not_loaded)} (see the errors above)"
+    return None
 
 
 def _offline_run(
@@ -705,7 +841,7 @@ def print_summary(rows: list[dict[str, Any]], title: str) -> None:
         table.add_column(col, justify="left" if col == "evaluator" else "right")
     for row in rows:
         table.add_row(*(_fmt(row[c]) for c in row))
-    Console().print(table)
+    _stdout().print(table)
 
 
 def _fmt(value: Any) -> str:

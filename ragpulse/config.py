@@ -130,6 +130,20 @@ class EvaluationSettings(_Section):
     model_rate: float = Field(
         0.1, ge=0, le=1, description="Share of records (by trace id) the model tier evaluates."
     )
+    max_text_chars: int = Field(
+        200_000,
+        ge=1_000,
+        description="Longest text (question, answer, one document) evaluated; a longer one is "
+        "cut to its first max_text_chars characters and every result of the record says so "
+        "(details.truncated_input: field, chars, evaluated_chars). Bounds memory and time per "
+        "record in every tier.",
+    )
+    max_record_chars: int = Field(
+        1_000_000,
+        ge=1_000,
+        description="Most characters evaluated per record (question, answer, then documents in "
+        "order); documents past it are cut or left out, and the results say so.",
+    )
     model_batch_size: int = Field(16, ge=1)
     model_max_wait_s: float = Field(0.2, ge=0)
     model_max_queue: int = Field(

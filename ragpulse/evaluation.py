@@ -9,7 +9,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
+from pydantic import BaseModel
+
+from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.plugin_context import PluginContext
@@ -18,19 +22,106 @@ from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
+TRUNCATED_INPUT = "truncated_input"
+"""The key, in every result's ``details``, listing what of the record was not evaluated."""
+
+
+class Truncation(BaseModel):
+    """One text cut to the evaluation limits, or the documents left out past them."""
+
+    field: str  # "question", "answer", "documents[3].content", or "documents[7:]"
+    chars: int  # characters the record had there
+    evaluated_chars: int  # characters the evaluators saw
+    documents: int | None = None  # for "documents[i:]": how many were left out
+
+
+def text_limits(evaluators: Sequence[Evaluator]) -> tuple[int, int]:
+    """(max_text_chars, max_record_chars) of the settings the evaluators were loaded with.
+
+    Read from their plug-in context so that every caller (collector, ``ragpulse eval``,
+    replay) gets the configured bound without passing it; defaults when none is loaded.
+    """
+    for evaluator in evaluators:
+        context = getattr(evaluator, "context", None)  # a plug-in may skip our __init__
+        if context is not None:
+            evaluation = context.settings.evaluation
+            return evaluation.max_text_chars, evaluation.max_record_chars
+    fields = EvaluationSettings.model_fields
+    return fields["max_text_chars"].default, fields["max_record_chars"].default
+
+
+def bound_record(
+    record: RagRecord, max_text_chars: int, max_record_chars: int
+) -> tuple[RagRecord, list[Truncation]]:
+    """``record`` with each text cut to ``max_text_chars`` and the whole to
+    ``max_record_chars`` (question, answer, then documents in order); what was cut.
+
+    Texts are cut, not windowed: every tier's cost grows with the text (tokenising, a
+    model's windows, the judge's prompt), and a 50 MB document must cost what 200 kB do.
+    Model evaluators still window what is left by tokens.
+    """
+    total = (
+        len(record.question) + len(record.answer) + sum(len(d.content) for d in record.documents)
+    )
+    if total <= max_text_chars and total <= max_record_chars:
+        return record, []  # the common case: nothing to look at per text
+    cuts: list[Truncation] = []
+    room = max_record_chars
+
+    def cut(field: str, text: str) -> str:
+        nonlocal room
+        keep = min(len(text), max_text_chars, room)
+        room -= keep
+        if keep < len(text):
+            cuts.append(Truncation(field=field, chars=len(text), evaluated_chars=keep))
+            return text[:keep]
+        return text
+
+    update: dict[str, Any] = {"question": cut("question", record.question)}
+    update["answer"] = cut("answer", record.answer)
+    documents = []
+    for i, doc in enumerate(record.documents):
+        if room <= 0:  # out of room: the rest is left out (kept when it is all empty)
+            rest = record.documents[i:]
+            chars = sum(len(d.content) for d in rest)
+            if chars:
+                cuts.append(
+                    Truncation(field=f"documents[{i}:]", chars=chars, evaluated_chars=0,
+                               documents=len(rest))
+                )  # fmt: skip
+            else:
+                documents.extend(rest)
+            break
+        content = cut(f"documents[{i}].content", doc.content)
+        documents.append(
+            doc if content is doc.content else doc.model_copy(update={"content": content})
+        )
+    if not cuts:
+        return record, []
+    update["documents"] = documents
+    return record.model_copy(update=update), cuts
+
 
 def evaluate_records(
     records: Sequence[RagRecord],
     evaluators: Sequence[Evaluator],
     metrics: CollectorMetrics | None = None,
 ) -> list[list[EvalResult]]:
-    """Run every evaluator over the batch; results[i] belongs to records[i]."""
+    """Run every evaluator over the batch; results[i] belongs to records[i].
+
+    Texts past ``evaluation.max_text_chars`` / ``max_record_chars`` are cut first
+    (:func:`bound_record`); every result of such a record lists the cuts in
+    ``details.truncated_input``.
+    """
     results: list[list[EvalResult]] = [[] for _ in records]
     if not records:
         return results
+    limits = text_limits(evaluators)
+    bounded = [bound_record(r, *limits) for r in records]
+    evaluated = [r for r, _ in bounded]
     for evaluator in evaluators:
         start = time.perf_counter()
-        scored = evaluator.evaluate(records)
+        scored = evaluator.evaluate(evaluated)
         if metrics is not None:
             metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
                 time.perf_counter() - start
@@ -39,6 +130,13 @@ def evaluate_records(
             results[i].append(result)
             if result.error and metrics is not None:
                 metrics.evaluator_errors.labels(result.metric, result.method).inc()
+    for i, (_, cuts) in enumerate(bounded):
+        if cuts:
+            noted = [c.model_dump(exclude_none=True) for c in cuts]
+            results[i] = [
+                r.model_copy(update={"details": {**r.details, TRUNCATED_INPUT: noted}})
+                for r in results[i]
+            ]
     return results
 
 

@@ -3,6 +3,9 @@
 Each input line comes back with ``results`` added; extra keys pass through.
 A line that is not a JSON object is written back as
 ``{"line": n, "raw": ..., "error": ...}`` so the output never silently loses a row.
+A value of the wrong type is converted, and the row says how in ``coerced``
+(``"question: int -> str"``); a text cut to the evaluation limits is listed in
+``truncated_input``.
 """
 
 from __future__ import annotations
@@ -14,40 +17,103 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragpulse import safe_json
-from ragpulse.evaluation import evaluate_records
+from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.record import Document, EvalResult, RagRecord
 
+_JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
+
+
+def _type(value: Any) -> str:
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+class _Coercions:
+    """What was converted, as ``"field: from -> to"`` lines, repeats counted."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def note(self, what: str) -> None:
+        self.seen[what] = self.seen.get(what, 0) + 1
+
+    def text(self, value: Any, name: str, present: bool = True) -> str:
+        """``value`` as a text: numbers as written, lists and objects as JSON, null as ''."""
+        if isinstance(value, str):
+            return value
+        if value is None:
+            if present:
+                self.note(f"{name}: null -> ''")
+            return ""
+        self.note(f"{name}: {_type(value)} -> str")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        return json.dumps(value, ensure_ascii=False, default=str)
+
+    def lines(self) -> list[str]:
+        return [what if n == 1 else f"{what} ({n}x)" for what, n in self.seen.items()]
+
+
+def _documents(row: dict[str, Any], notes: _Coercions) -> list[Document]:
+    """``contexts`` (or ``documents``): strings or {id, content|text, score, metadata}."""
+    name = "contexts" if "contexts" in row else "documents"
+    raw = row.get(name)
+    if raw is None:
+        if name in row:
+            notes.note(f"{name}: null -> []")
+        return []
+    if not isinstance(raw, list):
+        notes.note(f"{name}: {_type(raw)} -> [{'dict' if isinstance(raw, dict) else 'str'}]")
+        raw = [raw]
+    documents = []
+    for i, d in enumerate(raw):
+        if not isinstance(d, dict):
+            documents.append(Document(id=str(i), content=notes.text(d, f"{name}[]")))
+            continue
+        key = "content" if "content" in d else "text"
+        if key not in d:
+            notes.note(f"{name}[]: no content or text -> ''")
+        content = notes.text(d.get(key), f"{name}[].{key}", present=key in d)
+        score = d.get("score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+            notes.note(f"{name}[].score: {_type(score)} -> null")
+            score = None
+        metadata = d.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            notes.note(f"{name}[].metadata: {_type(metadata)} -> {{}}")
+        documents.append(
+            Document(
+                id=str(d["id"]) if d.get("id") is not None else None,  # 7 and "7" alike
+                content=content,
+                score=score,
+                metadata=metadata if isinstance(metadata, dict) else {},
+            )
+        )
+    return documents
+
+
+def record_and_coercions(row: dict[str, Any], line: int) -> tuple[RagRecord, list[str]]:
+    """The record a row describes, and every conversion it took (empty when none)."""
+    notes = _Coercions()
+    route = row.get("route")
+    if route is not None and not isinstance(route, str):
+        notes.note(f"route: {_type(route)} -> null")
+    record = RagRecord(
+        trace_id=notes.text(row.get("trace_id"), "trace_id", "trace_id" in row),
+        span_id=notes.text(row.get("span_id"), "span_id", "span_id" in row),
+        route=route if isinstance(route, str) else None,
+        question=notes.text(row.get("question"), "question", "question" in row),
+        documents=_documents(row, notes),
+        answer=notes.text(row.get("answer"), "answer", "answer" in row),
+        attributes={"line": line},
+    )
+    return record, notes.lines()
+
 
 def row_to_record(row: dict[str, Any], line: int) -> RagRecord:
     """Accepts ``contexts`` (or ``documents``) as strings or {id, content|text, score, metadata}."""
-    raw_docs = row.get("contexts", row.get("documents")) or []
-    if isinstance(raw_docs, str):
-        raw_docs = [raw_docs]
-    documents = []
-    for i, d in enumerate(raw_docs):
-        if isinstance(d, dict):
-            metadata = d.get("metadata")
-            documents.append(
-                Document(
-                    id=str(d["id"]) if d.get("id") is not None else None,
-                    content=str(d.get("content", d.get("text", ""))),
-                    score=d.get("score") if isinstance(d.get("score"), int | float) else None,
-                    metadata=metadata if isinstance(metadata, dict) else {},
-                )
-            )
-        else:
-            documents.append(Document(id=str(i), content=str(d)))
-    return RagRecord(
-        trace_id=str(row.get("trace_id", "")),
-        span_id=str(row.get("span_id", "")),
-        route=row.get("route") if isinstance(row.get("route"), str) else None,
-        question=str(row.get("question") or ""),
-        documents=documents,
-        answer=str(row.get("answer") or ""),
-        attributes={"line": line},
-    )
+    return record_and_coercions(row, line)[0]
 
 
 @dataclass
@@ -56,32 +122,43 @@ class ParsedLine:
     row: dict[str, Any] | None
     error: str | None = None
     raw: str = ""
+    size: int = 0  # characters of the line: batches are bounded by it
+
+
+def parse_line(n: int, raw: str) -> ParsedLine | None:
+    """Line ``n``: a row, an error row, or None when blank."""
+    if not raw.strip():
+        return None
+    try:
+        row = safe_json.loads(raw)  # bounded nesting: a deep line is a bad row, not a crash
+    except ValueError as exc:
+        return ParsedLine(n, None, f"invalid JSON: {exc}", raw[:1000], size=len(raw))
+    if not isinstance(row, dict):
+        return ParsedLine(n, None, "line is not a JSON object", raw[:1000], size=len(raw))
+    return ParsedLine(n, row, size=len(raw))
 
 
 def parse_lines(lines: Iterable[str]) -> Iterator[ParsedLine]:
     for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            row = safe_json.loads(raw)  # bounded nesting: a deep line is a bad row, not a crash
-        except ValueError as exc:
-            yield ParsedLine(n, None, f"invalid JSON: {exc}", raw[:1000])
-            continue
-        if not isinstance(row, dict):
-            yield ParsedLine(n, None, "line is not a JSON object", raw[:1000])
-            continue
-        yield ParsedLine(n, row)
+        parsed = parse_line(n, raw)
+        if parsed is not None:
+            yield parsed
 
 
 @dataclass
 class Summary:
-    """Per ``metric/method``: scores, not-applicable and error counts."""
+    """Per ``metric/method``: scores, not-applicable and error counts; per run: rows
+    scored, unreadable, coerced and truncated."""
 
     scores: dict[str, list[float]] = field(default_factory=dict)
     not_applicable: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    first_error: dict[str, str] = field(default_factory=dict)
     rows: int = 0
     bad_rows: int = 0
+    coerced_rows: int = 0
+    truncated_rows: int = 0
+    first_bad: str | None = None
 
     def add(self, results: Sequence[EvalResult]) -> None:
         self.rows += 1
@@ -89,10 +166,16 @@ class Summary:
             self.scores.setdefault(r.name, [])
             if r.error:
                 self.errors[r.name] = self.errors.get(r.name, 0) + 1
+                self.first_error.setdefault(r.name, r.error)
             elif r.score is None:
                 self.not_applicable[r.name] = self.not_applicable.get(r.name, 0) + 1
             else:
                 self.scores[r.name].append(r.score)
+
+    def add_bad(self, parsed: ParsedLine) -> None:
+        self.bad_rows += 1
+        if self.first_bad is None:
+            self.first_bad = f"line {parsed.line}: {parsed.error}"
 
     def table(self) -> list[dict[str, Any]]:
         out = []
@@ -109,23 +192,68 @@ class Summary:
             )
         return out
 
+    def notes(self) -> list[str]:
+        """Lines for the end of a run: what was kept with an error, converted or cut."""
+        out = []
+        if self.bad_rows:
+            out.append(
+                f"{self.bad_rows} unreadable lines kept with an error field "
+                f"(first: {self.first_bad})"
+            )
+        if self.coerced_rows:
+            out.append(
+                f"{self.coerced_rows} rows coerced: a value of the wrong type was converted "
+                "(each says how in its `coerced` field)"
+            )
+        if self.truncated_rows:
+            out.append(
+                f"{self.truncated_rows} rows cut to evaluation.max_text_chars / max_record_chars "
+                "(each says where in its `truncated_input` field)"
+            )
+        return out
+
+    def failure(self, not_loaded: Sequence[str] = ()) -> str | None:
+        """One line saying why the run failed (nothing scored, or an evaluator failed on
+        every row, or could not load); None when it did its job."""
+        if not self.rows:
+            if not self.bad_rows:
+                return "no rows: the input has no non-blank lines"
+            return f"nothing scored: all {self.bad_rows} lines are unreadable ({self.first_bad})"
+        failed = [n for n in sorted(self.errors) if self.errors[n] == self.rows]
+        if failed:
+            return (
+                f"{', '.join(failed)} failed on every row ({self.rows}): "
+                f"{self.first_error[failed[0]]}"
+            )
+        if not_loaded:
+            return f"could not load {', '.join(not_loaded)} (see the errors above)"
+        return None
+
 
 def score_rows(
     parsed: Sequence[ParsedLine], evaluators: Sequence[Evaluator], summary: Summary
 ) -> list[str]:
     """Score a batch of parsed lines; returns output lines (JSON) in input order."""
     good = [p for p in parsed if p.row is not None]
-    records = [row_to_record(p.row, p.line) for p in good if p.row is not None]
-    results = evaluate_records(records, evaluators)
-    by_line = {p.line: r for p, r in zip(good, results, strict=True)}
+    converted = [record_and_coercions(p.row, p.line) for p in good if p.row is not None]
+    results = evaluate_records([record for record, _ in converted], evaluators)
+    by_line = {p.line: (r, c) for p, r, (_, c) in zip(good, results, converted, strict=True)}
     out = []
     for p in parsed:
         if p.row is None:
-            summary.bad_rows += 1
+            summary.add_bad(p)
             out.append(json.dumps({"line": p.line, "raw": p.raw, "error": p.error}))
             continue
-        summary.add(by_line[p.line])
+        row_results, coerced = by_line[p.line]
+        summary.add(row_results)
         row = dict(p.row)
-        row["results"] = [result_dict(r) for r in by_line[p.line]]
+        row["results"] = [result_dict(r) for r in row_results]
+        if coerced:
+            summary.coerced_rows += 1
+            row["coerced"] = coerced
+        truncated = row_results[0].details.get(TRUNCATED_INPUT) if row_results else None
+        if truncated:
+            summary.truncated_rows += 1
+            row[TRUNCATED_INPUT] = truncated
         out.append(json.dumps(row, ensure_ascii=False))
     return out

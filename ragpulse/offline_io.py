@@ -1,0 +1,204 @@
+"""The file side of ``ragpulse eval``: checks before anything loads, streaming reads,
+bounded batches, and signals that stop a run cleanly.
+
+Everything here is cheap and runs before (or between) evaluator batches: a bad
+path or a gzip file is refused in milliseconds instead of after the models load,
+and an interrupted run leaves whole lines only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import TextIO
+
+from ragpulse.offline import ParsedLine, parse_line
+
+MAX_LINE_CHARS = 256 * 1024 * 1024
+"""A longer line is not parsed: it is kept as an error row (its first 1,000 characters),
+read past in 1 MiB pieces, so one runaway line cannot take the machine's memory."""
+
+BATCH_CHARS = 32 * 1024 * 1024
+"""A batch ends once its rows hold this many characters, whatever ``--batch-size`` says."""
+
+_SNIFF_BYTES = 8192
+_MAGIC = (
+    (b"\x1f\x8b", "gzip-compressed", "gunzip -k"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd -d"),
+    (b"\xfd7zXZ\x00", "xz-compressed", "xz -dk"),
+    (b"BZh", "bzip2-compressed", "bunzip2 -k"),
+    (b"PK\x03\x04", "a zip archive", "unzip"),
+)
+
+
+def path_problem(source: Path, output: Path, folder_ok: bool = False) -> str | None:
+    """Why ``source`` cannot be read or ``output`` cannot be written; None when both can.
+
+    ``folder_ok``: ``source`` may be a folder of ``*.jsonl`` files (``eval --replay``).
+    """
+    if not source.exists():
+        return f"no such input file: {source}"
+    if source.is_dir():
+        if not folder_ok:
+            return f"input is a folder, not a file: {source}"
+        if not os.access(source, os.R_OK | os.X_OK):
+            return f"cannot read input folder {source}: permission denied"
+    elif not source.is_file():
+        return f"input is not a regular file: {source}"
+    else:
+        try:
+            with source.open("rb"):
+                pass
+        except OSError as exc:
+            return f"cannot read input file {source}: {exc.strerror or exc}"
+    if output.is_dir():
+        return f"output is a folder, not a file: {output}"
+    if output.exists():
+        if source.is_file() and os.path.samefile(source, output):
+            return f"output is the input file: {output} (it would be overwritten)"
+        if not os.access(output, os.W_OK):
+            return f"cannot write output file {output}: permission denied"
+        return None
+    folder = output.parent
+    while not folder.exists():  # the first folder that exists decides whether mkdir can work
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"cannot create the output's folder: {folder} is a file"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"cannot write the output into {folder}: permission denied"
+    return None
+
+
+def not_text(path: Path) -> str | None:
+    """Why ``path`` is evidently not JSONL text (empty, compressed, binary); else None."""
+    with path.open("rb") as f:
+        head = f.read(_SNIFF_BYTES)
+    if not head:
+        return f"no rows: {path} is empty"
+    for magic, what, command in _MAGIC:
+        if head.startswith(magic):
+            return f"{path} is {what}, not JSONL text: decompress it first ({command} {path})"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return f"{path} is UTF-16 text; ragpulse reads UTF-8 JSONL (iconv -f UTF-16 -t UTF-8)"
+    if b"\x00" in head:
+        return f"{path} is binary (NUL bytes in its first {len(head)} bytes), not JSONL text"
+    return None
+
+
+def count_lines(path: Path) -> int:
+    """Lines in ``path``, counted in 1 MiB binary pieces (for the progress bar's total)."""
+    lines, last = 0, b"\n"
+    with path.open("rb") as f:
+        while piece := f.read(1 << 20):
+            lines += piece.count(b"\n")
+            last = piece[-1:]
+    return lines + (last != b"\n")
+
+
+def open_text(path: Path) -> TextIO:
+    """UTF-8 (a leading byte-order mark dropped); undecodable bytes become U+FFFD.
+
+    Lines end at ``\\n`` only, so line numbers agree with ``wc -l`` and editors.
+    """
+    return path.open(encoding="utf-8-sig", errors="replace", newline="\n")
+
+
+def read_rows(f: TextIO, max_line_chars: int = MAX_LINE_CHARS) -> Iterator[ParsedLine]:
+    """Parse ``f`` one line at a time; never holds more than one line of it."""
+    n = 0
+    while raw := f.readline(max_line_chars + 1):
+        n += 1
+        if len(raw) > max_line_chars and not raw.endswith("\n"):
+            total, head = len(raw), raw[:1000]
+            del raw
+            while piece := f.readline(1 << 20):  # the rest of the line, dropped as read
+                total += len(piece)
+                if piece.endswith("\n"):
+                    break
+            error = f"line is {total} characters long, over the {max_line_chars} limit"
+            yield ParsedLine(n, None, error, head, size=len(head))
+            continue
+        parsed = parse_line(n, raw)
+        del raw  # the parsed row is all that is kept while the batch is scored
+        if parsed is not None:
+            yield parsed
+
+
+def batches(
+    rows: Iterable[ParsedLine], max_rows: int, max_chars: int = BATCH_CHARS
+) -> Iterator[list[ParsedLine]]:
+    """Consecutive rows, at most ``max_rows`` and about ``max_chars`` (one row past it) each."""
+    batch: list[ParsedLine] = []
+    chars = 0
+    for row in rows:
+        batch.append(row)
+        chars += row.size
+        if len(batch) >= max(1, max_rows) or chars >= max_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM during an offline run (a BaseException, like KeyboardInterrupt,
+    so that no evaluator's ``except Exception`` swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class SignalStop:
+    """Turns SIGINT and SIGTERM into :class:`Interrupted`, at once, except inside
+    :meth:`writing`: a signal there is raised when the write is done, so the output
+    ends on a whole line. Outside the main thread (no signals there) it does nothing."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._writing = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> SignalStop:
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        except ValueError:  # not the main thread
+            pass
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)  # type: ignore[arg-type]
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+        if not self._writing:
+            raise Interrupted(signum)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        self._writing = True
+        try:
+            yield
+        finally:
+            self._writing = False
+        if self.signum is not None:
+            raise Interrupted(self.signum)
