@@ -85,6 +85,19 @@ def record_texts(record: RagRecord) -> list[str]:
     return [record.question, record.answer, *(d.content for d in record.documents)]
 
 
+def redact_results(
+    record: RagRecord, results: Sequence[EvalResult], redactor: Redactor
+) -> Sequence[EvalResult]:
+    """``results`` with what they quote redacted; themselves (no copy) when the record
+    and the results hold nothing to redact, which one quick check tells."""
+    texts = record_texts(record)
+    quoted = [[r.explanation, r.error, r.details] for r in results]
+    if not redactor.needs_redaction([texts, quoted]):
+        return results
+    words = redactor.words_of(texts)
+    return [redact_result(r, redactor, words) for r in results]
+
+
 def evaluated_span_context(record: RagRecord) -> Context:
     parent = SpanContext(
         trace_id=int(record.trace_id, 16),
@@ -163,11 +176,9 @@ class OtelEvaluationSink(Sink):
             return
         context = evaluated_span_context(record)
         now = time.time_ns()
-        redacting = self.redactor.enabled
-        words = self.redactor.words_of(record_texts(record)) if redacting else frozenset()
+        if self.redactor.enabled:
+            results = redact_results(record, results, self.redactor)
         for result in results:
-            if redacting:
-                result = redact_result(result, self.redactor, words)
             attrs = evaluation_attributes(result)
             if self._logger_provider is not None:
                 self._logger.emit(

@@ -23,6 +23,7 @@ word-by-word quotes of what it redacted, :func:`scrub_words`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -53,6 +54,13 @@ _PHONE = re.compile(
     """,
     re.VERBOSE,
 )
+_NUMBER_RUN = re.compile(r"\d[\d ().+-]{5,}\d")
+"""Seven or more characters of digits and the separators phone and card numbers use,
+from digit to digit, as long as they go: every card or phone match (7 digits or more,
+made of these characters only, ending in a digit) lies in one, or starts one ``+`` or
+``(`` before it. Cheap to scan for: it begins with a digit, where the two patterns
+above begin with a look-behind that the engine tries at every position."""
+
 # Shapes that have phone-like digits but are not phone numbers.
 _NOT_PHONE = (
     re.compile(r"\d{4}[.-]\d{1,2}[.-]\d{1,2}"),  # 2024-01-15
@@ -143,17 +151,71 @@ class Redactor:
             text = pattern.sub(_keep(token, found), text)
         if s.emails and "@" in text:
             text = _EMAIL.sub(_keep(EMAIL, found), text)
-        if s.card_numbers:
-            text = _CARD.sub(_noted(_card, found), text)
-        if s.phone_numbers:
-            text = _PHONE.sub(_noted(_phone, found), text)
+        if s.card_numbers or s.phone_numbers:
+            text = self._numbers(text, found)
         return text
 
+    def _numbers(self, text: str, found: list[str] | None) -> str:
+        """Card and phone numbers replaced, looking only around each digit run.
+
+        Both patterns begin with a look-behind, so the regex engine would try them
+        at every position of the text (the phone one costs ~50 ns a character).
+        Every match lies within one :data:`_NUMBER_RUN` (from its first digit, or
+        the ``+``/``(`` just before it, to its last digit) and its look-arounds see
+        one character either side; so each run is redacted in a window holding it
+        and those two characters, which no match can take, and spliced back.
+        """
+        pieces: list[str] = []
+        last = 0
+        for run in _NUMBER_RUN.finditer(text):
+            start, end = max(last, run.start() - 1), run.end()
+            left, right = (1 if start > 0 else 0), (1 if end < len(text) else 0)
+            window = text[start - left : end + right]
+            redacted = self._numbers_in(window, found)
+            if redacted is window:
+                continue
+            pieces += (text[last:start], redacted[left : len(redacted) - right])
+            last = end
+        if not pieces:
+            return text
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+    def _numbers_in(self, window: str, found: list[str] | None) -> str:
+        s = self.settings
+        out = window
+        if s.card_numbers:
+            out = _CARD.sub(_noted(_card, found), out)
+        if s.phone_numbers:
+            out = _PHONE.sub(_noted(_phone, found), out)
+        return window if out == window else out
+
     def redact_json(self, value: Any) -> Any:
-        """A copy of ``value`` with every string redacted (dict keys too)."""
-        if not self._enabled:
+        """A copy of ``value`` with every string redacted (dict keys too); ``value``
+        itself when nothing in it would change."""
+        if not self.needs_redaction(value):
             return value
         return redact_json(value, self)
+
+    def needs_redaction(self, value: Any) -> bool:
+        """False only when redacting the JSON value ``value`` would change nothing:
+        one quick check of its serialization instead of a walk through its strings."""
+        return self._enabled and self.may_match(_probe(value))
+
+    def may_match(self, text: str) -> bool:
+        """False only when redacting ``text`` would change nothing (a quick check).
+
+        Run on a whole JSON value's serialization (:func:`_probe`), it tells a
+        value with nothing to redact, the common case, without walking it string
+        by string: that walk costs more than the regexes. Custom patterns may be
+        written for raw text that JSON escapes, so with any, the answer is True.
+        """
+        if self._custom:
+            return True
+        s = self.settings
+        if s.emails and "@" in text and _EMAIL.search(text):
+            return True
+        return (s.card_numbers or s.phone_numbers) and self._numbers(text, None) is not text
 
     def redact_record_dump(self, dump: dict[str, Any]) -> dict[str, Any]:
         """A dumped :class:`~ragpulse.record.RagRecord` (with its ``results``, or any row
@@ -166,6 +228,8 @@ class Redactor:
         redacted anywhere in the row becomes ``[REDACTED]`` too.
         """
         if not self._enabled:
+            return dump
+        if not self.may_match(_probe(_strings_of(dump))):
             return dump
         found: list[str] = []
         out = {k: v if k in ID_FIELDS else redact_json(v, self, found) for k, v in dump.items()}
@@ -213,6 +277,37 @@ def _noted(
 
 
 _WORD = re.compile(r"\w+")
+_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|.)')
+
+
+def _strings_of(dump: dict[str, Any]) -> dict[str, Any]:
+    """``dump`` without its ids and numbers, two levels down (a record's fields, its
+    documents' and results' fields), for the quick check: timestamps (19 digits) and
+    unrounded floats (``0.9285714285714286``, 16 digits after the point) pass the card
+    pattern's Luhn check one time in ten, and would send clean rows to the slow walk."""
+    return {
+        k: [_no_numbers(x) for x in v] if isinstance(v, list) else _no_numbers(v)
+        for k, v in dump.items()
+        if k not in ID_FIELDS and not isinstance(v, int | float)
+    }
+
+
+def _no_numbers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if not isinstance(v, int | float)}
+    return value
+
+
+def _probe(value: Any) -> str:
+    """``value`` as one text for :meth:`Redactor.may_match`: its JSON serialization,
+    each escape (``\\n``, ``\\"``, ``\\u0007``) turned back into a newline.
+
+    A string redaction would change then shows a match here too: where the string
+    had a quote, backslash or control character the patterns see a newline, which
+    like those is neither a word character nor a separator they accept (a space
+    could join a card number to the digit after it and fail its Luhn check), and
+    each string's ends are quotes, which no pattern accepts either."""
+    return _JSON_ESCAPE.sub("\n", json.dumps(value, ensure_ascii=False, default=str))
 
 
 def _words(found: Iterable[str]) -> frozenset[str]:

@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import os
+import random
 import subprocess
 import sys
 import urllib.error
@@ -55,6 +56,7 @@ PII = [*EMAILS.values(), *CARDS.values(), *PHONES.values()]
 # unsupported tokens, one string each. These words must not leave either.
 NAME_WORDS = ["quixby", "vantongeren", "obrecht", "kazimir", "zoltan", "mirela"]
 ROUTE = f"/support/{EMAILS['question']}"
+KEEP_ALL = {"kind": "random", "rate": 1.0}
 
 
 def text_for(where: str) -> str:
@@ -120,7 +122,7 @@ def _run_serve(tmp_path: Path, backend: CaptureServer, redaction: dict[str, obje
             {
                 "assembly": {"grace_s": 0.2},
                 "evaluation": {"model_rate": 0},  # the cheap tier: this is about the exits
-                "regression": {"directory": str(sets), "sets": {"all": {"kind": "random", "rate": 1.0}}},
+                "regression": {"directory": str(sets), "sets": {"all": KEEP_ALL}},
                 "redaction": redaction,
             }
         )
@@ -292,7 +294,7 @@ def test_regression_redaction_overrides_the_top_level_section(tmp_path: Path) ->
                 "redaction": {"enabled": False},
                 "regression": {
                     "directory": str(tmp_path / "sets"),
-                    "sets": {"all": {"kind": "random", "rate": 1.0}},
+                    "sets": {"all": KEEP_ALL},
                     "redaction": {"patterns": {"ticket": r"TCK-\d{4}"}},
                 },
             }
@@ -349,3 +351,26 @@ def test_log_filter_redacts_messages_arguments_and_tracebacks() -> None:
     finally:
         remove_log_redaction(logger=logger)
         logger.removeHandler(handler)
+
+
+def test_quick_checks_never_miss_what_the_full_patterns_redact() -> None:
+    """The redactor looks for card and phone numbers only around digit runs, and skips
+    JSON values whose serialization shows nothing to redact: both must agree with the
+    patterns applied to the whole text, on texts built to sit at their edges (escaped
+    characters, separators, numbers glued to words, several per text)."""
+    from ragpulse import redaction as r
+
+    def reference(text: str) -> str:
+        text = r._EMAIL.sub(r.EMAIL, text) if "@" in text else text
+        return r._PHONE.sub(r._phone, r._CARD.sub(r._card, text))
+
+    pieces = [*"0123456789" * 6, *" ().+-" * 3, *'ab\n\t"\\@x.,:/_', *PII, "2024-01-15",
+              "192.168.1.1", "555-123-4567", "(020) 7946 0958", "0.9285714285714286"]  # fmt: skip
+    rng = random.Random(12)
+    redactor = Redactor()
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
+        assert redactor.redact(text) == reference(text), text
+        value = {"q": text, "l": [text[:5], {"k": text}]}
+        if r.redact_json(value, redactor) != value:  # the walk, string by string
+            assert redactor.needs_redaction(value), text
