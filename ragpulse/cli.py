@@ -516,6 +516,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     from ragpulse.offline import Summary, score_rows
     from ragpulse.offline_io import batches, count_lines, open_text, read_rows
     from ragpulse.plugins import load_evaluators
+    from ragpulse.redaction import Redactor
 
     settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
     evaluation = settings.evaluation
@@ -529,6 +530,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
             console.print("[red]no evaluator can run[/red] (see the errors above)")
             return 2
         not_loaded = [e.name() for e in wanted if e not in evaluators]
+        redactor = Redactor.from_settings(settings, "eval_output")
         summary = Summary()
         args.output.parent.mkdir(parents=True, exist_ok=True)
         with (
@@ -537,7 +539,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
             progress,
         ):
             for batch in batches(read_rows(source), args.batch_size):
-                lines = score_rows(batch, evaluators, summary)
+                lines = score_rows(batch, evaluators, summary, redactor)
                 with stop.writing():  # a signal waits for the batch to be on disk
                     for line in lines:  # one by one: a 50 MB row is not copied twice more
                         out.write(line)

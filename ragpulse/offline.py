@@ -21,6 +21,7 @@ from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.redaction import Redactor
 
 _JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
 
@@ -231,9 +232,17 @@ class Summary:
 
 
 def score_rows(
-    parsed: Sequence[ParsedLine], evaluators: Sequence[Evaluator], summary: Summary
+    parsed: Sequence[ParsedLine],
+    evaluators: Sequence[Evaluator],
+    summary: Summary,
+    redactor: Redactor | None = None,
 ) -> list[str]:
-    """Score a batch of parsed lines; returns output lines (JSON) in input order."""
+    """Score a batch of parsed lines; returns output lines (JSON) in input order.
+
+    ``redactor``: the ``eval_output`` path's (``redaction.apply_to``), applied to each
+    line written; off by default, since these are the user's own rows given back.
+    """
+    redact = redactor.redact_record_dump if redactor is not None and redactor.enabled else None
     good = [p for p in parsed if p.row is not None]
     converted = [record_and_coercions(p.row, p.line) for p in good if p.row is not None]
     results = evaluate_records([record for record, _ in converted], evaluators)
@@ -242,7 +251,8 @@ def score_rows(
     for p in parsed:
         if p.row is None:
             summary.add_bad(p)
-            out.append(json.dumps({"line": p.line, "raw": p.raw, "error": p.error}))
+            bad = {"line": p.line, "raw": p.raw, "error": p.error}
+            out.append(json.dumps(redact(bad) if redact else bad))
             continue
         row_results, coerced = by_line[p.line]
         summary.add(row_results)
@@ -255,5 +265,5 @@ def score_rows(
         if truncated:
             summary.truncated_rows += 1
             row[TRUNCATED_INPUT] = truncated
-        out.append(json.dumps(row, ensure_ascii=False))
+        out.append(json.dumps(redact(row) if redact else row, ensure_ascii=False))
     return out

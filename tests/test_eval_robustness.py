@@ -253,6 +253,23 @@ def test_coercions_are_reported_on_the_row_and_counted(tmp_path: Path) -> None:
     assert "2 rows coerced" in proc.stderr
 
 
+def test_eval_output_is_redacted_only_when_apply_to_names_it(tmp_path: Path) -> None:
+    mail = "jane.doe@example.com"
+    row = {"question": f"Mail {mail}?", "contexts": [f"Write to {mail}"], "answer": mail}
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(row) + "\n" + f"not json {mail}\n", encoding="utf-8")
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text("redaction: {apply_to: [eval_output]}\n")
+    assert main(["eval", str(source), "-o", str(tmp_path / "kept.jsonl")]) == 0
+    assert (tmp_path / "kept.jsonl").read_text().count(mail) == 4  # your rows, as they came
+    assert (
+        main(["eval", str(source), "-o", str(tmp_path / "red.jsonl"), "--config", str(config)]) == 0
+    )
+    redacted = output_rows(tmp_path / "red.jsonl")
+    assert mail not in (tmp_path / "red.jsonl").read_text()
+    assert redacted[0]["answer"] == "[EMAIL]" and "[EMAIL]" in redacted[1]["raw"]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_run_keeps_every_row_written(
     tmp_path: Path, judge: JudgeServer, sig: signal.Signals
