@@ -156,7 +156,9 @@ def test_unloadable_models_disable_the_evaluator_not_the_collector(tmp_path: Pat
     assert evaluate_records([rec()], ready)[0][0].score is not None
 
 
-def test_eval_cli_runs_configured_model_evaluators(tmp_path: Path, tiny: dict[str, Path]) -> None:
+def test_eval_cli_runs_configured_model_evaluators(
+    tmp_path: Path, tiny: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "ragpulse.yaml"
     cfg.write_text(
         "evaluation:\n"
@@ -169,9 +171,11 @@ def test_eval_cli_runs_configured_model_evaluators(tmp_path: Path, tiny: dict[st
     src.write_text(
         json.dumps({"question": QUESTION, "contexts": [PRICE.content], "answer": "6 dollars."})
     )
-    assert main(["eval", str(src), "-o", str(out), "--config", str(cfg)]) == 0
+    # The classifier cannot load: the others run and every row is written, and the
+    # exit status says a requested evaluator did not run (a CI job must not pass).
+    assert main(["eval", str(src), "-o", str(out), "--config", str(cfg)]) == 1
+    assert "could not load injection/classifier" in capsys.readouterr().err
     [row] = [json.loads(x) for x in out.read_text().splitlines()]
-    # The classifier cannot load: skipped with a message, the others ran.
     assert {r["metric"] + "/" + r["method"] for r in row["results"]} == {
         "faithfulness/embedding",
         "answer_reward/reward_model",
