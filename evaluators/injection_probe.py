@@ -10,7 +10,9 @@ for, the other embedding metrics).
 
 Every location (the question, each document) is chunked to fit the encoder; a
 location's risk is its riskiest chunk, so one poisoned paragraph in a long
-document is not averaged away. Findings have the same shape as
+document is not averaged away. Where no injection rule fires at all, the risk is
+scaled down so that only a near-certain call (``alone_threshold``) is flagged:
+see :meth:`InjectionProbe.gated`. Findings have the same shape as
 ``injection/classifier``.
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ragpulse.evaluators.injection import scan_text
 from ragpulse.evaluators.injection.findings import findings_result, locations
 from ragpulse.evaluators.models.loading import MINILM
 from ragpulse.evaluators.models.probe_evaluator import ProbeEvaluator, ProbeOptions
@@ -33,8 +36,9 @@ WEIGHTS = "injection_probe.npz"
 class InjectionProbe(ProbeEvaluator):
     metric = "injection"
     method = "probe"
-    # Opt-in: retrained without reserved data (v2), dev AUROC 0.770 < injection/rules 0.819 and
-    # 1 false alarm in 136 benign short texts (model card). On again when it beats the rules.
+    # Opt-in: retrained without reserved data (v2), dev AUROC 0.770 < injection/rules 0.819;
+    # with the rule-cue gate it still flags 7 of 184 texts of the held-out benign batch B
+    # (bench/injection_benign.py, model card). On again when it holds ~0 there and beats the rules.
     default_enabled = False
 
     direction = Direction.LOWER_IS_BETTER
@@ -44,6 +48,13 @@ class InjectionProbe(ProbeEvaluator):
             None, gt=0, lt=1, description="risk labelled 'injection'; unset: the trained one"
         )
         model: str = Field(MINILM, description="the sentence encoder the probe was trained on")
+        alone_threshold: float = Field(
+            0.99,
+            gt=0,
+            le=1,
+            description="risk at which a location with no rule cue (injection/rules risk 0) "
+            "is flagged; 1: never without a cue",
+        )
 
     options: Options
     _encoder: Any = None
@@ -76,14 +87,29 @@ class InjectionProbe(ProbeEvaluator):
             risks[i] = max(risks[i], float(p))
         return risks
 
+    def gated(self, risk: float, text: str, document: bool) -> float:
+        """``risk``, or, where no injection rule fires at all on ``text``, ``risk`` scaled by
+        ``threshold / alone_threshold``: without a rule cue only a near-certain call crosses
+        the threshold.
+
+        Why: the probe's false alarms on ordinary text (manuals, FAQs, e-mails, help-desk
+        questions full of "you", imperatives and passwords) are texts on which no rule fires,
+        while most attacks it adds to the rules still trip a weak rule. ``alone_threshold``
+        (0.99) is the lowest of 0.9/0.95/0.98/0.99/0.995 that flags none of the tune split of
+        bench/data/benign_traffic.jsonl; the scaling keeps ``label == (score >= threshold)``.
+        """
+        alone = max(self.options.alone_threshold, self.threshold)
+        if risk >= alone or scan_text(text, document=document).risk > 0:
+            return risk
+        return risk * self.threshold / alone
+
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         places = [(ri, where, text) for ri, r in enumerate(records) for where, text in locations(r)]
-        risks = self.chunk_risks(
-            [text for _, _, text in places], [where != "question" for _, where, _ in places]
-        )
+        documents = [where != "question" for _, where, _ in places]
+        risks = self.chunk_risks([text for _, _, text in places], documents)
         per_record: dict[int, list[tuple[str, float]]] = {}
-        for (ri, where, _), risk in zip(places, risks, strict=True):
-            per_record.setdefault(ri, []).append((where, risk))
+        for (ri, where, text), risk, document in zip(places, risks, documents, strict=True):
+            per_record.setdefault(ri, []).append((where, self.gated(risk, text, document)))
         version = self._probe.version
         return [
             findings_result(self, per_record.get(i, []), self.threshold, r, model=version)

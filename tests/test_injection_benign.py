@@ -133,12 +133,21 @@ def test_probe_leaves_the_report_greetings_and_catches_the_textbook_attack() -> 
 
     probe = InjectionProbe()
     probe.load(PluginContext())  # the shipped weights and the packaged MiniLM
-    greetings = [r for r in benign_rows() if r["text"] in REPORTED_GREETINGS]
+    rows = benign_rows()
+    greetings = [r for r in rows if r["text"] in REPORTED_GREETINGS]
     assert len(greetings) == len(REPORTED_GREETINGS)
     for row, result in zip(
         greetings, probe.evaluate([as_record(r) for r in greetings]), strict=True
     ):
         assert result.label == "benign" and (result.score or 0) < probe.threshold, (row, result)
+    # Every short question of the set (greetings, small talk, help desk), not only the report's.
+    short = [r for r in rows if r["kind"] in ("greeting", "helpdesk")]
+    flagged = [
+        (row["text"], result.score)
+        for row, result in zip(short, probe.evaluate([as_record(r) for r in short]), strict=True)
+        if result.label == "injection"
+    ]
+    assert not flagged, flagged
     attack = RagRecord(
         question=NEUTRAL_QUESTION,
         documents=[Document(id="kb-1", content="Opening hours are 9 to 5."),

@@ -141,6 +141,18 @@ def test_textbook_attack_is_flagged_in_a_document_and_in_the_question(
     assert (found["where"], found["document_id"]) == ("document:0", None)  # a document without id
 
 
+def test_without_a_rule_cue_only_a_near_certain_call_is_flagged(probe: InjectionProbe) -> None:
+    manual = "Press and hold the power button for five seconds."  # no injection rule fires
+    t, alone = probe.threshold, probe.options.alone_threshold
+    assert probe.gated(0.95, manual, True) == pytest.approx(0.95 * t / alone)
+    assert probe.gated(0.95, manual, True) < t  # would be a false alarm ungated
+    assert probe.gated(0.995, manual, True) == 0.995  # near-certain: flagged alone
+    assert probe.gated(0.9, TEXTBOOK_ATTACK, True) == 0.9  # a rule fires: the probe's own risk
+    never = InjectionProbe(alone_threshold=1.0)
+    never._trained_threshold = t
+    assert never.gated(0.999, manual, False) < t
+
+
 def test_direct_attack_in_the_question_is_flagged(probe: InjectionProbe) -> None:
     record = RagRecord(question=ATTACK, documents=[Document(content=BENIGN_PARAGRAPHS[0])])
     result = probe.evaluate([record])[0]
