@@ -33,7 +33,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -807,8 +807,8 @@ def document_attacks(rng: random.Random, n: int) -> list[Example]:
             k = rng.randint(0, 2)
             text = " ".join([*around[:k], text, *around[k:]])
         if rng.random() < 0.3:
-            text = rng.choice(WRAPPERS).replace("<|sep|>", rng.choice(DELIMITERS)).replace(
-                "{a}", text
+            text = (
+                rng.choice(WRAPPERS).replace("<|sep|>", rng.choice(DELIMITERS)).replace("{a}", text)
             )
         out.append(Example(text, 1, "document", f"short_doc:{kind}", f"sd:{i}"))
     return out
@@ -1069,11 +1069,11 @@ def build(
     dev_dir: Path,
     seed: int = 13,
     scale: float = 1.0,
-    heldout: Path | None = None,
+    heldout: Path | Sequence[Path] | None = None,
     max_public: int | None = None,
 ) -> tuple[list[Example], Counter[str]]:
     """Every training example, deduplicated and with report-set overlaps removed; plus drop
-    counts. ``heldout``: a benign report set whose texts (normalised) are never trained on."""
+    counts. ``heldout``: benign report sets whose texts (normalised) are never trained on."""
     rng = random.Random(seed)
     benign = benign_public(dev_dir)
     if max_public is not None and len(benign) > max_public:  # a sample keeps training quick
@@ -1092,7 +1092,8 @@ def build(
         *records(rng, int(150 * scale)),
     ]
     dev = dev_shingles(dev_dir / "injection_dev.jsonl")
-    held = heldout_texts(heldout) if heldout is not None else set()
+    paths = [heldout] if isinstance(heldout, Path) else list(heldout or [])
+    held = set().union(*(heldout_texts(p) for p in paths))
     seen: set[tuple[str, str]] = set()
     kept: list[Example] = []
     dropped: Counter[str] = Counter()
@@ -1102,7 +1103,7 @@ def build(
         elif shingles(e.text) & dev:
             dropped[f"dev_overlap:{e.source}"] += 1
         elif normalise(e.text) in held:
-            dropped[f"heldout_short_traffic:{e.source}"] += 1
+            dropped[f"heldout_benign:{e.source}"] += 1
         else:
             seen.add((e.text, e.where))
             kept.append(e)

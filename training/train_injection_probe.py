@@ -9,7 +9,8 @@ shipped MiniLM (cached on disk), pick the L2 strength by grouped
 cross-validation and the threshold from the out-of-fold risks of benign
 locations, refit on everything, save the weights with that threshold (the
 evaluator's default), and print the dev-set table next to injection/rules and
-the false alarms on the held-out short-traffic set (both only reported on).
+the false alarms on the held-out short-traffic set (both only reported on). Rows of
+bench/data/benign_traffic.jsonl are held out the same way.
 
     .venv/bin/python training/train_injection_probe.py [--no-dev]
 
@@ -44,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEV = Path(os.environ.get("RAGPULSE_DEV_DATA") or ROOT.parent / "shared/data/dev")
 OUT = ROOT / "evaluators/models/weights/injection_probe.npz"
 SHORT_TRAFFIC = ROOT / "bench/benign_short_traffic.jsonl"  # held out: never trained on
+BENIGN_TRAFFIC = ROOT / "bench/data/benign_traffic.jsonl"  # held out too (bench/benign_set.py)
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ragpulse-training"
 C_GRID = (0.03, 0.1, 0.3)
 VERSION = "ragpulse-injection-probe-2"
@@ -182,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"building training set (seed {args.seed})")
     examples, dropped = build(
-        args.dev_dir, args.seed, args.scale, heldout=SHORT_TRAFFIC, max_public=args.max_public
+        args.dev_dir,
+        args.seed,
+        args.scale,
+        heldout=[SHORT_TRAFFIC, BENIGN_TRAFFIC],
+        max_public=args.max_public,
     )
     for (source, where, label), n in sorted(counts(examples).items()):
         print(f"  {source:<34} {where:<9} label={label} {n:>5}")
