@@ -11,7 +11,8 @@ rules when the models extra is installed; ``--rules-only`` skips it.
 Each evaluator's false-positive rate is also measured on ordinary benign short
 traffic (greetings, thanks, "help", "test", help-desk questions, manual text):
 ``bench/benign_short_traffic.jsonl``, hand-written for ragpulse and never trained
-on (``--short-traffic PATH`` for another file, ``--short-traffic ''`` to skip).
+on (``--short-traffic PATH`` for another file, ``--short-traffic ''`` to skip). The larger
+benign traffic set (934 rows, per split) is measured by ``bench/injection_benign.py``.
 
     .venv/bin/python bench/injection_dev.py [--threshold 0.5] [--data PATH] [--misses] [--rules-only]
 """
