@@ -28,7 +28,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ragpulse.config import Settings, load_settings
+from ragpulse.config import Settings
+from ragpulse.config import load_settings as _load_settings
 from ragpulse.errors import ConfigError, PortUnavailable
 from ragpulse.settings_env import env_name, setting_default
 
@@ -41,6 +42,16 @@ if TYPE_CHECKING:
     from ragpulse.replay import ReplayRow
 
 console = Console(stderr=True)
+
+
+def load_settings(config: Path | None, **overrides: Any) -> Settings:
+    """Settings for a subcommand, with log lines redacted from here on as they say
+    (``redaction.apply_to: [logs]``): a log line can quote the content being scored."""
+    from ragpulse.log_redaction import install_log_redaction
+
+    settings = _load_settings(config, **overrides)
+    install_log_redaction(settings)
+    return settings
 
 
 def _csv(value: str) -> list[str]:
@@ -611,6 +622,7 @@ def _replay_run(args: argparse.Namespace, files: list[Path]) -> int:
     from ragpulse.offline import parse_lines
     from ragpulse.offline_io import open_text
     from ragpulse.plugins import evaluator_names, load_evaluators
+    from ragpulse.redaction import Redactor
     from ragpulse.replay import (
         load_function,
         output_line,
@@ -680,6 +692,12 @@ def _replay_run(args: argparse.Namespace, files: list[Path]) -> int:
         score(rows, evaluators, args.batch_size)
     for row in rows:
         out_lines[row.line] = output_line(row)
+    redactor = Redactor.from_settings(settings, "eval_output")  # off unless apply_to names it
+    if redactor.enabled:
+        for line, text in out_lines.items():
+            out_lines[line] = json.dumps(
+                redactor.redact_record_dump(json.loads(text)), ensure_ascii=False
+            )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with args.output.open("w", encoding="utf-8") as out:
         for line in sorted(out_lines):

@@ -405,10 +405,17 @@ def replay(
         if _is_async(fn):
             asyncio.run(_replay_async(rows, fn, concurrency, tick, capture))
         else:
-            with ThreadPoolExecutor(concurrency, thread_name_prefix="ragpulse-replay") as pool:
+            pool = ThreadPoolExecutor(concurrency, thread_name_prefix="ragpulse-replay")
+            try:
                 futures = [pool.submit(_call_sync, fn, row, capture) for row in rows]
                 for _ in as_completed(futures):
                     tick()
+            except BaseException:
+                # Ctrl-C / SIGTERM: drop the queued calls instead of running them all
+                # (the calls already running cannot be interrupted; they finish alone).
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
     finally:
         if capture is not None:
             capture.close()

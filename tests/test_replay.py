@@ -7,6 +7,7 @@ CLI in a subprocess, exactly as a CI job would run it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -52,6 +53,11 @@ PIPELINES = textwrap.dedent(
         return FACTS[question]
 
 
+    def with_contact(question):
+        """An answer that carries an e-mail address."""
+        return "Ask desk.agent@example.com about: " + question
+
+
     @ragpulse.retrieval
     def retrieve(question):
         return [FACTS[question]]
@@ -86,13 +92,16 @@ def write_set(directory: Path) -> Path:
     return directory / "all"
 
 
-def run_replay(tmp_path: Path, function: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_replay(
+    tmp_path: Path, function: str, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "pipelines.py").write_text(PIPELINES)
     set_dir = write_set(tmp_path / "sets")
     return subprocess.run(
         [sys.executable, "-m", "ragpulse.cli", "eval", str(set_dir), "-o",
          str(tmp_path / "out" / "replayed.jsonl"), "--replay", f"pipelines:{function}", *extra],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, **(env or {})},
     )  # fmt: skip
 
 
@@ -151,3 +160,16 @@ def test_bad_replay_target_is_a_clear_error(tmp_path: Path) -> None:
     done = run_replay(tmp_path, "no_such_function")
     assert done.returncode == 2
     assert "has no attribute 'no_such_function'" in done.stdout + done.stderr
+
+
+def test_replay_output_is_redacted_when_apply_to_names_eval_output(tmp_path: Path) -> None:
+    """eval_output redaction is opt-in (the user's own rows); named, it covers replays."""
+    out = tmp_path / "out" / "replayed.jsonl"
+    done = run_replay(tmp_path, "with_contact")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "desk.agent@example.com" in out.read_text()
+    env = {"RAGPULSE_REDACTION__APPLY_TO": '["eval_output"]'}
+    done = run_replay(tmp_path, "with_contact", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = out.read_text()
+    assert "desk.agent@example.com" not in text and "[EMAIL]" in text
