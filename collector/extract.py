@@ -126,8 +126,13 @@ def _record(
     generation = max(llms, key=lambda s: s.end_time_ns) if llms else None
 
     # A reranker's output is what the generator actually saw.
-    reranked = [d for s in rerankers for d in documents_of(s, sc.RERANKER_OUTPUT_DOCUMENTS)]
-    documents = reranked or [d for s in retrievers for d in documents_of(s)]
+    notes: list[str] = []  # values that had to be converted: reported, never silent
+    reranked = [
+        d for s in rerankers for d in documents_of(s, sc.RERANKER_OUTPUT_DOCUMENTS, notes)
+    ]
+    if not reranked:
+        notes.clear()  # the rerankers' documents were not used: neither are their notes
+    documents = reranked or [d for s in retrievers for d in documents_of(s, notes=notes)]
 
     question = _text_in(root.attributes, sc.INPUT_VALUE, _QUESTION_KEYS)
     for fallback in retrievers:
@@ -151,6 +156,8 @@ def _record(
     }
     if annotations:
         attributes.update(annotations)
+    if notes:
+        attributes[sc.RAGPULSE_COERCED] = notes
     return RagRecord(
         trace_id=root.trace_id,
         span_id=root.span_id,
@@ -172,17 +179,22 @@ def _record(
     )
 
 
-def documents_of(span: Span, prefix: str = sc.RETRIEVAL_DOCUMENTS) -> list[Document]:
-    """Documents flattened as ``<prefix>.<i>.document.<field>``, or as one array value."""
+def documents_of(
+    span: Span, prefix: str = sc.RETRIEVAL_DOCUMENTS, notes: list[str] | None = None
+) -> list[Document]:
+    """Documents flattened as ``<prefix>.<i>.document.<field>``, or as one array value.
+
+    ``notes`` collects what had to be converted (``document.score: str dropped``)."""
+    notes = [] if notes is None else notes
     nested = span.attributes.get(prefix)
     if isinstance(nested, list):
-        return [d for d in (_document(_unwrap(x)) for x in nested) if d is not None]
+        return [d for d in (_document(_unwrap(x), notes) for x in nested) if d is not None]
     fields: dict[int, dict[str, Any]] = defaultdict(dict)
     for key, value in span.attributes.items():
         m = _DOC_ATTR.match(key)
         if m and key.startswith(prefix):
             fields[int(m.group(1))][m.group(2)] = value
-    return [d for d in (_document(fields[i]) for i in sorted(fields)) if d is not None]
+    return [d for d in (_document(fields[i], notes) for i in sorted(fields)) if d is not None]
 
 
 def _unwrap(value: Any) -> dict[str, Any]:
@@ -194,22 +206,27 @@ def _unwrap(value: Any) -> dict[str, Any]:
     return {}
 
 
-def _document(fields: dict[str, Any]) -> Document | None:
+def _document(fields: dict[str, Any], notes: list[str]) -> Document | None:
     content = fields.get("content", fields.get("text", ""))
     if not isinstance(content, str):
+        if content is not None:
+            notes.append(f"document.content: {type(content).__name__} -> json text")
         content = "" if content is None else json.dumps(content, default=str)
     metadata = fields.get("metadata") or {}
     if isinstance(metadata, str):
         try:
             metadata = json.loads(metadata)
         except ValueError:
+            notes.append("document.metadata: not JSON -> {raw}")
             metadata = {"raw": metadata}
     if not isinstance(metadata, dict):
+        notes.append(f"document.metadata: {type(metadata).__name__} -> {{value}}")
         metadata = {"value": metadata}
     score = fields.get("score")
     try:
         score = float(score) if score is not None else None
     except (TypeError, ValueError):
+        notes.append(f"document.score: {type(score).__name__} dropped")
         score = None
     doc_id = fields.get("id")
     return Document(

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragpulse import semconv as sc
 from ragpulse.collector.assembly import CompletedTrace
 from ragpulse.collector.extract import extract_records
 from ragpulse.collector.feedback import feedback_result
@@ -560,6 +561,11 @@ class Pipeline:
                 found, skip_reason = [], "extraction_error"
             if skip_reason:
                 self._metrics.traces_skipped.labels(skip_reason).inc()
+            for record in found:
+                notes = record.attributes.get(sc.RAGPULSE_COERCED)
+                for note in notes if isinstance(notes, list) else ():
+                    # The label is the field only ("document.score"): bounded cardinality.
+                    self._metrics.coerced.labels(str(note).split(":", 1)[0]).inc()
             ticket = _TraceTicket(trace, len(found), self._trace_finished if not inline else _noop)
             jobs.extend(_Job(record, ticket) for record in found)
         cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)

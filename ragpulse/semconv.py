@@ -99,6 +99,8 @@ ROLE_RETRIEVAL = "retrieval"
 ROLE_GENERATION = "generation"
 RAGPULSE_ROUTE = "ragpulse.route"
 RAGPULSE_TRUNCATED = "ragpulse.truncated"
+# Values the collector had to convert while reading a trace ("document.score: str dropped").
+RAGPULSE_COERCED = "ragpulse.coerced"
 """True when a recorded text was cut to the configured maximum size."""
 RAGPULSE_CONTENT_CAPTURED = "ragpulse.content_captured"
 RAGPULSE_EVAL_METRIC = "ragpulse.evaluation.metric"

@@ -97,6 +97,13 @@ class CollectorMetrics:
             ["reason"],
             registry=r,
         )
+        self.coerced = Counter(
+            "ragpulse_coerced_values",
+            "Span attribute values of the wrong type that were converted or dropped while "
+            "reading a record, by field (each record lists them in ragpulse.coerced).",
+            ["field"],
+            registry=r,
+        )
         self.records_evaluated = Counter(
             "ragpulse_records_evaluated", "RAG records scored and handed to sinks.", registry=r
         )

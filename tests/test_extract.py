@@ -295,3 +295,36 @@ def test_hostile_attribute_values_do_not_break_extraction() -> None:
     [r], _ = extract_records(spans)
     assert r.question == "{not json" and r.answer == "[1, 2"
     assert r.documents[0].score is None and r.documents[0].metadata == {"raw": "{bad"}
+    # Every conversion is reported on the record (and counted by the pipeline), not silent.
+    assert r.attributes["ragpulse.coerced"] == [
+        "document.content: list -> json text",
+        "document.metadata: not JSON -> {raw}",
+        "document.score: str dropped",
+    ]
+
+
+def test_coercions_are_counted_by_field() -> None:
+    """The pipeline counts each conversion in ragpulse_coerced_values_total{field}."""
+    from prometheus_client import CollectorRegistry
+
+    from ragpulse.collector.assembly import CompletedTrace
+    from ragpulse.collector.pipeline import Pipeline
+    from ragpulse.evaluators.lexical import LexicalFaithfulness
+    from ragpulse.telemetry import CollectorMetrics
+
+    t, root = new_trace_id(), new_span_id()
+    spans = [
+        make_span(t, "q", {"openinference.span.kind": "CHAIN", "input.value": "Where?",
+                           "output.value": "Paris."}, span_id=root),
+        make_span(t, "r", {"openinference.span.kind": "RETRIEVER",
+                           "retrieval.documents.0.document.content": "Paris.",
+                           "retrieval.documents.0.document.score": "high",
+                           "retrieval.documents.1.document.content": "Lyon.",
+                           "retrieval.documents.1.document.score": "low"}, parent=root),
+    ]  # fmt: skip
+    registry = CollectorRegistry()
+    pipeline = Pipeline([LexicalFaithfulness()], [], CollectorMetrics(registry))
+    pipeline.process([CompletedTrace(t, spans, "quiet", first_seen=0.0)])
+    assert registry.get_sample_value(
+        "ragpulse_coerced_values_total", {"field": "document.score"}
+    ) == 2
