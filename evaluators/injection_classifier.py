@@ -20,9 +20,6 @@ from ragpulse.evaluators.injection.findings import findings_result, locations
 from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 
-# findings_result and locations: re-exported, injection/llm_judge imports them from here.
-__all__ = ["InjectionClassifier", "findings_result", "locations"]
-
 _INJECTION_NAME = re.compile(r"inject|jailbreak|malicious|unsafe|attack", re.I)
 
 

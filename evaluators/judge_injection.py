@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from ragpulse.evaluators.injection_classifier import findings_result, locations
+from ragpulse.evaluators.injection.findings import findings_result, locations
 from ragpulse.evaluators.judge.base import JudgeEvaluator
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.record import Direction, EvalResult, RagRecord
@@ -65,7 +65,7 @@ class JudgeInjection(JudgeEvaluator):
         )
         verdicts = {v.where: v for v in answer.verdicts}
         risks = [(w, 1.0 if verdicts.get(w) and verdicts[w].injection else 0.0) for w, _ in places]
-        result = findings_result(self, risks, 0.5)
+        result = findings_result(self, risks, 0.5, record)
         details = dict(result.details)
         details["reasons"] = {w: v.reason for w, v in verdicts.items() if v.injection}
         return self.judged(
