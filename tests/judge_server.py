@@ -10,6 +10,7 @@ Retry-After), return invalid JSON, ignore the schema, or refuse
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import re
 import threading
@@ -119,13 +120,13 @@ def answer(prompt: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 class JudgeServer:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.behaviour = Behaviour()
         self.seen = Seen()
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
-        self.port = 0
+        self.port = port  # 0: a free port, chosen at start
 
     @property
     def base_url(self) -> str:
@@ -179,7 +180,8 @@ class JudgeServer:
         })  # fmt: skip
 
     def __enter__(self) -> JudgeServer:
-        ready = threading.Event()
+        """Start on ``self.port`` (0: a free one); a bind error (port taken) is raised."""
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         async def serve() -> None:
             self._closing = asyncio.Event()
@@ -187,16 +189,23 @@ class JudgeServer:
             app.router.add_post("/v1/chat/completions", self._chat)
             self._runner = web.AppRunner(app, access_log=None)
             await self._runner.setup()
-            await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
             self.port = int(self._runner.addresses[0][1])
 
         def run() -> None:
-            self._loop.run_until_complete(serve())
-            ready.set()
+            try:
+                self._loop.run_until_complete(serve())
+            except BaseException as exc:  # the port is taken: tell the caller
+                if self._runner is not None:
+                    self._loop.run_until_complete(self._runner.cleanup())
+                self._loop.close()
+                started.set_exception(exc)
+                return
+            started.set_result(None)
             self._loop.run_forever()
 
         threading.Thread(target=run, daemon=True).start()
-        assert ready.wait(60), "the judge test server did not start within 60s"
+        started.result(60)  # the judge test server did not start within 60s: TimeoutError
         return self
 
     def release(self) -> None:

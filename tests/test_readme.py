@@ -27,8 +27,6 @@ is skipped, saying so.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 import os
 import re
@@ -36,7 +34,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 import tomllib
 from collections.abc import Iterator
@@ -45,7 +42,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aiohttp import web
 from judge_server import JudgeServer
 from readme_blocks import COMMAND_WORDS, Block, parse, split_synopsis, synopsis_commands
 
@@ -128,41 +124,6 @@ def _run(script: str, clone: Clone) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-class _JudgeOnPort(JudgeServer):
-    """The tests' judge double (tests/judge_server.py) bound where the README points."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__()
-        self.port = port
-
-    def __enter__(self) -> _JudgeOnPort:
-        started: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-        async def serve() -> None:
-            self._closing = asyncio.Event()
-            app = web.Application()
-            app.router.add_post("/v1/chat/completions", self._chat)
-            self._runner = web.AppRunner(app, access_log=None)
-            await self._runner.setup()
-            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-        def run() -> None:
-            try:
-                self._loop.run_until_complete(serve())
-            except BaseException as exc:  # the port is taken: tell the caller
-                if self._runner is not None:
-                    self._loop.run_until_complete(self._runner.cleanup())
-                self._loop.close()
-                started.set_exception(exc)
-                return
-            started.set_result(None)
-            self._loop.run_forever()
-
-        threading.Thread(target=run, daemon=True).start()
-        started.result(60)
-        return self
-
-
 def _commands(script: str) -> Iterator[list[str]]:
     """A script's simple commands as words: continuations joined, comments and
     leading ``VAR=value`` assignments dropped (a heredoc's lines come out too)."""
@@ -210,10 +171,10 @@ def test_shell_block_runs_as_written(block: Block | None, clone: Clone) -> None:
         return
     if block.marker == "needs" and block.why != JUDGE_NEED:
         pytest.skip(f"README.md:{block.line} needs {block.why}")
-    judge: _JudgeOnPort | None = None
+    judge: JudgeServer | None = None
     if block.marker == "needs":
         try:
-            judge = _JudgeOnPort(8000).__enter__()
+            judge = JudgeServer(port=8000).__enter__()  # where the README points
         except OSError as exc:
             pytest.skip(f"README.md:{block.line} needs {JUDGE_NEED}, and it is taken: {exc}")
     try:
