@@ -18,7 +18,9 @@ TORCH ?= torch==2.13.0
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
-	$(BIN)/python -m pip install --quiet -e '.[dev,models,onnx,train]'
+	# setuptools prints an 8-line notice on every editable install (no pyproject switch turns
+	# it off); this filter silences that notice only.
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev,models,onnx,train]'
 	touch $(STAMP)
 
 install: $(STAMP)
