@@ -119,7 +119,9 @@ def _table(
     table = Table(title=title)
     for col in ("metric/method", "tier", "n", "mean", "min", "labels"):
         left = col in ("metric/method", "tier", "labels")
-        table.add_column(col, justify="left" if left else "right")
+        # Names are never cut (the labels column wraps instead on a narrow terminal).
+        no_wrap = col in ("metric/method", "tier")
+        table.add_column(col, justify="left" if left else "right", no_wrap=no_wrap)
     tiers = {e.name(): e.tier.value for e in evaluators}
     for name in sorted(set(tiers) | set(scores)):
         vals = scores.get(name, [])
