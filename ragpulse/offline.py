@@ -22,6 +22,7 @@ from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
+from ragpulse.testset import reference_from_row
 
 _JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
 
@@ -67,10 +68,13 @@ def _documents(row: dict[str, Any], notes: _Coercions) -> list[Document]:
     if not isinstance(raw, list):
         notes.note(f"{name}: {_type(raw)} -> [{'dict' if isinstance(raw, dict) else 'str'}]")
         raw = [raw]
+    raw_ids = row.get("contexts_ids")
+    ids = [str(x) for x in raw_ids] if isinstance(raw_ids, list) else []
     documents = []
     for i, d in enumerate(raw):
         if not isinstance(d, dict):
-            documents.append(Document(id=str(i), content=notes.text(d, f"{name}[]")))
+            doc_id = ids[i] if i < len(ids) else str(i)  # Unitxt's contexts_ids name them
+            documents.append(Document(id=doc_id, content=notes.text(d, f"{name}[]")))
             continue
         key = "content" if "content" in d else "text"
         if key not in d:
@@ -108,6 +112,7 @@ def record_and_coercions(row: dict[str, Any], line: int) -> tuple[RagRecord, lis
         documents=_documents(row, notes),
         answer=notes.text(row.get("answer"), "answer", "answer" in row),
         attributes={"line": line},
+        reference=reference_from_row(row, notes.note),
     )
     return record, notes.lines()
 

@@ -7,7 +7,7 @@ pydantic models only.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,6 +63,29 @@ class Span(BaseModel):
         return str(name) if name else "unknown_service"
 
 
+class Reference(BaseModel):
+    """What a labelled test-set row expects (offline evaluation only; a live record has none).
+
+    The fields of a RAG task as Unitxt defines them, plus the expected behaviour.
+    Empty lists mean "not given": reference-based evaluators then do not apply.
+    ``condition`` and ``planted`` are set by adversarial case generation (which
+    condition produced the record's documents, and what was planted: a canary, a
+    counterfactual value).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    question_id: str | None = None
+    answers: list[str] = Field(default_factory=list)
+    contexts: list[str] = Field(default_factory=list)
+    context_ids: list[str] = Field(default_factory=list)
+    answerable: bool | None = None
+    expected_behavior: Literal["answer", "refuse"] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    condition: str | None = None
+    planted: dict[str, Any] = Field(default_factory=dict)
+
+
 class RagRecord(BaseModel):
     """One question -> retrieval -> answer exchange, extracted from a trace.
 
@@ -89,6 +112,7 @@ class RagRecord(BaseModel):
     start_time_ns: int = 0
     end_time_ns: int = 0
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    reference: Reference | None = None  # a labelled test-set row's expectations (offline)
 
     @property
     def contexts(self) -> list[str]:
