@@ -50,6 +50,10 @@ class Evaluator(ABC):
     direction: ClassVar[Direction] = Direction.HIGHER_IS_BETTER
     default_enabled: ClassVar[bool] = True
     """Selected when the configuration names no evaluators (and :meth:`missing` is None)."""
+    requires_reference: ClassVar[bool] = False
+    """Scores against a test-set row's :class:`~ragpulse.record.Reference` (recall@k, answer
+    correctness, behaviour): never on by default in ``serve`` (live records carry none);
+    ``ragpulse eval`` adds them when its rows carry references."""
 
     class Options(PluginOptions):
         """No options."""
