@@ -1,0 +1,232 @@
+"""The sliced report of a harness run: JSON summary, Markdown, self-contained HTML, console.
+
+Everything renders from the summary :func:`ragpulse.slices.sliced_summary` builds, so
+the formats agree. Table helpers are the replay report's (:mod:`ragpulse.report`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ragpulse.report import _CSS, _html_table, _md_table, clip, fmt, report_paths, signed
+
+__all__ = ["html_page", "markdown", "print_sliced", "write_sliced_reports"]
+
+GROUPS = ("retrieval", "generation", "behaviour", "joint", "other")
+GROUP_TITLES = {
+    "retrieval": "Retrieval",
+    "generation": "Generation",
+    "behaviour": "Behaviour (rates)",
+    "joint": "Joint: answer correctness when retrieval found every gold document (top 5) or not",
+    "other": "Other metrics",
+}
+MISSING_LABELS = {
+    "no_reference": "no reference at all",
+    "no_reference_answers": "no reference answers",
+    "no_reference_contexts": "no reference contexts / ids",
+    "no_answer": "no answer",
+    "no_contexts": "no contexts",
+    "row_errors": "row errors (generator / retriever failed)",
+    "no_results": "no results",
+}
+GATE_HEADER = ["gate", "status", "checks", "worst check", "note"]
+WORST_HEADER = ["slice", "row", "question id", "condition", "quality", "worst metric", "question"]
+
+
+def write_sliced_reports(
+    summary: dict[str, Any], output: Path, report_dir: Path | None, html: bool
+) -> dict[str, Path]:
+    """``<output stem>.summary.json`` / ``.report.md`` (/ ``.report.html``); kind -> path."""
+    paths = report_paths(output, report_dir, html)
+    paths["summary"].parent.mkdir(parents=True, exist_ok=True)
+    paths["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    paths["markdown"].write_text(markdown(summary), encoding="utf-8")
+    if "html" in paths:
+        paths["html"].write_text(html_page(summary), encoding="utf-8")
+    return paths
+
+
+# --- Table contents ---------------------------------------------------------------------------
+
+
+def verdict(summary: Mapping[str, Any]) -> str:
+    if not summary["gates"]:
+        return "no gates set"
+    return "passed" if summary["passed"] else "FAILED"
+
+
+def headline(summary: Mapping[str, Any]) -> str:
+    by = ", ".join(summary["slice_by"]) or "no metadata key"
+    cond = " and by condition" if summary["by_condition"] else ""
+    base = "compared with a baseline" if summary["has_baseline"] else "no baseline"
+    return f"{summary['rows']} rows, {len(summary['slices'])} slices (by {by}{cond}); {base}."
+
+
+def _figure_names(summary: Mapping[str, Any], group: str) -> list[str]:
+    names: dict[str, None] = {}
+    for info in summary["slices"].values():
+        for key, fig in info["metrics"].items():
+            if fig["group"] == group:
+                names[key] = None
+    return list(names)
+
+
+def _cell(fig: Mapping[str, Any] | None) -> str:
+    if fig is None:
+        return ""
+    text = fmt(fig["mean"])
+    if fig.get("change") is not None:
+        text += f" ({signed(fig['delta'])})"
+        if fig["change"] < -1e-12:
+            text += " ▼"
+    extra = [f"n={fig['n']}"]
+    if fig["errors"]:
+        extra.append(f"err={fig['errors']}")
+    return f"{text} {' '.join(extra)}"
+
+
+def group_table(summary: Mapping[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
+    """Rows: slices; columns: the group's figures (mean, delta to baseline, n)."""
+    names = _figure_names(summary, group)
+    header = ["slice", "rows", *(n + ("" if _higher(summary, n) else " ↓") for n in names)]
+    rows = []
+    for name, info in summary["slices"].items():
+        figs = info["metrics"]
+        if any(n in figs for n in names):
+            rows.append([name, str(info["count"]), *(_cell(figs.get(n)) for n in names)])
+    return header, rows
+
+
+def _higher(summary: Mapping[str, Any], key: str) -> bool:
+    for info in summary["slices"].values():
+        if key in info["metrics"]:
+            return bool(info["metrics"][key]["higher_is_better"])
+    return True
+
+
+def gate_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    out = []
+    for g in summary["gates"]:
+        checks = g["checks"]
+        failed = [c for c in checks if not c["passed"]]
+        worst = failed[0] if failed else None
+        worst_text = "-"
+        if worst is not None:
+            worst_text = f"{worst['slice']} {worst['figure']}: " + (
+                f"drop {fmt(worst.get('drop'))}" if "drop" in worst else f"{fmt(worst['current'])}"
+            )
+        out.append(
+            [g["gate"], "ok" if g["passed"] else "FAILED", str(len(checks)), worst_text,
+             g["note"] or ""]
+        )  # fmt: skip
+    return out
+
+
+def missing_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    return [[MISSING_LABELS.get(k, k), str(v)] for k, v in summary["missing"].items()]
+
+
+def worst_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    out = []
+    for name, info in summary["slices"].items():
+        for w in info["worst"]:
+            out.append(
+                [name, str(w["row"]), str(w["question_id"] or "-"), str(w["condition"] or "-"),
+                 fmt(w["quality"]), str(w["worst_metric"] or "-"), clip(w["question"])]
+            )  # fmt: skip
+    return out
+
+
+def _sections(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    out = []
+    if summary["gates"]:
+        out.append((f"Gates: {verdict(summary)}", GATE_HEADER, gate_rows(summary)))
+    out.append(("Missing", ["what", "rows"], missing_rows(summary)))
+    for group in GROUPS:
+        header, rows = group_table(summary, group)
+        if rows and len(header) > 2:
+            out.append((GROUP_TITLES[group], header, rows))
+    out.append(("Worst rows per slice (lowest mean quality)", WORST_HEADER, worst_rows(summary)))
+    return out
+
+
+# --- Renderers --------------------------------------------------------------------------------
+
+LEGEND = (
+    "Cells: mean (change from the baseline) n=scored rows; ▼ marks a change for the worse; "
+    "↓ marks a figure where lower is better."
+)
+
+
+def markdown(summary: Mapping[str, Any]) -> str:
+    parts = ["# Sliced report", "", headline(summary), "", f"**Gates: {verdict(summary)}**"]
+    parts += ["", LEGEND]
+    for title, header, rows in _sections(summary):
+        parts += ["", f"## {title}", "", _md_table(header, rows) if rows else "None."]
+    return "\n".join(parts) + "\n"
+
+
+# Filters slice rows by text; sets data-ready so a headless check can see the script ran.
+_JS = """
+(function () {
+  var input = document.getElementById('slice-filter');
+  input.addEventListener('input', function () {
+    var needle = input.value.toLowerCase();
+    document.querySelectorAll('table.sliced tbody tr').forEach(function (tr) {
+      var first = tr.cells[0].textContent.toLowerCase();
+      tr.style.display = first.indexOf(needle) === -1 ? 'none' : '';
+    });
+  });
+  document.body.setAttribute('data-ready', String(document.querySelectorAll('table').length));
+})();
+"""
+
+
+def html_page(summary: Mapping[str, Any]) -> str:
+    status = verdict(summary)
+    css_class = {"passed": "passed", "FAILED": "failed"}.get(status, "none")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>Sliced report</title>",
+        f"<style>{_CSS} table.sliced td {{ white-space: nowrap; }}</style></head><body>",
+        "<h1>Sliced report</h1>",
+        f"<p>{html.escape(headline(summary))}</p>",
+        f'<p class="{css_class}"><strong>Gates: {html.escape(status)}</strong></p>',
+        f"<p>{html.escape(LEGEND)}</p>",
+        '<p><label>Filter slices: <input id="slice-filter" type="search" '
+        'placeholder="e.g. multi-hop"></label></p>',
+    ]
+    for title, header, rows in _sections(summary):
+        table = _html_table(header, rows).replace("<table>", '<table class="sliced">', 1)
+        parts += [f"<h2>{html.escape(title)}</h2>", table if rows else "<p>None.</p>"]
+    parts += [f"<script>{_JS}</script>", "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+def _rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    table = Table(title=title)
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 or col == "question" else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def print_sliced(summary: dict[str, Any], console: Console) -> None:
+    """The report's tables on the console (rich markup in cells is not interpreted)."""
+    from rich.markup import escape
+
+    console.print(escape(headline(summary)))
+    for title, header, rows in _sections(summary):
+        if rows:
+            safe = [[escape(c) for c in row] for row in rows]
+            console.print(_rich_table(title, [escape(h) for h in header], safe))
+    console.print(f"gates: {verdict(summary)}")

@@ -1,0 +1,499 @@
+"""Sliced summary of a harness run: per-slice means, behaviour rates, baseline deltas, gates.
+
+A *slice* is a set of constraints on a row: ``all`` (none), ``question_type=multi-hop``
+(one metadata key), ``condition=gold_removed`` or both crossed,
+``question_type=multi-hop,condition=gold_removed``. Slice names use the same
+``key=value[,key=value]`` text the ``--max-drop`` gates use, so a gate names a slice
+exactly as the report prints it.
+
+Gate syntax (one item per ``--max-drop``)::
+
+    METRIC[/METHOD][@SLICE]=DROP     relative: fails when the metric got worse than the
+                                     baseline by more than DROP (direction-aware)
+    METRIC[/METHOD][@SLICE]>=MIN     absolute: fails when the current mean is below MIN
+    METRIC[/METHOD][@SLICE]<=MAX     absolute: fails when the current mean is above MAX
+
+``METRIC`` may end in ``@k`` (``recall@5``); without ``/METHOD`` every method of the
+metric is gated; without ``@SLICE`` every slice is; ``@all`` is the overall slice only.
+A relative gate without a baseline is reported as not checked and does not fail (the first
+run makes the baseline); a gate that matches no metric in any slice fails, so a typo
+cannot pass silently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["GateSpec", "parse_gate", "parse_gates", "sliced_summary"]
+
+# A metadata key with more distinct values than this is not sliced by default (ids, free text).
+MAX_DEFAULT_VALUES = 12
+WORST_PER_SLICE = 5
+MISSING_GOLD_CONDITIONS = frozenset({"gold_removed", "irrelevant_only"})
+_EPS = 1e-12
+
+RETRIEVAL = ("recall@", "precision@", "hit@", "mrr", "map", "ndcg", "context_")
+GENERATION = ("faithfulness", "answer_")
+BEHAVIOUR = ("refusal", "injection", "counterfactual")
+
+
+def metric_group(metric: str) -> str:
+    """retrieval / generation / behaviour / joint / other, by the metric's name."""
+    if metric.startswith("correct_given_"):
+        return "joint"
+    if metric.startswith(BEHAVIOUR) or metric.endswith("refusal_rate"):
+        return "behaviour"
+    if metric.startswith(RETRIEVAL):
+        return "retrieval"
+    if metric.startswith(GENERATION):
+        return "generation"
+    return "other"
+
+
+# --- Gates ----------------------------------------------------------------------------------
+
+
+class GateSpec(BaseModel):
+    """One parsed ``--max-drop`` item."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    metric: str
+    method: str | None = None
+    # None: every slice; {}: the overall slice ("all").
+    where: dict[str, str] | None = None
+    kind: Literal["max_drop", "min", "max"]
+    value: float
+
+    def matches_slice(self, constraints: Mapping[str, str]) -> bool:
+        return self.where is None or dict(constraints) == self.where
+
+    def matches_metric(self, metric: str, method: str) -> bool:
+        return metric == self.metric and (self.method is None or method == self.method)
+
+
+_LHS = re.compile(
+    r"^(?P<metric>[A-Za-z_][\w.\-]*?(?:@\d+)?)(?:/(?P<method>[\w.\-]+))?(?:@(?P<slice>.+))?$"
+)
+
+
+def parse_gate(item: str) -> GateSpec:
+    """Parse one gate; ValueError naming the item and what is wrong with it."""
+    text = item.strip()
+
+    def bad(why: str) -> ValueError:
+        return ValueError(
+            f"bad gate {item!r}: {why} (expected METRIC[/METHOD][@KEY=VALUE[,KEY=VALUE]]=DROP, "
+            "or >=MIN / <=MAX instead of =DROP; e.g. mrr@question_type=multi-hop=0.05)"
+        )
+
+    kind: Literal["max_drop", "min", "max"]
+    if ">=" in text:
+        lhs, _, number = text.rpartition(">=")
+        kind = "min"
+    elif "<=" in text:
+        lhs, _, number = text.rpartition("<=")
+        kind = "max"
+    elif "=" in text:
+        lhs, _, number = text.rpartition("=")
+        kind = "max_drop"
+    else:
+        raise bad("no '=DROP', '>=MIN' or '<=MAX'")
+    try:
+        value = float(number)
+    except ValueError:
+        raise bad(f"{number.strip()!r} is not a number") from None
+    if not math.isfinite(value):
+        raise bad("the threshold must be finite")
+    if kind == "max_drop" and value < 0:
+        raise bad("a drop must be >= 0")
+    match = _LHS.match(lhs.strip())
+    if match is None or not lhs.strip():
+        raise bad(f"cannot read the metric part {lhs.strip()!r}")
+    where = _parse_where(match["slice"], bad) if match["slice"] is not None else None
+    return GateSpec(
+        text=text, metric=match["metric"], method=match["method"], where=where, kind=kind,
+        value=value,
+    )  # fmt: skip
+
+
+def _parse_where(text: str, bad: Any) -> dict[str, str]:
+    if text.strip() == "all":
+        return {}
+    where: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise bad(f"slice part {part.strip()!r} is not KEY=VALUE")
+        if key in where:
+            raise bad(f"slice key {key!r} given twice")
+        where[key] = value
+    return where
+
+
+def parse_gates(items: Iterable[str]) -> list[GateSpec]:
+    return [parse_gate(i) for i in items if i.strip()]
+
+
+# --- Row helpers ----------------------------------------------------------------------------
+
+
+def _quality(result: Mapping[str, Any], should_refuse: bool) -> float | None:
+    """The score turned so that higher is better; refusing is good where refusal is expected."""
+    score = result.get("score")
+    if not isinstance(score, int | float) or isinstance(score, bool) or result.get("error"):
+        return None
+    if result.get("metric") == "refusal" and should_refuse:
+        return float(score)
+    if result.get("direction") == "lower_is_better":
+        return 1.0 - float(score)
+    return float(score)
+
+
+def should_refuse(row: Mapping[str, Any]) -> bool:
+    if row.get("condition") in MISSING_GOLD_CONDITIONS:
+        return True
+    if row.get("expected_behavior") == "refuse":
+        return True
+    return row.get("expected_behavior") is None and row.get("is_answerable_label") is False
+
+
+def _refused(result: Mapping[str, Any]) -> bool | None:
+    if result.get("error"):
+        return None
+    score = result.get("score")
+    if isinstance(score, int | float) and not isinstance(score, bool):
+        return float(score) >= 0.5
+    return None if result.get("label") in (None, "not_applicable") else result["label"] == "refusal"
+
+
+def _results(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    results = row.get("results")
+    if not isinstance(results, list):
+        return []
+    return [r for r in results if isinstance(r, Mapping) and isinstance(r.get("metric"), str)]
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
+def missing_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many rows lacked what the reference-based metrics (or any metric) need."""
+    out = {
+        "no_reference": 0,
+        "no_reference_answers": 0,
+        "no_reference_contexts": 0,
+        "no_answer": 0,
+        "no_contexts": 0,
+        "row_errors": 0,
+        "no_results": 0,
+    }
+    for row in rows:
+        no_answers = _empty(row.get("reference_answers"))
+        no_ctx = _empty(row.get("reference_contexts")) and _empty(row.get("reference_context_ids"))
+        out["no_reference_answers"] += no_answers
+        out["no_reference_contexts"] += no_ctx
+        out["no_reference"] += no_answers and no_ctx and row.get("expected_behavior") is None
+        out["no_answer"] += _empty(row.get("answer"))
+        out["no_contexts"] += _empty(row.get("contexts"))
+        out["row_errors"] += bool(row.get("error"))
+        out["no_results"] += not _results(row)
+    return out
+
+
+# --- Slices ---------------------------------------------------------------------------------
+
+
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return None
+
+
+def _metadata(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = row.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def default_slice_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Metadata keys with 2..MAX_DEFAULT_VALUES distinct scalar values, in first-seen order."""
+    values: dict[str, set[str]] = {}
+    for row in rows:
+        for key, value in _metadata(row).items():
+            text = _scalar(value)
+            if text is not None and key != "condition":
+                values.setdefault(str(key), set()).add(text)
+    return [k for k, v in values.items() if 2 <= len(v) <= MAX_DEFAULT_VALUES]
+
+
+def slice_name(constraints: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in constraints.items()) or "all"
+
+
+def _row_slices(
+    row: Mapping[str, Any], keys: Sequence[str], by_condition: bool
+) -> list[dict[str, str]]:
+    meta = _metadata(row)
+    condition = str(row.get("condition") or "(none)")
+    out: list[dict[str, str]] = [{}]
+    for key in keys:
+        value = _scalar(meta.get(key)) if key in meta else "(missing)"
+        out.append({key: value if value is not None else "(other)"})
+        if by_condition:
+            out.append({key: out[-1][key], "condition": condition})
+    if by_condition:
+        out.append({"condition": condition})
+    return out
+
+
+class _Acc:
+    """Running sums of one figure (metric/method) in one slice."""
+
+    __slots__ = ("errors", "higher_is_better", "n", "not_applicable", "total")
+
+    def __init__(self, higher_is_better: bool) -> None:
+        self.n = self.errors = self.not_applicable = 0
+        self.total = 0.0
+        self.higher_is_better = higher_is_better
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        self.total += value
+
+    def out(self, metric: str, method: str) -> dict[str, Any]:
+        return {
+            "metric": metric,
+            "method": method,
+            "group": metric_group(metric),
+            "mean": self.total / self.n if self.n else None,
+            "n": self.n,
+            "errors": self.errors,
+            "not_applicable": self.not_applicable,
+            "higher_is_better": self.higher_is_better,
+        }
+
+
+def _row_figures(row: Mapping[str, Any]) -> Iterable[tuple[str, str, bool, float | None, str]]:
+    """(metric, method, higher_is_better, value or None, status) for every figure of a row.
+
+    status: ``ok``, ``error`` or ``not_applicable``. Besides the evaluators' own results,
+    behaviour rates (refusal where refusing is right, false refusals elsewhere) and joint
+    figures (correctness when retrieval found every gold document in the top 5, or not).
+    """
+    results = _results(row)
+    refuse = should_refuse(row)
+    recall5: float | None = None
+    for r in results:
+        metric, method = r["metric"], str(r.get("method", "?"))
+        higher = r.get("direction") != "lower_is_better"
+        score = r.get("score")
+        if r.get("error"):
+            yield metric, method, higher, None, "error"
+            continue
+        if not isinstance(score, int | float) or isinstance(score, bool):
+            yield metric, method, higher, None, "not_applicable"
+            continue
+        yield metric, method, higher, float(score), "ok"
+        if metric == "recall@5" and recall5 is None:
+            recall5 = float(score)
+        if metric == "refusal":
+            refused = _refused(r)
+            if refused is not None:
+                name = "refusal_rate" if refuse else "false_refusal_rate"
+                yield name, method, refuse, float(refused), "ok"
+    if recall5 is None:
+        return
+    hit = recall5 >= 1.0 - _EPS
+    for r in results:
+        if r["metric"] == "answer_correctness" and not r.get("error"):
+            score = r.get("score")
+            if isinstance(score, int | float) and not isinstance(score, bool):
+                name = "correct_given_recall5_hit" if hit else "correct_given_recall5_miss"
+                yield name, str(r.get("method", "?")), True, float(score), "ok"
+
+
+def _row_quality(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """Mean quality over the row's scored results, and the name of its worst one."""
+    refuse = should_refuse(row)
+    scored = [
+        (q, f"{r['metric']}/{r.get('method', '?')}")
+        for r in _results(row)
+        if (q := _quality(r, refuse)) is not None
+    ]
+    if not scored:
+        return None, None
+    worst = min(scored, key=lambda x: x[0])
+    return sum(q for q, _ in scored) / len(scored), worst[1]
+
+
+def sliced_summary(
+    rows: list[dict[str, Any]],
+    slice_by: list[str] | None,
+    baseline: dict[str, Any] | None,
+    max_drop: list[str],
+) -> dict[str, Any]:
+    """Per-slice figures of a harness run, compared with ``baseline`` and gated by ``max_drop``.
+
+    Raises ValueError (naming the item) for a gate that cannot be parsed, before any work.
+    """
+    gates = parse_gates(max_drop)
+    keys = list(slice_by) if slice_by else default_slice_keys(rows)
+    by_condition = any(row.get("condition") for row in rows)
+
+    slices: dict[str, dict[str, Any]] = {}
+    accs: dict[str, dict[tuple[str, str], _Acc]] = {}
+    members: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        figures = list(_row_figures(row))
+        for constraints in _row_slices(row, keys, by_condition):
+            name = slice_name(constraints)
+            if name not in slices:
+                slices[name] = {"name": name, "where": constraints}
+                accs[name], members[name] = {}, []
+            members[name].append(index)
+            acc = accs[name]
+            for metric, method, higher, value, status in figures:
+                a = acc.setdefault((metric, method), _Acc(higher))
+                if status == "error":
+                    a.errors += 1
+                elif status == "not_applicable":
+                    a.not_applicable += 1
+                elif value is not None:
+                    a.add(value)
+
+    qualities = [_row_quality(row) for row in rows]
+    for name, info in slices.items():
+        picked = [rows[i] for i in members[name]]
+        info["count"] = len(picked)
+        info["missing"] = missing_counts(picked)
+        info["metrics"] = {
+            f"{m}/{meth}": a.out(m, meth) for (m, meth), a in sorted(accs[name].items())
+        }
+        info["worst"] = _worst(rows, members[name], qualities)
+
+    ordered = dict(sorted(slices.items(), key=lambda kv: (len(kv[1]["where"]), kv[0])))
+    if baseline is not None:
+        _add_deltas(ordered, baseline)
+    checked = [_check_gate(g, ordered, baseline is not None) for g in gates]
+    return {
+        "kind": "sliced_summary",
+        "rows": len(rows),
+        "slice_by": keys,
+        "by_condition": by_condition,
+        "missing": missing_counts(rows),
+        "has_baseline": baseline is not None,
+        "slices": ordered,
+        "gates": checked,
+        "passed": all(g["passed"] for g in checked),
+    }
+
+
+def _worst(
+    rows: Sequence[Mapping[str, Any]],
+    indices: Sequence[int],
+    qualities: Sequence[tuple[float | None, str | None]],
+) -> list[dict[str, Any]]:
+    scored = [i for i in indices if qualities[i][0] is not None]
+    scored.sort(key=lambda i: (qualities[i][0], i))
+    out = []
+    for i in scored[:WORST_PER_SLICE]:
+        row = rows[i]
+        out.append(
+            {
+                "row": i + 1,
+                "question_id": row.get("question_id"),
+                "question": str(row.get("question") or ""),
+                "condition": row.get("condition"),
+                "quality": qualities[i][0],
+                "worst_metric": qualities[i][1],
+                "error": row.get("error"),
+            }
+        )
+    return out
+
+
+def _add_deltas(slices: Mapping[str, dict[str, Any]], baseline: Mapping[str, Any]) -> None:
+    """Baseline mean and direction-aware change (positive = better) on every figure."""
+    base_slices = baseline.get("slices")
+    base_slices = base_slices if isinstance(base_slices, Mapping) else {}
+    for name, info in slices.items():
+        base_metrics = (base_slices.get(name) or {}).get("metrics") or {}
+        for key, fig in info["metrics"].items():
+            base = base_metrics.get(key) or {}
+            before = base.get("mean")
+            fig["baseline_mean"] = before
+            if isinstance(before, int | float) and fig["mean"] is not None:
+                delta = fig["mean"] - before
+                fig["delta"] = delta
+                fig["change"] = delta if fig["higher_is_better"] else -delta
+            else:
+                fig["delta"] = fig["change"] = None
+
+
+def _check_gate(
+    gate: GateSpec, slices: Mapping[str, Mapping[str, Any]], has_baseline: bool
+) -> dict[str, Any]:
+    checks: list[dict[str, Any]] = []
+    for name, info in slices.items():
+        if not gate.matches_slice(info["where"]):
+            continue
+        for key, fig in info["metrics"].items():
+            if gate.matches_metric(fig["metric"], fig["method"]):
+                checks.append(_check_one(gate, name, key, fig))
+    out: dict[str, Any] = {
+        "gate": gate.text,
+        "metric": gate.metric,
+        "method": gate.method,
+        "slice": None if gate.where is None else slice_name(gate.where),
+        "kind": gate.kind,
+        "value": gate.value,
+        "checks": checks,
+        "note": None,
+    }
+    if not checks:
+        out["note"] = "matched no metric in any slice (check the metric and slice names)"
+        out["passed"] = False
+    elif gate.kind == "max_drop" and not has_baseline:
+        out["note"] = "not checked: no baseline (this run can be the baseline)"
+        out["passed"] = True
+    else:
+        out["passed"] = all(c["passed"] for c in checks)
+        failed = [c for c in checks if not c["passed"]]
+        if failed:
+            out["note"] = f"{len(failed)} of {len(checks)} checks failed"
+    return out
+
+
+def _check_one(gate: GateSpec, slice_: str, key: str, fig: Mapping[str, Any]) -> dict[str, Any]:
+    current = fig["mean"]
+    check: dict[str, Any] = {"slice": slice_, "figure": key, "current": current, "passed": True}
+    if gate.kind == "max_drop":
+        before = fig.get("baseline_mean")
+        check["baseline"] = before
+        if before is None:
+            check["note"] = "not in baseline"
+        elif current is None:
+            check["passed"] = False
+            check["note"] = "no score now"
+        else:
+            drop = (before - current) if fig["higher_is_better"] else (current - before)
+            check["drop"] = drop
+            check["passed"] = drop <= gate.value + _EPS
+    elif current is None:
+        check["passed"] = False
+        check["note"] = "no score"
+    elif gate.kind == "min":
+        check["passed"] = current >= gate.value - _EPS
+    else:
+        check["passed"] = current <= gate.value + _EPS
+    return check
