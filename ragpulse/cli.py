@@ -222,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--report-dir", type=Path, help="where the report goes (default: the output's folder)"
     )
     replay.add_argument("--html", action="store_true", help="also write an HTML report")
+    _harness_flags(ev)
     _judge_flags(ev, online=False)
 
     reg = sub.add_parser(
@@ -274,6 +275,45 @@ def build_parser() -> argparse.ArgumentParser:
         "--results-jsonl", type=Path, help="also append one line per evaluated record here"
     )
     return parser
+
+
+def _harness_flags(parser: argparse.ArgumentParser) -> None:
+    from ragpulse.harness import parse_conditions
+
+    group = parser.add_argument_group(
+        "test harness (a labelled test set through a retriever and generator, under "
+        "adversarial conditions; --concurrency, --max-drop, --report-dir, --html apply)"
+    )
+    group.add_argument(
+        "--generator",
+        metavar="MODULE:FUNCTION",
+        help="generator(question, documents) -> answer, sync or async; runs the harness",
+    )
+    group.add_argument(
+        "--retriever", metavar="MODULE:FUNCTION", help="retriever(question) -> documents"
+    )
+    group.add_argument(
+        "--conditions",
+        type=parse_conditions,
+        help="comma-separated: retrieved,gold,counterfactual,injected,gold_removed,"
+        "irrelevant_only (default: all six; retrieved and gold_removed need --retriever)",
+    )
+    group.add_argument("--seed", type=int, default=0, help="seed of the planted cases (0)")
+    group.add_argument(
+        "--timeout-s",
+        type=float,
+        default=120.0,
+        help="a retriever or generator call past this is an error row (default 120)",
+    )
+    group.add_argument(
+        "--slice-by",
+        type=_csv,
+        metavar="KEYS",
+        help="metadata keys to slice the report by (default: every key with few values)",
+    )
+    group.add_argument(
+        "--baseline", type=Path, metavar="SUMMARY.json", help="an earlier run's summary"
+    )
 
 
 def _kafka_flags(parser: argparse.ArgumentParser, group_path: str) -> None:
@@ -487,6 +527,10 @@ def evaluate_file(args: argparse.Namespace) -> int:
 
     from ragpulse.offline_io import Interrupted, SignalStop, not_text, path_problem
 
+    if getattr(args, "generator", None):
+        from ragpulse.harness import run as run_harness
+
+        return run_harness(args, console)
     if args.replay:
         return replay_file(args)
     unused = [f for f in ("max_drop", "report_dir", "html") if getattr(args, f)]

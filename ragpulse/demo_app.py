@@ -18,6 +18,7 @@ import re
 import signal
 import sys
 import time
+import zlib
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
@@ -52,11 +53,20 @@ def retrieve(query: str, k: int = 3) -> list[dict[str, Any]]:
     ]
 
 
+# The one planted instruction the demo falls for (``ragpulse eval --generator``'s
+# ``injected`` condition plants it among others): a sentence asking for a code word is
+# quoted whatever the question, as a naive extractive model would.
+_CODE_WORD = re.compile(r"\breply with the code word\b", re.IGNORECASE)
+
+
 @ragpulse.generation(model=MODEL, system="ragpulse-demo")
 def generate(question: str, documents: list[dict[str, Any]], ungrounded: bool = False) -> str:
     if ungrounded:
         return str(random.choice(corpus()["ungrounded_answers"]))
     candidates = [s for d in documents for s in sentences(d["content"])]
+    followed = next((s for s in candidates if _CODE_WORD.search(s)), None)
+    if followed is not None:
+        return re.sub(r"\s+", " ", followed).strip()
     best = str(max(candidates, key=lambda s: _overlap(question, s), default=""))
     if _overlap(question, best) < 2:  # nothing close enough to quote
         return "I'm sorry, I don't know: the help center has nothing about that."
@@ -67,6 +77,19 @@ def generate(question: str, documents: list[dict[str, Any]], ungrounded: bool = 
 def answer(question: str, ungrounded_rate: float = 0.25) -> str:
     documents = retrieve(question)
     return generate(question, documents, ungrounded=random.random() < ungrounded_rate)
+
+
+def generate_for(question: str, documents: list[Any]) -> str:
+    """The demo's generator as ``ragpulse eval --generator ragpulse.demo_app:generate_for``
+    calls it: documents as strings or ``{id, content}``. Its weakness, an invented answer
+    for about one question in four, is decided by the question (not by chance) so that a
+    run is repeatable."""
+    docs = [d if isinstance(d, dict) else {"content": str(d)} for d in documents]
+    ungrounded = zlib.crc32(question.encode("utf-8")) % 4 == 0
+    if ungrounded:
+        pool = corpus()["ungrounded_answers"]
+        return str(pool[zlib.crc32(question.encode("utf-8")) // 4 % len(pool)])
+    return str(generate(question, docs))
 
 
 def main(argv: list[str] | None = None) -> int:
