@@ -116,7 +116,45 @@ def answer(prompt: str, data: dict[str, Any]) -> dict[str, Any]:
             for loc in data["locations"]
         ]
         return {"verdicts": verdicts}
+    if prompt.startswith(("answer_correctness.", "answer_compliance.", "answer_completeness.")):
+        return _reference_choice(prompt, data)
     return {}
+
+
+_NEGATIONS = frozenset({"not", "no", "never", "isn't", "doesn't", "cannot"})
+
+
+def _negated(text: str) -> bool:
+    return bool(_NEGATIONS & set(text.lower().replace(".", " ").split()))
+
+
+def _reference_choice(prompt: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The reference judges' letter from word sets: answer words S, reference words R.
+
+    A negation on one side only, or no shared word, is a contradiction. Several
+    references: the one the answer agrees with best (the prompt's rule).
+    """
+    answer_text = data["answer"]
+    s = content_token_set(answer_text)
+    choices = []
+    for reference in data["reference_answers"]:
+        r = content_token_set(reference)
+        clash = _negated(answer_text) != _negated(reference) or not s & r
+        if prompt.startswith("answer_correctness."):
+            letter = ("D" if clash else "C" if s == r else "A" if s < r
+                      else "B" if s > r else "E")  # fmt: skip
+        elif prompt.startswith("answer_compliance."):
+            letter = "C" if clash else "A" if s <= r else "B"
+        else:
+            covered = len(s & r) / len(r) if r else 0.0
+            letter = ("A" if covered == 1 else "B" if covered >= 0.5 else "C" if covered > 0
+                      else "D")  # fmt: skip
+        choices.append(letter)
+    best = {"answer_correctness.": "CEBAD", "answer_compliance.": "ABC"}.get(
+        prompt.split(".")[0] + ".", "ABCD"
+    )
+    letter = min(choices, key=best.index)
+    return {"reason": f"word sets compared with {len(choices)} reference(s)", "choice": letter}
 
 
 class JudgeServer:
