@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench install clean prometheus
+.PHONY: demo test lint typecheck bench install clean prometheus chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,18 @@ prometheus:
 	      $$APT install -y --no-install-recommends prometheus >/dev/null 2>&1; }; } \
 	  && echo "installed Debian's prometheus package (promtool, prometheus)" \
 	  || echo "prometheus not installable here (apt-get failed or no root): promtool and live-Prometheus tests will be skipped"; }
+
+# Debian's chromium for the headless check of the sliced HTML report
+# (tests/test_report_browser.py). Never fails the build: without apt or root that test skips.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
+	  { $$APT install -y --no-install-recommends chromium >/dev/null 2>&1 || \
+	    { $$APT update >/dev/null 2>&1 && \
+	      $$APT install -y --no-install-recommends chromium >/dev/null 2>&1; }; } \
+	  && echo "installed Debian's chromium package (headless HTML report test)" \
+	  || echo "chromium not installable here (apt-get failed or no root): the HTML report browser test will be skipped"; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -173,17 +173,24 @@ def markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
-# Filters slice rows by text; sets data-ready so a headless check can see the script ran.
+# Filters slice rows by text (typed, or from a ``#filter=TEXT`` link, so a filtered view can be
+# shared); sets data-ready so a headless check can see the script ran to the end.
 _JS = """
 (function () {
   var input = document.getElementById('slice-filter');
-  input.addEventListener('input', function () {
+  function apply() {
     var needle = input.value.toLowerCase();
     document.querySelectorAll('table.sliced tbody tr').forEach(function (tr) {
       var first = tr.cells[0].textContent.toLowerCase();
       tr.style.display = first.indexOf(needle) === -1 ? 'none' : '';
     });
-  });
+  }
+  input.addEventListener('input', apply);
+  var hash = window.location.hash;
+  if (hash.indexOf('#filter=') === 0) {
+    input.value = decodeURIComponent(hash.slice(8));
+    apply();
+  }
   document.body.setAttribute('data-ready', String(document.querySelectorAll('table').length));
 })();
 """
@@ -205,7 +212,9 @@ def html_page(summary: Mapping[str, Any]) -> str:
         'placeholder="e.g. multi-hop"></label></p>',
     ]
     for title, header, rows in _sections(summary):
-        table = _html_table(header, rows).replace("<table>", '<table class="sliced">', 1)
+        table = _html_table(header, rows)
+        if header[0] == "slice":  # the tables the slice filter applies to
+            table = table.replace("<table>", '<table class="sliced">', 1)
         parts += [f"<h2>{html.escape(title)}</h2>", table if rows else "<p>None.</p>"]
     parts += [f"<script>{_JS}</script>", "</body></html>"]
     return "\n".join(parts) + "\n"

@@ -286,9 +286,10 @@ class _Acc:
 def _row_figures(row: Mapping[str, Any]) -> Iterable[tuple[str, str, bool, float | None, str]]:
     """(metric, method, higher_is_better, value or None, status) for every figure of a row.
 
-    status: ``ok``, ``error`` or ``not_applicable``. Besides the evaluators' own results,
-    behaviour rates (refusal where refusing is right, false refusals elsewhere) and joint
-    figures (correctness when retrieval found every gold document in the top 5, or not).
+    status: ``ok``, ``error`` or ``not_applicable``. Besides the evaluators' own results:
+    ``refusal`` becomes ``refusal_rate`` (share refused where refusing is right: missing-gold
+    conditions, expected ``refuse``) or ``false_refusal_rate`` (elsewhere), and joint figures
+    (correctness when retrieval found every gold document in the top 5, or not).
     """
     results = _results(row)
     refuse = should_refuse(row)
@@ -303,14 +304,17 @@ def _row_figures(row: Mapping[str, Any]) -> Iterable[tuple[str, str, bool, float
         if not isinstance(score, int | float) or isinstance(score, bool):
             yield metric, method, higher, None, "not_applicable"
             continue
-        yield metric, method, higher, float(score), "ok"
-        if metric == "recall@5" and recall5 is None:
-            recall5 = float(score)
         if metric == "refusal":
+            # The raw refusal score reads the wrong way round where refusing is right, so it
+            # is reported only as these two rates, each with its own direction.
             refused = _refused(r)
             if refused is not None:
                 name = "refusal_rate" if refuse else "false_refusal_rate"
                 yield name, method, refuse, float(refused), "ok"
+            continue
+        yield metric, method, higher, float(score), "ok"
+        if metric == "recall@5" and recall5 is None:
+            recall5 = float(score)
     if recall5 is None:
         return
     hit = recall5 >= 1.0 - _EPS

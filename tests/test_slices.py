@@ -1,0 +1,264 @@
+"""The sliced summary: slices, means, missing counts, baseline deltas, direction-aware gates.
+
+Rows are synthetic harness output rows (the shape ``ragpulse eval --conditions`` writes),
+so every expected number can be worked out by hand.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from ragpulse.slice_report import markdown, print_sliced, write_sliced_reports
+from ragpulse.slices import parse_gate, sliced_summary
+
+
+def result(metric: str, method: str, score: float | None, **kw: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "metric": metric,
+        "method": method,
+        "score": score,
+        "label": kw.pop("label", None),
+        "error": kw.pop("error", None),
+        "direction": kw.pop("direction", "higher_is_better"),
+    }
+    return out
+
+
+def row(
+    qid: str, qtype: str, condition: str, mrr: float, correct: float, refused: bool, **kw: Any
+) -> dict[str, Any]:
+    recall5 = kw.pop("recall5", 1.0)
+    return {
+        "question_id": qid,
+        "question": f"question {qid}?",
+        "reference_answers": kw.pop("reference_answers", ["x"]),
+        "reference_context_ids": kw.pop("reference_context_ids", ["d1"]),
+        "answer": kw.pop("answer", "an answer"),
+        "contexts": kw.pop("contexts", ["a doc"]),
+        "metadata": {"question_type": qtype, "domain": kw.pop("domain", "demo"), "id": qid},
+        "condition": condition,
+        "results": [
+            result("mrr", "ids", mrr),
+            result("recall@5", "ids", recall5),
+            result("answer_correctness", "token_f1", correct),
+            result(
+                "refusal",
+                "rules",
+                1.0 if refused else 0.0,
+                label="refusal" if refused else "answered",
+                direction="lower_is_better",
+            ),
+            result("injection", "rules", kw.pop("injection", 0.0), direction="lower_is_better"),
+        ],
+        **kw,
+    }
+
+
+def run_rows(multi_hop_mrr: float = 0.8, gold_removed_refuses: bool = True) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(4):
+        rows.append(row(f"f{i}", "factoid", "retrieved", 1.0, 0.9, False))
+        rows.append(row(f"m{i}", "multi-hop", "retrieved", multi_hop_mrr, 0.6, False))
+        rows.append(row(f"fg{i}", "factoid", "gold_removed", 0.0, 0.0, True, recall5=0.0))
+        rows.append(
+            row(f"mg{i}", "multi-hop", "gold_removed", 0.0, 0.0, gold_removed_refuses, recall5=0.0)
+        )
+    return rows
+
+
+def fig(summary: dict[str, Any], slice_: str, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = summary["slices"][slice_]["metrics"][name]
+    return out
+
+
+def test_slices_means_and_behaviour() -> None:
+    s = sliced_summary(run_rows(), None, None, [])
+    # Default slicing: question_type has 2 values; domain has 1 and id has 16 (both skipped).
+    assert s["slice_by"] == ["question_type"]
+    names = set(s["slices"])
+    assert {"all", "question_type=factoid", "condition=gold_removed"} <= names
+    assert "question_type=multi-hop,condition=gold_removed" in names
+    assert s["slices"]["all"]["count"] == 16
+    assert s["slices"]["question_type=multi-hop,condition=retrieved"]["count"] == 4
+    assert fig(s, "question_type=multi-hop,condition=retrieved", "mrr/ids")["mean"] == 0.8
+    assert fig(s, "all", "mrr/ids")["mean"] == pytest.approx((4 * 1.0 + 4 * 0.8) / 16)
+    assert fig(s, "all", "mrr/ids")["group"] == "retrieval"
+    assert fig(s, "all", "answer_correctness/token_f1")["group"] == "generation"
+    # Refusal rate on missing-gold rows: all 8 refused; no false refusals on retrieved rows.
+    rate = fig(s, "condition=gold_removed", "refusal_rate/rules")
+    assert (rate["mean"], rate["n"], rate["group"]) == (1.0, 8, "behaviour")
+    assert fig(s, "condition=retrieved", "false_refusal_rate/rules")["mean"] == 0.0
+    assert not fig(s, "condition=retrieved", "false_refusal_rate/rules")["higher_is_better"]
+    # Joint: correctness when recall@5 hit (retrieved rows) vs missed (gold_removed rows).
+    hit = fig(s, "all", "correct_given_recall5_hit/token_f1")
+    miss = fig(s, "all", "correct_given_recall5_miss/token_f1")
+    assert (hit["mean"], hit["n"], hit["group"]) == (pytest.approx(0.75), 8, "joint")
+    assert (miss["mean"], miss["n"]) == (0.0, 8)
+    # Worst rows: lowest mean quality first, with ids and questions.
+    worst = s["slices"]["question_type=factoid,condition=retrieved"]["worst"]
+    assert worst and worst[0]["question_id"].startswith("f")
+    assert s["passed"] is True and s["gates"] == []
+
+
+def test_explicit_slice_by_counts_missing_key() -> None:
+    rows = run_rows()
+    rows[0]["metadata"] = {}
+    s = sliced_summary(rows, ["question_type", "domain"], None, [])
+    assert s["slice_by"] == ["question_type", "domain"]
+    assert s["slices"]["question_type=(missing)"]["count"] == 1
+    assert s["slices"]["domain=demo"]["count"] == 15
+
+
+def test_errors_not_applicable_and_missing_counts() -> None:
+    rows = run_rows()
+    # A row without references gets only reference-less results: n/a for the others.
+    rows[0].update(reference_answers=[], reference_context_ids=[], answer="", contexts=[])
+    rows[0]["results"][0] = result("mrr", "ids", None, label="not_applicable")
+    # A generator failure: an error row, its results errored.
+    rows[1]["error"] = "generator raised ValueError"
+    rows[1]["results"][2] = result("answer_correctness", "token_f1", None, error="no answer")
+    # A row with no results at all is still counted.
+    rows.append({"question": "broken?", "metadata": {"question_type": "factoid"}})
+    s = sliced_summary(rows, None, None, [])
+    m = s["missing"]
+    assert m["no_reference"] == 2
+    assert m["no_reference_answers"] == 2 and m["no_reference_contexts"] == 2
+    assert m["no_answer"] == 2 and m["no_contexts"] == 2
+    assert m["row_errors"] == 1 and m["no_results"] == 1
+    all_mrr = fig(s, "all", "mrr/ids")
+    assert (all_mrr["n"], all_mrr["not_applicable"]) == (15, 1)
+    assert fig(s, "all", "answer_correctness/token_f1")["errors"] == 1
+    assert s["slices"]["condition=(none)"]["count"] == 1
+    assert s["rows"] == 17
+
+
+def test_gates_fail_for_multi_hop_without_gold_and_pass_for_factoid() -> None:
+    baseline = sliced_summary(run_rows(), None, None, [])
+    # Now: multi-hop with gold removed stops refusing (invents answers); retrieval unchanged.
+    current_rows = run_rows(gold_removed_refuses=False)
+    gates = [
+        "refusal_rate@question_type=multi-hop,condition=gold_removed=0.1",
+        "refusal_rate/rules@question_type=factoid,condition=gold_removed=0.1",
+        "answer_correctness/token_f1@question_type=factoid,condition=retrieved=0.05",
+        "mrr=0.05",
+    ]
+    s = sliced_summary(current_rows, None, baseline, gates)
+    by_gate = {g["gate"]: g for g in s["gates"]}
+    assert not by_gate[gates[0]]["passed"]
+    assert by_gate[gates[0]]["checks"][0]["drop"] == pytest.approx(1.0)
+    assert by_gate[gates[1]]["passed"]
+    assert by_gate[gates[2]]["passed"]
+    assert by_gate[gates[3]]["passed"] and len(by_gate[gates[3]]["checks"]) > 5
+    assert s["passed"] is False
+    # The delta is on every figure; change is direction-aware (negative = worse).
+    rate = fig(s, "question_type=multi-hop,condition=gold_removed", "refusal_rate/rules")
+    assert rate["baseline_mean"] == 1.0 and rate["delta"] == -1.0 and rate["change"] == -1.0
+
+
+def test_lower_is_better_gate_is_direction_aware() -> None:
+    baseline = sliced_summary(run_rows(), None, None, [])
+    rows = run_rows()
+    for r in rows:  # injection score goes UP on multi-hop rows: worse for a lower-is-better metric
+        if r["metadata"]["question_type"] == "multi-hop":
+            r["results"][4]["score"] = 0.5
+    s = sliced_summary(rows, None, baseline, ["injection/rules@question_type=multi-hop=0.2"])
+    (gate,) = s["gates"]
+    assert not gate["passed"] and gate["checks"][0]["drop"] == pytest.approx(0.5)
+    # A decrease of a lower-is-better metric is an improvement, never a drop.
+    s = sliced_summary(run_rows(), None, sliced_summary(rows, None, None, []), ["injection=0"])
+    assert s["passed"]
+
+
+def test_retrieval_drop_on_multi_hop_fails_only_there() -> None:
+    baseline = sliced_summary(run_rows(), None, None, [])
+    s = sliced_summary(
+        run_rows(multi_hop_mrr=0.5),
+        None,
+        baseline,
+        ["mrr@question_type=multi-hop=0.05", "mrr@question_type=factoid=0.05"],
+    )
+    assert [g["passed"] for g in s["gates"]] == [False, True]
+
+
+def test_absolute_gates_and_no_baseline() -> None:
+    s = sliced_summary(
+        run_rows(),
+        None,
+        None,
+        ["mrr@question_type=factoid,condition=retrieved>=0.9", "mrr@all>=0.9", "mrr=0.05"],
+    )
+    ok, too_low, relative = s["gates"]
+    assert ok["passed"] and ok["checks"][0]["current"] == 1.0
+    assert not too_low["passed"] and too_low["slice"] == "all"
+    assert relative["passed"] and "no baseline" in relative["note"]
+    assert not s["passed"]
+
+
+def test_gate_matching_nothing_fails() -> None:
+    s = sliced_summary(run_rows(), None, None, ["mmr>=0.1", "mrr@question_type=multihop>=0.1"])
+    assert [g["passed"] for g in s["gates"]] == [False, False]
+    assert "matched no metric" in s["gates"][0]["note"]
+
+
+def test_gate_syntax() -> None:
+    g = parse_gate("recall@5/ids@question_type=multi-hop,condition=gold_removed=0.05")
+    assert (g.metric, g.method, g.kind, g.value) == ("recall@5", "ids", "max_drop", 0.05)
+    assert g.where == {"question_type": "multi-hop", "condition": "gold_removed"}
+    g = parse_gate("recall@10=0.1")
+    assert (g.metric, g.method, g.where) == ("recall@10", None, None)
+    g = parse_gate("answer_correctness/token_f1@condition=gold<=0.3")
+    assert (g.kind, g.where) == ("max", {"condition": "gold"})
+    assert parse_gate("ndcg@10@all>=0.5").where == {}
+
+
+@pytest.mark.parametrize(
+    ("item", "why"),
+    [
+        ("mrr", "no '=DROP'"),
+        ("mrr=abc", "'abc' is not a number"),
+        ("mrr=-0.1", "a drop must be >= 0"),
+        ("mrr@question_type=0.1", "slice part 'question_type' is not KEY=VALUE"),
+        ("mrr@a=1,a=2=0.1", "given twice"),
+        ("=0.1", "cannot read the metric part"),
+        ("mrr=nan", "must be finite"),
+    ],
+)
+def test_bad_gates_name_the_item(item: str, why: str) -> None:
+    with pytest.raises(ValueError, match="bad gate") as err:
+        sliced_summary(run_rows(), None, None, ["mrr=0.1", item])
+    assert repr(item) in str(err.value) and why in str(err.value)
+
+
+def test_reports_written_and_round_trip_as_baseline(tmp_path: Path) -> None:
+    first = sliced_summary(run_rows(), None, None, [])
+    paths = write_sliced_reports(first, tmp_path / "out.jsonl", tmp_path / "reports", html=True)
+    assert set(paths) == {"summary", "markdown", "html"}
+    assert paths["summary"].name == "out.summary.json"
+    assert all(p.parent == tmp_path / "reports" for p in paths.values())
+    # The written JSON is a valid baseline for the next run.
+    baseline = json.loads(paths["summary"].read_text())
+    s = sliced_summary(run_rows(gold_removed_refuses=False), None, baseline, ["refusal_rate=0.1"])
+    assert not s["passed"]
+    md = markdown(s)
+    assert "**Gates: FAILED**" in md and "question_type=multi-hop,condition=gold_removed" in md
+    assert "(-1.000) ▼" in md
+    page = paths["html"].read_text()
+    assert "<script" in page and "http" not in page.replace("http://www.w3.org", "")
+    only = write_sliced_reports(s, tmp_path / "run.jsonl", None, html=False)
+    assert set(only) == {"summary", "markdown"} and only["markdown"].parent == tmp_path
+
+
+def test_print_sliced_console() -> None:
+    buf = io.StringIO()
+    s = sliced_summary(run_rows(), None, None, ["mrr@all>=0.1"])
+    s["slices"]["all"]["worst"][0]["question"] = "[bold]not markup[/bold]"
+    print_sliced(s, Console(file=buf, width=250, color_system=None))
+    out = buf.getvalue()
+    assert "Retrieval" in out and "refusal_rate/rules" in out and "gates: passed" in out
+    assert "[bold]not markup[/bold]" in out
