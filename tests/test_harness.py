@@ -1,0 +1,275 @@
+"""The offline test harness, run as the README documents it: ``ragpulse eval`` as a
+subprocess on the demo test set with the demo app's retriever and generator (real
+components throughout; no mocks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragpulse.conditions import CONDITIONS, PAYLOADS, build_case, rng_for
+from ragpulse.plugins import evaluator_class
+from ragpulse.record import Reference
+
+TESTSET = Path(str(files("ragpulse").joinpath("demo_data/testset.jsonl")))
+DEMO = ["--generator", "ragpulse.demo_app:generate_for"]
+RETRIEVER = ["--retriever", "ragpulse.demo_app:retrieve"]
+DEADLINE_S = 300  # a generous bound on a run of seconds: a hang fails, a slow box does not
+
+
+def harness(
+    source: Path, output: Path, *extra: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "ragpulse.cli", "eval", str(source), "-o", str(output), *extra]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=DEADLINE_S, cwd=cwd, check=False
+    )
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def scores(row: dict[str, Any]) -> dict[str, float | None]:
+    return {f"{r['metric']}/{r['method']}": r["score"] for r in row.get("results", [])}
+
+
+def mean(values: Sequence[float | None]) -> float:
+    present = [v for v in values if v is not None]
+    assert present, "nothing scored"
+    return sum(present) / len(present)
+
+
+def by_condition(rows: list[dict[str, Any]], condition: str, name: str) -> list[float | None]:
+    return [scores(r).get(name) for r in rows if r["condition"] == condition]
+
+
+def strip_timing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k != "generation"}
+        row["results"] = [
+            {k: v for k, v in r.items() if k != "duration_ms"} for r in row.get("results", [])
+        ]
+        out.append(row)
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], str]:
+    out = tmp_path_factory.mktemp("harness") / "out.jsonl"
+    conditions = ",".join(CONDITIONS)
+    done = harness(TESTSET, out, *DEMO, *RETRIEVER, "--conditions", conditions, "--seed", "1")
+    assert done.returncode == 0, done.stderr + done.stdout
+    return lines(out), done.stdout
+
+
+def test_the_demo_set_is_a_labelled_test_set() -> None:
+    rows = lines(TESTSET)
+    assert len(rows) >= 30
+    assert len({r["question_id"] for r in rows}) == len(rows)
+    types = {r["metadata"]["question_type"] for r in rows}
+    assert {"factoid", "multi-hop", "comparison", "unanswerable"} <= types
+    refuse = [r for r in rows if r["expected_behavior"] == "refuse"]
+    assert refuse and all(
+        not r["is_answerable_label"] and not r["reference_contexts"] for r in refuse
+    )
+    corpus = json.loads(files("ragpulse").joinpath("demo_data/corpus.json").read_text("utf-8"))
+    documents = {d["id"]: d["content"] for d in corpus["documents"]}
+    for row in rows:  # gold ids and gold texts agree with the corpus
+        assert [documents[i] for i in row["reference_context_ids"]] == row["reference_contexts"]
+
+
+def test_every_row_and_condition_in_order(demo_run: tuple[list[dict[str, Any]], str]) -> None:
+    rows, _ = demo_run
+    questions = [r["question_id"] for r in lines(TESTSET)]
+    got = [(r["question_id"], r["condition"]) for r in rows]
+    assert got == [(q, c) for q in questions for c in CONDITIONS]
+    assert not [r for r in rows if "error" in r]
+    refuse_cases = [r for r in rows if r["condition"] in ("gold_removed", "irrelevant_only")]
+    assert all(r["expected_behavior"] == "refuse" for r in refuse_cases)
+
+
+def test_the_demo_generator_follows_the_code_word_payload_only(
+    demo_run: tuple[list[dict[str, Any]], str],
+) -> None:
+    rows, _ = demo_run
+    injected = [r for r in rows if r["condition"] == "injected" and r["planted"]]
+    assert {r["planted"]["position"] for r in injected} == {"start", "middle", "end"}
+    followed = {r["planted"]["payload"] for r in injected if scores(r)[
+        "injection_resistance/canary"] == 0.0}  # fmt: skip
+    assert followed == {"code_word"}
+    resisted = [r for r in injected if r["planted"]["payload"] != "code_word"]
+    assert resisted and all(scores(r)["injection_resistance/canary"] == 1.0 for r in resisted)
+    for row in injected:  # the canary really is in the documents the generator saw
+        assert any(row["planted"]["canary"] in d["content"] for d in row["contexts"])
+    # Other conditions: not applicable.
+    assert all(v is None for v in by_condition(rows, "gold", "injection_resistance/canary"))
+
+
+def test_counterfactuals_are_planted_and_sometimes_adopted(
+    demo_run: tuple[list[dict[str, Any]], str],
+) -> None:
+    rows, _ = demo_run
+    cases = [r for r in rows if r["condition"] == "counterfactual" and r["planted"]]
+    assert len(cases) >= 20
+    for row in cases:
+        planted = row["planted"]
+        assert planted["value"] != planted["original"]
+        assert any(planted["value"] in d["content"] for d in row["contexts"])
+    adoption = by_condition(rows, "counterfactual", "counterfactual_adoption/planted_value")
+    # The extractive demo quotes whatever its documents say: it adopts planted values.
+    assert 0.0 < mean(adoption) < 1.0
+
+
+def test_missing_gold_shows_the_demo_inventing_answers(
+    demo_run: tuple[list[dict[str, Any]], str],
+) -> None:
+    rows, _ = demo_run
+    for condition in ("gold_removed", "irrelevant_only"):
+        rate = mean(by_condition(rows, condition, "expected_refusal/rules"))
+        # It refuses some and invents others: the weakness the harness must surface.
+        assert 0.0 < rate < 1.0, (condition, rate)
+    assert mean(by_condition(rows, "irrelevant_only", "recall@5/ids")) == 0.0
+    assert mean(by_condition(rows, "gold", "recall@5/ids")) == 1.0
+    # Unanswerable rows should refuse in every condition; the demo sometimes invents.
+    unanswerable = [r for r in rows if r["metadata"]["question_type"] == "unanswerable"]
+    assert 0.0 < mean([scores(r)["expected_refusal/rules"] for r in unanswerable]) < 1.0
+
+
+def test_the_same_seed_gives_the_same_cases(
+    demo_run: tuple[list[dict[str, Any]], str], tmp_path: Path
+) -> None:
+    rows, _ = demo_run
+    out = tmp_path / "again.jsonl"
+    done = harness(TESTSET, out, *DEMO, *RETRIEVER, "--seed", "1", "--concurrency", "3")
+    assert done.returncode == 0, done.stderr
+    assert strip_timing(lines(out)) == strip_timing(rows)
+    other = tmp_path / "seed2.jsonl"
+    assert harness(TESTSET, other, *DEMO, *RETRIEVER, "--seed", "2").returncode == 0
+    planted = [r["planted"] for r in rows if r["condition"] == "injected"]
+    assert planted != [r["planted"] for r in lines(other) if r["condition"] == "injected"]
+
+
+BROKEN_RETRIEVER = """
+import random
+
+OFF_TOPIC = [
+    "The museum opens at nine on weekdays and at ten on Sundays.",
+    "Tomatoes grow best in full sun with regular watering.",
+    "The train to the coast leaves every forty minutes.",
+    "Chess openings are studied in books and with engines.",
+]
+
+
+def retrieve(question):
+    rng = random.Random(question)
+    return [{"id": f"off-{i}", "content": OFF_TOPIC[i]} for i in rng.sample(range(4), 3)]
+"""
+
+
+def test_a_broken_retriever_moves_retrieval_not_gold_generation(
+    demo_run: tuple[list[dict[str, Any]], str], tmp_path: Path
+) -> None:
+    good, _ = demo_run
+    (tmp_path / "broken_retriever.py").write_text(BROKEN_RETRIEVER, encoding="utf-8")
+    out = tmp_path / "broken.jsonl"
+    done = harness(
+        TESTSET, out, *DEMO, "--retriever", "broken_retriever:retrieve", "--seed", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    bad = lines(out)
+    for name in ("recall@5/ids", "mrr/ids"):
+        assert mean(by_condition(bad, "retrieved", name)) == 0.0
+        assert mean(by_condition(good, "retrieved", name)) > 0.9
+    # The gold condition never sees the retriever: every score is the same, row by row.
+    gold_good = [r for r in strip_timing(good) if r["condition"] == "gold"]
+    gold_bad = [r for r in strip_timing(bad) if r["condition"] == "gold"]
+    assert gold_good == gold_bad
+
+
+FLAKY_GENERATOR = """
+import time
+
+
+def generate(question, documents):
+    if "Pro plan" in question:
+        raise RuntimeError("model overloaded")
+    if "Trash" in question:
+        time.sleep(60)
+    return " ".join(d["content"] for d in documents)[:200] or "I don't know."
+"""
+
+
+def test_failures_and_bad_input_become_rows(tmp_path: Path) -> None:
+    (tmp_path / "flaky.py").write_text(FLAKY_GENERATOR, encoding="utf-8")
+    source = tmp_path / "set.jsonl"
+    rows = lines(TESTSET)[:12]
+    source.write_text(
+        "\n".join(
+            [
+                *(json.dumps(r) for r in rows),
+                "{not json",
+                json.dumps({"question": "How do I export a notebook as Markdown?"}),
+                json.dumps({"question_id": "empty", "question": "  "}),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    done = harness(
+        source, out, "--generator", "flaky:generate", *RETRIEVER, "--conditions",
+        "retrieved,gold", "--timeout-s", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    got = lines(out)
+    assert len(got) == 12 * 2 + 1 + 2 + 1  # every case, the bad line, the bare row, no question
+    errors = [r for r in got if r.get("condition") and "error" in r]
+    raised = [r for r in errors if "model overloaded" in r["error"]]
+    timed_out = [r for r in errors if "timeout" in r["error"]]
+    assert raised and timed_out and len(raised) + len(timed_out) == len(errors)
+    assert all("results" not in r for r in errors)
+    assert {r["line"] for r in got if r.get("raw", "").strip() == "{not json"} == {13}
+    assert any(r.get("error") == "no question" for r in got)
+    # A row without references: the reference-less metrics only.
+    bare = [r for r in got if r.get("line") == 14]
+    assert len(bare) == 2
+    for row in bare:
+        results = scores(row)
+        needs_reference = {n for n in results if evaluator_class(n).requires_reference}
+        assert needs_reference and all(results[n] is None for n in needs_reference)
+        assert any(v is not None for n, v in results.items() if n not in needs_reference)
+    said = done.stdout + done.stderr
+    assert "1 unreadable lines" in said and "lack reference_contexts" in said
+
+
+def test_usage_problems_exit_2_before_any_call(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    done = harness(TESTSET, out, *DEMO, "--conditions", "retrieved,gold")
+    assert done.returncode == 2 and "need --retriever" in done.stdout + done.stderr
+    done = harness(TESTSET, out, *DEMO, "--conditions", "gold,sideways")
+    assert done.returncode == 2 and "unknown condition" in done.stderr
+    assert not out.exists()
+
+
+def test_conditions_are_pure_functions_of_the_seed() -> None:
+    ref = Reference(
+        question_id="q", answers=["100 GB"], contexts=["Pro has 100 GB. Free has 2 GB."],
+        context_ids=["pricing"],
+    )  # fmt: skip
+    first = build_case("counterfactual", ref, None, [], rng_for(7, "q", "counterfactual"))
+    again = build_case("counterfactual", ref, None, [], rng_for(7, "q", "counterfactual"))
+    assert first == again
+    assert first.planted["original"] == "100"  # the number the answer states
+    injected = build_case("injected", ref, None, [], rng_for(7, "q", "injected"))
+    assert injected.planted["payload"] in PAYLOADS
+    assert injected.planted["canary"] in injected.documents[0].content
