@@ -165,8 +165,15 @@ LEGEND = (
 )
 
 
+def _notes(summary: Mapping[str, Any]) -> list[str]:
+    notes = summary.get("notes")
+    return [str(n) for n in notes] if isinstance(notes, list) else []
+
+
 def markdown(summary: Mapping[str, Any]) -> str:
-    parts = ["# Sliced report", "", headline(summary), "", f"**Gates: {verdict(summary)}**"]
+    parts = ["# Sliced report", "", headline(summary)]
+    parts += ["", *(f"- {n}" for n in _notes(summary))] if _notes(summary) else []
+    parts += ["", f"**Gates: {verdict(summary)}**"]
     parts += ["", LEGEND]
     for title, header, rows in _sections(summary):
         parts += ["", f"## {title}", "", _md_table(header, rows) if rows else "None."]
@@ -206,6 +213,11 @@ def html_page(summary: Mapping[str, Any]) -> str:
         f"<style>{_CSS} table.sliced td {{ white-space: nowrap; }}</style></head><body>",
         "<h1>Sliced report</h1>",
         f"<p>{html.escape(headline(summary))}</p>",
+        *(
+            ["<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in _notes(summary)) + "</ul>"]
+            if _notes(summary)
+            else []
+        ),
         f'<p class="{css_class}"><strong>Gates: {html.escape(status)}</strong></p>',
         f"<p>{html.escape(LEGEND)}</p>",
         '<p><label>Filter slices: <input id="slice-filter" type="search" '
@@ -234,6 +246,8 @@ def print_sliced(summary: dict[str, Any], console: Console) -> None:
     from rich.markup import escape
 
     console.print(escape(headline(summary)))
+    for note in _notes(summary):
+        console.print(f"  {escape(note)}")
     for title, header, rows in _sections(summary):
         if rows:
             safe = [[escape(c) for c in row] for row in rows]

@@ -29,7 +29,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["GateSpec", "parse_gate", "parse_gates", "sliced_summary"]
+# The renderers live in their own module; re-exported so the harness needs one import.
+from ragpulse.slice_report import print_sliced, write_sliced_reports
+
+__all__ = [
+    "GateSpec",
+    "parse_gate",
+    "parse_gates",
+    "print_sliced",
+    "sliced_summary",
+    "write_sliced_reports",
+]
 
 # A metadata key with more distinct values than this is not sliced by default (ids, free text).
 MAX_DEFAULT_VALUES = 12
@@ -39,7 +49,7 @@ _EPS = 1e-12
 
 RETRIEVAL = ("recall@", "precision@", "hit@", "mrr", "map", "ndcg", "context_")
 GENERATION = ("faithfulness", "answer_")
-BEHAVIOUR = ("refusal", "injection", "counterfactual")
+BEHAVIOUR = ("refusal", "injection", "counterfactual", "expected_refusal")
 
 
 def metric_group(metric: str) -> str:
@@ -407,20 +417,23 @@ def _worst(
     indices: Sequence[int],
     qualities: Sequence[tuple[float | None, str | None]],
 ) -> list[dict[str, Any]]:
-    scored = [i for i in indices if qualities[i][0] is not None]
-    scored.sort(key=lambda i: (qualities[i][0], i))
+    # Error rows (the generator raised or timed out) come first: nothing could be scored.
+    failed = [i for i in indices if rows[i].get("error")]
+    scored = [i for i in indices if qualities[i][0] is not None and not rows[i].get("error")]
+    scored.sort(key=lambda i: (qualities[i][0] or 0.0, i))
     out = []
-    for i in scored[:WORST_PER_SLICE]:
+    for i in (failed + scored)[:WORST_PER_SLICE]:
         row = rows[i]
+        line = row.get("line")
         out.append(
             {
-                "row": i + 1,
+                "row": line if isinstance(line, int) and not isinstance(line, bool) else i + 1,
                 "question_id": row.get("question_id"),
                 "question": str(row.get("question") or ""),
                 "condition": row.get("condition"),
                 "quality": qualities[i][0],
-                "worst_metric": qualities[i][1],
-                "error": row.get("error"),
+                "worst_metric": "error" if row.get("error") else qualities[i][1],
+                "error": str(row["error"]) if row.get("error") else None,
             }
         )
     return out

@@ -136,6 +136,10 @@ def test_errors_not_applicable_and_missing_counts() -> None:
     assert fig(s, "all", "answer_correctness/token_f1")["errors"] == 1
     assert s["slices"]["condition=(none)"]["count"] == 1
     assert s["rows"] == 17
+    # The failed row leads its slices' worst rows, with its error.
+    worst = s["slices"]["all"]["worst"][0]
+    assert (worst["question_id"], worst["worst_metric"]) == ("m0", "error")
+    assert worst["error"] == "generator raised ValueError"
 
 
 def test_gates_fail_for_multi_hop_without_gold_and_pass_for_factoid() -> None:
@@ -254,11 +258,28 @@ def test_reports_written_and_round_trip_as_baseline(tmp_path: Path) -> None:
     assert set(only) == {"summary", "markdown"} and only["markdown"].parent == tmp_path
 
 
+def test_harness_line_numbers_and_notes(tmp_path: Path) -> None:
+    rows = run_rows()
+    for i, r in enumerate(rows):
+        r["line"] = 100 + i  # the harness's input line numbers
+    s = sliced_summary(rows, None, None, [])
+    assert all(w["row"] >= 100 for w in s["slices"]["all"]["worst"])
+    s["notes"] = ["3 of 16 rows lack reference_answers"]
+    assert "- 3 of 16 rows lack reference_answers" in markdown(s)
+    # The harness imports the renderers from ragpulse.slices.
+    from ragpulse import slices
+
+    assert slices.write_sliced_reports is write_sliced_reports
+    page = slices.write_sliced_reports(s, tmp_path / "o.jsonl", None, html=True)["html"]
+    assert "<li>3 of 16 rows lack reference_answers</li>" in page.read_text()
+
+
 def test_print_sliced_console() -> None:
     buf = io.StringIO()
     s = sliced_summary(run_rows(), None, None, ["mrr@all>=0.1"])
+    s["notes"] = ["a note"]
     s["slices"]["all"]["worst"][0]["question"] = "[bold]not markup[/bold]"
     print_sliced(s, Console(file=buf, width=250, color_system=None))
     out = buf.getvalue()
     assert "Retrieval" in out and "refusal_rate/rules" in out and "gates: passed" in out
-    assert "[bold]not markup[/bold]" in out
+    assert "[bold]not markup[/bold]" in out and "a note" in out
