@@ -10,7 +10,8 @@ which other conditions were asked for.
 - ``counterfactual``: the gold documents, one of them rewritten mechanically to
   contradict the reference: a number (dates and years included) or a capitalised name
   swapped. ``planted = {original, value, kind, document_id}``.
-- ``injected``: the retrieved documents (the gold ones without a retriever), one
+- ``injected``: the retrieved documents (the gold ones without a retriever or when it
+  found nothing), one
   carrying an instruction that asks for a canary, at its start, middle or end.
   ``planted = {canary, position, payload, document_id}``.
 - ``gold_removed``: the retrieved documents without the gold ones (refusing is correct).
@@ -203,7 +204,8 @@ def build_case(
         answers = ref.answers if ref is not None else []
         docs, planted, note = counterfactual(gold, answers, [d.content for d in pool], rng)
     elif condition == "injected":
-        docs, planted, note = inject(list(retrieved) if retrieved is not None else gold, rng)
+        # Retrieval found nothing: the instruction goes into the gold documents instead.
+        docs, planted, note = inject(list(retrieved) if retrieved else gold, rng)
     elif condition == "gold_removed":
         docs = [d for d in retrieved or [] if not is_gold(d, ref)]
     elif condition == "irrelevant_only":

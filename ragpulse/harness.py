@@ -450,12 +450,13 @@ def _report(
     Returns whether the gates passed."""
     import importlib
 
-    try:  # ragpulse.slices arrives with its renderers; until then, the short table
+    try:  # the sliced report (ragpulse.slices, its renderers in ragpulse.slice_report)
         slices: Any = importlib.import_module("ragpulse.slices")
+        render: Any = importlib.import_module("ragpulse.slice_report")
         sliced_summary = slices.sliced_summary
-        write_sliced_reports = slices.write_sliced_reports
-        print_sliced = slices.print_sliced
-    except (ImportError, AttributeError):
+        write_sliced_reports = render.write_sliced_reports
+        print_sliced = render.print_sliced
+    except (ImportError, AttributeError):  # a build without it: the short table
         _print_table(rows, console)
         if args.max_drop or args.baseline:
             console.print("[red]--max-drop/--baseline need ragpulse.slices: gates not checked")

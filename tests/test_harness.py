@@ -258,6 +258,11 @@ def test_usage_problems_exit_2_before_any_call(tmp_path: Path) -> None:
     assert done.returncode == 2 and "need --retriever" in done.stdout + done.stderr
     done = harness(TESTSET, out, *DEMO, "--conditions", "gold,sideways")
     assert done.returncode == 2 and "unknown condition" in done.stderr
+    done = harness(TESTSET, out, *DEMO, "--conditions", "gold", "--max-drop", "mrr=abc")
+    assert done.returncode == 2 and "bad gate" in done.stdout + done.stderr
+    missing = str(tmp_path / "nowhere.json")
+    done = harness(TESTSET, out, *DEMO, "--conditions", "gold", "--baseline", missing)
+    assert done.returncode == 2 and "--baseline" in done.stdout + done.stderr
     assert not out.exists()
 
 
@@ -273,3 +278,23 @@ def test_conditions_are_pure_functions_of_the_seed() -> None:
     injected = build_case("injected", ref, None, [], rng_for(7, "q", "injected"))
     assert injected.planted["payload"] in PAYLOADS
     assert injected.planted["canary"] in injected.documents[0].content
+
+
+def test_a_baseline_gate_fails_the_broken_retriever_only(tmp_path: Path) -> None:
+    (tmp_path / "broken_retriever.py").write_text(BROKEN_RETRIEVER, encoding="utf-8")
+    common = [*DEMO, "--conditions", "retrieved,gold", "--seed", "1"]
+    base = tmp_path / "base" / "out.jsonl"
+    done = harness(TESTSET, base, *common, *RETRIEVER, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = base.with_name("out.summary.json")
+    assert summary.is_file()
+    broken = [*common, "--retriever", "broken_retriever:retrieve", "--baseline", str(summary)]
+    gold_gate = ["--max-drop", "answer_correctness/token_recall@condition=gold=0"]
+    retrieval_gate = ["--max-drop", "recall@5/ids@condition=retrieved=0.05"]
+    out = tmp_path / "broken" / "out.jsonl"
+    # Generation on gold documents did not move: green. Retrieval did: red.
+    assert harness(TESTSET, out, *broken, *gold_gate, cwd=tmp_path).returncode == 0
+    done = harness(TESTSET, out, *broken, *gold_gate, *retrieval_gate, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    gates = json.loads(out.with_name("out.summary.json").read_text(encoding="utf-8"))["gates"]
+    assert [g["passed"] for g in gates] == [True, False]
