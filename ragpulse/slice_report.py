@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -69,39 +70,85 @@ def headline(summary: Mapping[str, Any]) -> str:
     return f"{summary['rows']} rows, {len(summary['slices'])} slices (by {by}{cond}); {base}."
 
 
+def _natural(name: str) -> tuple[Any, ...]:
+    """recall@1 < recall@3 < recall@10 (numbers compared as numbers)."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
 def _figure_names(summary: Mapping[str, Any], group: str) -> list[str]:
-    names: dict[str, None] = {}
-    for info in summary["slices"].values():
-        for key, fig in info["metrics"].items():
-            if fig["group"] == group:
-                names[key] = None
-    return list(names)
+    names = {
+        key
+        for info in summary["slices"].values()
+        for key, fig in info["metrics"].items()
+        if fig["group"] == group
+    }
+    return sorted(names, key=_natural)
 
 
-def _cell(fig: Mapping[str, Any] | None) -> str:
+# A method a metric is shown by on the console when it has several (ids beats content: ids
+# are exact; the judge beats lexical overlap).
+PRIMARY_METHODS = ("ids", "llm_judge", "token_f1", "canary", "planted_value", "rules", "lexical")
+# On the console only: the retrieval cut-offs that add little next to recall@5 and ndcg@10.
+CONSOLE_SKIP = ("recall@1", "recall@3", "recall@10")
+MAX_COLUMNS = 8
+
+
+def _primary(names: Sequence[str]) -> list[str]:
+    """One method per metric: the first of PRIMARY_METHODS it has, else its first."""
+    by_metric: dict[str, list[str]] = {}
+    for name in names:
+        by_metric.setdefault(name.rsplit("/", 1)[0], []).append(name)
+    out = []
+    for metric, keys in by_metric.items():
+        if metric in CONSOLE_SKIP:
+            continue
+        rank = {m: i for i, m in enumerate(PRIMARY_METHODS)}
+        out.append(min(keys, key=lambda k: (rank.get(k.rsplit("/", 1)[-1], 99), k)))
+    return out
+
+
+def _cell(fig: Mapping[str, Any] | None, compact: bool = False) -> str:
     if fig is None:
         return ""
     text = fmt(fig["mean"])
-    if fig.get("change") is not None:
+    # The terminal view leaves out changes that round to zero: the moves stand out.
+    if fig.get("change") is not None and not (compact and abs(fig["delta"]) < 5e-4):
         text += f" ({signed(fig['delta'])})"
         if fig["change"] < -1e-12:
             text += " ▼"
+    if compact:
+        return text
     extra = [f"n={fig['n']}"]
     if fig["errors"]:
         extra.append(f"err={fig['errors']}")
     return f"{text} {' '.join(extra)}"
 
 
-def group_table(summary: Mapping[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
-    """Rows: slices; columns: the group's figures (mean, delta to baseline, n)."""
-    names = _figure_names(summary, group)
+def group_table(
+    summary: Mapping[str, Any],
+    names: Sequence[str],
+    slices: Sequence[str] | None = None,
+    compact: bool = False,
+) -> tuple[list[str], list[list[str]]]:
+    """Rows: slices; columns: the given figures (mean, change from the baseline, n)."""
     header = ["slice", "rows", *(n + ("" if _higher(summary, n) else " ↓") for n in names)]
     rows = []
     for name, info in summary["slices"].items():
         figs = info["metrics"]
-        if any(n in figs for n in names):
-            rows.append([name, str(info["count"]), *(_cell(figs.get(n)) for n in names)])
+        if (slices is None or name in slices) and any(n in figs for n in names):
+            cells = (_cell(figs.get(n), compact) for n in names)
+            rows.append([name, str(info["count"]), *cells])
     return header, rows
+
+
+def _column_sets(names: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """Split a wide group by method ("ids", "content") so no table has over MAX_COLUMNS."""
+    if len(names) <= MAX_COLUMNS:
+        return [("", list(names))]
+    by_method: dict[str, list[str]] = {}
+    for name in names:
+        by_method.setdefault(name.rsplit("/", 1)[-1], []).append(name)
+    return [(f" (by {method})", keys) for method, keys in by_method.items()]
 
 
 def _higher(summary: Mapping[str, Any], key: str) -> bool:
@@ -133,9 +180,11 @@ def missing_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     return [[MISSING_LABELS.get(k, k), str(v)] for k, v in summary["missing"].items()]
 
 
-def worst_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+def worst_rows(summary: Mapping[str, Any], slices: Sequence[str] | None = None) -> list[list[str]]:
     out = []
     for name, info in summary["slices"].items():
+        if slices is not None and name not in slices:
+            continue
         for w in info["worst"]:
             out.append(
                 [name, str(w["row"]), str(w["question_id"] or "-"), str(w["condition"] or "-"),
@@ -144,16 +193,46 @@ def worst_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     return out
 
 
-def _sections(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    out = []
+Section = tuple[str, list[str], list[list[str]]]
+
+
+def _sections(summary: Mapping[str, Any]) -> list[Section]:
+    """Everything, for the report files."""
+    out: list[Section] = []
     if summary["gates"]:
         out.append((f"Gates: {verdict(summary)}", GATE_HEADER, gate_rows(summary)))
     out.append(("Missing", ["what", "rows"], missing_rows(summary)))
     for group in GROUPS:
-        header, rows = group_table(summary, group)
-        if rows and len(header) > 2:
-            out.append((GROUP_TITLES[group], header, rows))
+        for suffix, names in _column_sets(_figure_names(summary, group)):
+            header, rows = group_table(summary, names)
+            if rows and names:
+                out.append((GROUP_TITLES[group] + suffix, header, rows))
     out.append(("Worst rows per slice (lowest mean quality)", WORST_HEADER, worst_rows(summary)))
+    return out
+
+
+# The console shows every slice up to this many; past it, the overall and one-key slices.
+CONSOLE_SLICES = 24
+
+
+def _console_sections(summary: Mapping[str, Any]) -> list[Section]:
+    """A terminal-sized view: one method per metric, fewer slices, worst rows overall."""
+    names = list(summary["slices"])
+    slices = names
+    if len(names) > CONSOLE_SLICES:
+        slices = [n for n, info in summary["slices"].items() if len(info["where"]) <= 1]
+    out: list[Section] = []
+    if summary["gates"]:
+        out.append((f"Gates: {verdict(summary)}", GATE_HEADER, gate_rows(summary)))
+    missing = [r for r in missing_rows(summary) if r[1] != "0"]
+    if missing:
+        out.append(("Missing", ["what", "rows"], missing))
+    for group in GROUPS:
+        figures = _primary(_figure_names(summary, group))
+        header, rows = group_table(summary, figures, slices, compact=True)
+        if rows and figures:
+            out.append((GROUP_TITLES[group], header, rows))
+    out.append(("Worst rows overall", WORST_HEADER, worst_rows(summary, ["all"])))
     return out
 
 
@@ -235,7 +314,9 @@ def html_page(summary: Mapping[str, Any]) -> str:
 def _rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
     table = Table(title=title)
     for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i == 0 or col == "question" else "right")
+        # Figure names fold rather than being cut: a cut name could be the wrong metric.
+        justify: Any = "left" if i == 0 or col == "question" else "right"
+        table.add_column(col, justify=justify, overflow="fold")
     for row in rows:
         table.add_row(*row)
     return table
@@ -248,8 +329,15 @@ def print_sliced(summary: dict[str, Any], console: Console) -> None:
     console.print(escape(headline(summary)))
     for note in _notes(summary):
         console.print(f"  {escape(note)}")
-    for title, header, rows in _sections(summary):
+    sections = _console_sections(summary)
+    for title, header, rows in sections:
         if rows:
             safe = [[escape(c) for c in row] for row in rows]
             console.print(_rich_table(title, [escape(h) for h in header], safe))
+    shown = {row[0] for _, header, rows in sections if header[0] == "slice" for row in rows}
+    if len(shown) < len(summary["slices"]):
+        console.print(
+            f"{len(summary['slices']) - len(shown)} more slices (crossed with condition), every "
+            "method and the worst rows of each slice: in the report files."
+        )
     console.print(f"gates: {verdict(summary)}")

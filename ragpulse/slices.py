@@ -337,11 +337,22 @@ def _row_figures(row: Mapping[str, Any]) -> Iterable[tuple[str, str, bool, float
 
 
 def _row_quality(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
-    """Mean quality over the row's scored results, and the name of its worst one."""
+    """How well the row went, and the name of its worst result.
+
+    Where refusing is right (missing gold, expected ``refuse``) only the refusal counts: an
+    answer invented from irrelevant documents is the failure, low relevance is expected.
+    Elsewhere, the mean quality over the row's scored results.
+    """
     refuse = should_refuse(row)
+    results = _results(row)
+    if refuse:
+        for metric in ("expected_refusal", "refusal"):
+            for r in results:
+                if r["metric"] == metric and (q := _quality(r, True)) is not None:
+                    return q, f"{metric}/{r.get('method', '?')}"
     scored = [
         (q, f"{r['metric']}/{r.get('method', '?')}")
-        for r in _results(row)
+        for r in results
         if (q := _quality(r, refuse)) is not None
     ]
     if not scored:

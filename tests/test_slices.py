@@ -163,6 +163,10 @@ def test_gates_fail_for_multi_hop_without_gold_and_pass_for_factoid() -> None:
     # The delta is on every figure; change is direction-aware (negative = worse).
     rate = fig(s, "question_type=multi-hop,condition=gold_removed", "refusal_rate/rules")
     assert rate["baseline_mean"] == 1.0 and rate["delta"] == -1.0 and rate["change"] == -1.0
+    # Where refusing is right, the worst rows are the invented answers (refusal decides).
+    worst = s["slices"]["condition=gold_removed"]["worst"]
+    assert all(w["question_id"].startswith("mg") for w in worst[:4])
+    assert (worst[0]["quality"], worst[0]["worst_metric"]) == (0.0, "refusal/rules")
 
 
 def test_lower_is_better_gate_is_direction_aware() -> None:
