@@ -201,7 +201,7 @@ def _sections(summary: Mapping[str, Any]) -> list[Section]:
     out: list[Section] = []
     if summary["gates"]:
         out.append((f"Gates: {verdict(summary)}", GATE_HEADER, gate_rows(summary)))
-    out.append(("Missing", ["what", "rows"], missing_rows(summary)))
+    out.append((f"Missing (of {summary['rows']} rows)", ["what", "rows"], missing_rows(summary)))
     for group in GROUPS:
         for suffix, names in _column_sets(_figure_names(summary, group)):
             header, rows = group_table(summary, names)
@@ -226,7 +226,7 @@ def _console_sections(summary: Mapping[str, Any]) -> list[Section]:
         out.append((f"Gates: {verdict(summary)}", GATE_HEADER, gate_rows(summary)))
     missing = [r for r in missing_rows(summary) if r[1] != "0"]
     if missing:
-        out.append(("Missing", ["what", "rows"], missing))
+        out.append((f"Missing (of {summary['rows']} rows)", ["what", "rows"], missing))
     for group in GROUPS:
         figures = _primary(_figure_names(summary, group))
         header, rows = group_table(summary, figures, slices, compact=True)
@@ -289,7 +289,9 @@ def html_page(summary: Mapping[str, Any]) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         "<title>Sliced report</title>",
-        f"<style>{_CSS} table.sliced td {{ white-space: nowrap; }}</style></head><body>",
+        # Wide tables scroll on their own, the page keeps its width.
+        f"<style>{_CSS} body {{ max-width: none; }} .wide {{ overflow-x: auto; }} "
+        "table.sliced td { white-space: nowrap; }</style></head><body>",
         "<h1>Sliced report</h1>",
         f"<p>{html.escape(headline(summary))}</p>",
         *(
@@ -306,7 +308,8 @@ def html_page(summary: Mapping[str, Any]) -> str:
         table = _html_table(header, rows)
         if header[0] == "slice":  # the tables the slice filter applies to
             table = table.replace("<table>", '<table class="sliced">', 1)
-        parts += [f"<h2>{html.escape(title)}</h2>", table if rows else "<p>None.</p>"]
+        body = f'<div class="wide">{table}</div>' if rows else "<p>None.</p>"
+        parts += [f"<h2>{html.escape(title)}</h2>", body]
     parts += [f"<script>{_JS}</script>", "</body></html>"]
     return "\n".join(parts) + "\n"
 
