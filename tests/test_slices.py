@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,69 @@ def test_print_sliced_console() -> None:
     out = buf.getvalue()
     assert "Retrieval" in out and "refusal_rate/rules" in out and "gates: passed" in out
     assert "[bold]not markup[/bold]" in out and "a note" in out
+
+
+# --- End to end: the documented CI loop through `ragpulse eval` ----------------------------
+
+WORSE_GENERATOR = '''
+import json
+from importlib.resources import files
+
+from ragpulse.demo_app import generate_for
+
+_ROWS = files("ragpulse").joinpath("demo_data/testset.jsonl").read_text("utf-8").splitlines()
+MULTI_HOP = {
+    row["question"]
+    for row in map(json.loads, filter(None, _ROWS))
+    if row.get("metadata", {}).get("question_type") == "multi-hop"
+}
+
+
+def generate(question, documents):
+    """The demo generator, except that on multi-hop questions it never admits not knowing."""
+    answer = generate_for(question, documents)
+    if question in MULTI_HOP and answer.startswith("I'm sorry"):
+        return "Yes, that is included in every plan."
+    return answer
+'''
+
+
+def test_ci_loop_fails_on_multi_hop_without_gold_and_not_on_factoid(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    from importlib.resources import files
+
+    testset = Path(str(files("ragpulse").joinpath("demo_data/testset.jsonl")))
+    (tmp_path / "worse_gen.py").write_text(WORSE_GENERATOR, encoding="utf-8")
+    conditions = ["--conditions", "retrieved,gold,gold_removed", "--seed", "1"]
+    retriever = ["--retriever", "ragpulse.demo_app:retrieve"]
+
+    def harness(out: str, generator: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "ragpulse.cli", "eval", str(testset), "-o", out]
+        cmd += ["--generator", generator, *retriever, *conditions, *extra]
+        env = {**os.environ, "PYTHONPATH": str(tmp_path), "COLUMNS": "200"}
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False
+        )
+
+    base = harness("base.jsonl", "ragpulse.demo_app:generate_for")
+    assert base.returncode == 0, base.stderr + base.stdout
+    baseline = json.loads((tmp_path / "base.summary.json").read_text())
+    before = baseline["slices"]["question_type=multi-hop,condition=gold_removed"]["metrics"]
+    assert before["expected_refusal/rules"]["mean"] > 0.1  # there is something to lose
+
+    gates = [
+        "expected_refusal@question_type=multi-hop,condition=gold_removed=0.1",
+        "answer_correctness/token_f1@question_type=factoid,condition=retrieved=0.01",
+        "mrr/ids@question_type=factoid,condition=retrieved=0.01",
+    ]
+    args = ["--baseline", "base.summary.json", "--html"]
+    for gate in gates:
+        args += ["--max-drop", gate]
+    worse = harness("worse.jsonl", "worse_gen:generate", *args)
+    assert worse.returncode == 1, worse.stderr + worse.stdout
+    summary = json.loads((tmp_path / "worse.summary.json").read_text())
+    assert [g["passed"] for g in summary["gates"]] == [False, True, True]
+    assert "gates: FAILED" in worse.stdout + worse.stderr  # the console report
+    assert (tmp_path / "worse.report.html").is_file()
+    assert "Gates: FAILED" in (tmp_path / "worse.report.md").read_text()
