@@ -290,6 +290,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         needs = [c for c in conditions if c in NEEDS_RETRIEVER]
         if needs:
             problem = f"--conditions {','.join(needs)} need --retriever"
+    for flag, spec in (("--generator", args.generator), ("--retriever", args.retriever)):
+        if problem is None and spec is not None and not _is_spec(spec):
+            problem = f"{flag} takes module:function, got {spec!r}"
     if problem is None and (args.concurrency < 1 or args.timeout_s <= 0):
         problem = "--concurrency must be at least 1 and --timeout-s positive"
     if problem is None:
@@ -302,6 +305,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     except KeyboardInterrupt:
         console.print("[red]interrupted:[/red] nothing written")
         return 130
+
+
+def _is_spec(spec: str) -> bool:
+    module, sep, attr = spec.partition(":")
+    return bool(sep and module and attr)
 
 
 def _gate_problem(args: argparse.Namespace) -> str | None:
