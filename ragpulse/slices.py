@@ -18,6 +18,15 @@ metric is gated; without ``@SLICE`` every slice is; ``@all`` is the overall slic
 A relative gate without a baseline is reported as not checked and does not fail (the first
 run makes the baseline); a gate that matches no metric in any slice fails, so a typo
 cannot pass silently.
+
+Figures per slice (``metric/method``, each with mean, n, errors, not_applicable, group):
+every evaluator result on the rows, except ``refusal``, which reads the wrong way round where
+refusing is right and is reported as two rates instead: ``refusal_rate`` (share refused
+among rows that should refuse: ``gold_removed``, ``irrelevant_only``, expected ``refuse``;
+higher is better) and ``false_refusal_rate`` (share refused among the others; lower is
+better). Joint: ``correct_given_recall5_hit`` / ``correct_given_recall5_miss``, answer
+correctness on rows whose ``recall@5`` is 1 / below 1, which tells the retriever's misses
+from the generator's.
 """
 
 from __future__ import annotations
