@@ -416,8 +416,6 @@ def _run(args: argparse.Namespace, conditions: list[str], console: Console) -> i
         f"answered ({len(questions)} questions x {len(conditions)} conditions) -> {args.output}"
     )
     notes = _notes(items, parsed, refs, questions)
-    for note in notes:
-        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
     passed = _report(args, rows, notes, console)
     if items and all(i.error is not None for i in items):
         first = next(i.error for i in items if i.error)
@@ -465,6 +463,8 @@ def _report(
         write_sliced_reports = render.write_sliced_reports
         print_sliced = render.print_sliced
     except (ImportError, AttributeError):  # a build without it: the short table
+        for note in notes:
+            console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
         _print_table(rows, console)
         if args.max_drop or args.baseline:
             console.print("[red]--max-drop/--baseline need ragpulse.slices: gates not checked")
