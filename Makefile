@@ -28,7 +28,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/ragpulse demo $(DEMO_ARGS)
 
-test: $(STAMP) prometheus typecheck
+test: $(STAMP) prometheus chromium typecheck
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
@@ -43,30 +43,26 @@ typecheck: $(STAMP)
 	cd $(TYPED) && ../../$(BIN)/mypy --config-file ../../pyproject.toml \
 	  --cache-dir ../mypy-cache -p ragpulse
 
-# Debian's prometheus package (2.42: promtool and the server, no service started)
-# for the rule unit tests and the live-Prometheus test. Never fails the build:
-# without apt or root those tests skip, saying why.
-prometheus:
-	@command -v promtool >/dev/null || { \
+# $(call apt_get,COMMAND,PACKAGE,TESTS): Debian's PACKAGE when COMMAND is missing, for
+# TESTS. Never fails the build: without apt or root those tests skip, saying why.
+define apt_get
+	@command -v $(1) >/dev/null || { \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
-	  { $$APT install -y --no-install-recommends prometheus >/dev/null 2>&1 || \
+	  { $$APT install -y --no-install-recommends $(2) >/dev/null 2>&1 || \
 	    { $$APT update >/dev/null 2>&1 && \
-	      $$APT install -y --no-install-recommends prometheus >/dev/null 2>&1; }; } \
-	  && echo "installed Debian's prometheus package (promtool, prometheus)" \
-	  || echo "prometheus not installable here (apt-get failed or no root): promtool and live-Prometheus tests will be skipped"; }
+	      $$APT install -y --no-install-recommends $(2) >/dev/null 2>&1; }; } \
+	  && echo "installed Debian's $(2) package ($(3))" \
+	  || echo "$(2) not installable here (apt-get failed or no root): the $(3) will be skipped"; }
+endef
 
-# Debian's chromium for the headless check of the sliced HTML report
-# (tests/test_report_browser.py). Never fails the build: without apt or root that test skips.
+# prometheus 2.42 (promtool and the server, no service started): rule unit tests, live test.
+prometheus:
+	$(call apt_get,promtool,prometheus,promtool and live-Prometheus tests)
+
+# chromium: the headless check that the sliced HTML report renders.
 chromium:
-	@command -v chromium >/dev/null || { \
-	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
-	  APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
-	  { $$APT install -y --no-install-recommends chromium >/dev/null 2>&1 || \
-	    { $$APT update >/dev/null 2>&1 && \
-	      $$APT install -y --no-install-recommends chromium >/dev/null 2>&1; }; } \
-	  && echo "installed Debian's chromium package (headless HTML report test)" \
-	  || echo "chromium not installable here (apt-get failed or no root): the HTML report browser test will be skipped"; }
+	$(call apt_get,chromium,chromium,HTML report browser test)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
