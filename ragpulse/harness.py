@@ -14,7 +14,9 @@ documents used, as ``{id, content}``), ``answer`` and ``results``; a recorded ru
 input (``contexts``/``answer``) moves to ``recorded``. Cases whose correct behaviour
 is to refuse (``gold_removed``, ``irrelevant_only``) say ``expected_behavior:
 "refuse"``. Lines are ordered by (input line, condition); unreadable lines are written
-back with their error. Scored with the defaults, every reference-based evaluator that
+back with their error. A regression-set line from live traffic (``{"set", "record",
+...}``) is read as a row once reference fields are added at its top level
+(:func:`flatten`). Scored with the defaults, every reference-based evaluator that
 can run, and the behaviour evaluators; then the sliced report (:mod:`ragpulse.slices`).
 """
 
@@ -333,12 +335,37 @@ def _gate_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+_SET_KEYS = ("set", "written_at", "reason", "sampling", "record", "results")
+
+
+def flatten(row: dict[str, Any]) -> dict[str, Any]:
+    """A regression-set line (``{"set", "record", "results", ...}``, written from live
+    traffic) as a test-set row: the record's question (its documents and answer as the
+    recorded run), and the reference fields added at the top level of the line."""
+    record = row.get("record")
+    if not isinstance(record, dict) or "question" in row:
+        return row
+    flat = {k: v for k, v in row.items() if k not in _SET_KEYS}
+    flat["question"] = record.get("question")
+    if "documents" in record:
+        flat.setdefault("contexts", record["documents"])
+    if "answer" in record:
+        flat.setdefault("answer", record["answer"])
+    if isinstance(row.get("set"), str):
+        flat.setdefault("metadata", {"set": row["set"]})
+    return flat
+
+
 def _read(path: Path) -> list[ParsedLine]:
     from ragpulse.offline import parse_lines
     from ragpulse.offline_io import open_text
 
     with open_text(path) as f:
-        return list(parse_lines(f))
+        parsed = list(parse_lines(f))
+    for p in parsed:
+        if p.row is not None:
+            p.row = flatten(p.row)
+    return parsed
 
 
 def _run(args: argparse.Namespace, conditions: list[str], console: Console) -> int:

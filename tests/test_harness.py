@@ -298,3 +298,30 @@ def test_a_baseline_gate_fails_the_broken_retriever_only(tmp_path: Path) -> None
     assert done.returncode == 1, done.stderr
     gates = json.loads(out.with_name("out.summary.json").read_text(encoding="utf-8"))["gates"]
     assert [g["passed"] for g in gates] == [True, False]
+
+
+def test_a_regression_set_line_with_references_added_is_a_test_set_row(tmp_path: Path) -> None:
+    live = {
+        "set": "low-faithfulness",
+        "reason": "faithfulness/lexical score 0.2 < 0.5",
+        "record": {
+            "question": "How long do deleted notes stay in the Trash?",
+            "documents": [{"id": "trash", "content": "Recorded text."}],
+            "answer": "Recorded answer.",
+        },
+        "results": [],
+        # Added by hand: the reference fields, at the top level of the line.
+        "question_id": "live-1",
+        "reference_answers": ["60 days"],
+        "reference_context_ids": ["trash"],
+    }
+    source = tmp_path / "set.jsonl"
+    source.write_text(json.dumps(live) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = harness(source, out, *DEMO, *RETRIEVER, "--conditions", "retrieved")
+    assert done.returncode == 0, done.stderr
+    (row,) = lines(out)
+    assert row["question_id"] == "live-1" and row["metadata"] == {"set": "low-faithfulness"}
+    assert row["recorded"]["answer"] == "Recorded answer."
+    assert "60 days" in row["answer"]
+    assert scores(row)["recall@1/ids"] == 1.0
