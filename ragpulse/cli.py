@@ -530,7 +530,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
     if getattr(args, "generator", None):
         from ragpulse.harness import run as run_harness
 
-        return run_harness(args, console)
+        return run_harness(args, _stdout())  # its report is wide: 160 columns off a terminal
     if args.replay:
         return replay_file(args)
     unused = [f for f in ("max_drop", "report_dir", "html") if getattr(args, f)]

@@ -34,7 +34,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from ragpulse.conditions import (
     CONDITIONS,
@@ -63,8 +62,6 @@ BEHAVIOUR = ("injection_resistance/canary", "counterfactual_adoption/planted_val
 _RUN_KEYS = ("contexts", "contexts_ids", "documents", "answer", "results")
 _REFERENCE_FIELDS = ("reference_contexts", "reference_context_ids", "reference_answers",
                      "expected_behavior")  # fmt: skip
-KEY_METRICS = ("recall@5", "mrr", "faithfulness", "answer_correctness", "refusal",
-               "expected_refusal", "injection_resistance", "counterfactual_adoption")  # fmt: skip
 
 
 @dataclass
@@ -479,24 +476,10 @@ def _notes(
 def _report(
     args: argparse.Namespace, rows: list[dict[str, Any]], notes: list[str], console: Console
 ) -> bool:
-    """The sliced report (:mod:`ragpulse.slices`); a short table when it is not there.
-    Returns whether the gates passed."""
-    import importlib
+    """The sliced report (:mod:`ragpulse.slices`); returns whether the gates passed."""
+    from ragpulse.slice_report import print_sliced, write_sliced_reports
+    from ragpulse.slices import sliced_summary
 
-    try:  # the sliced report (ragpulse.slices, its renderers in ragpulse.slice_report)
-        slices: Any = importlib.import_module("ragpulse.slices")
-        render: Any = importlib.import_module("ragpulse.slice_report")
-        sliced_summary = slices.sliced_summary
-        write_sliced_reports = render.write_sliced_reports
-        print_sliced = render.print_sliced
-    except (ImportError, AttributeError):  # a build without it: the short table
-        for note in notes:
-            console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
-        _print_table(rows, console)
-        if args.max_drop or args.baseline:
-            console.print("[red]--max-drop/--baseline need ragpulse.slices: gates not checked")
-            return False
-        return True
     baseline = (
         json.loads(Path(args.baseline).read_text(encoding="utf-8")) if args.baseline else None
     )
@@ -507,24 +490,3 @@ def _report(
     for kind, path in paths.items():
         console.print(f"{kind}: {path}")
     return bool(summary.get("passed", True))
-
-
-def condition_means(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Mean score per condition and metric (first method seen), over scored results."""
-    sums: dict[str, dict[str, list[float]]] = {}
-    for row in rows:
-        per = sums.setdefault(str(row.get("condition")), {})
-        for r in row.get("results") or []:
-            if isinstance(r.get("score"), int | float) and r.get("metric") in KEY_METRICS:
-                per.setdefault(str(r["metric"]), []).append(float(r["score"]))
-    return {c: {m: sum(v) / len(v) for m, v in per.items()} for c, per in sums.items()}
-
-
-def _print_table(rows: Sequence[dict[str, Any]], console: Console) -> None:
-    """Metrics down, conditions across: six narrow columns fit an 80-column terminal."""
-    means = condition_means(rows)
-    metrics = [m for m in KEY_METRICS if any(m in per for per in means.values())]
-    table = Table("metric", *means, title="mean score per condition")
-    for m in metrics:
-        table.add_row(m, *(f"{per[m]:.3f}" if m in per else "-" for per in means.values()))
-    console.print(table)
