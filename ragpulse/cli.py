@@ -531,6 +531,13 @@ def evaluate_file(args: argparse.Namespace) -> int:
         from ragpulse.harness import run as run_harness
 
         return run_harness(args, _stdout())  # its report is wide: 160 columns off a terminal
+    harness_only = [
+        f for f in ("retriever", "conditions", "slice_by", "baseline") if getattr(args, f, None)
+    ]
+    if harness_only:  # never ignored silently
+        flags = ", ".join("--" + f.replace("_", "-") for f in harness_only)
+        console.print(f"[red]{flags} need --generator[/red]")
+        return 2
     if args.replay:
         return replay_file(args)
     unused = [f for f in ("max_drop", "report_dir", "html") if getattr(args, f)]

@@ -325,3 +325,18 @@ def test_a_regression_set_line_with_references_added_is_a_test_set_row(tmp_path:
     assert row["recorded"]["answer"] == "Recorded answer."
     assert "60 days" in row["answer"]
     assert scores(row)["recall@1/ids"] == 1.0
+
+
+def test_harness_flags_without_a_generator_are_refused(tmp_path: Path) -> None:
+    """--slice-by, --baseline, --retriever, --conditions mean nothing without --generator:
+    refused in one line (exit 2), never silently ignored."""
+    source = tmp_path / "set.jsonl"
+    source.write_text(json.dumps({"question": "q", "answer": "a"}) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "ragpulse.cli", "eval", str(source), "-o",
+         str(tmp_path / "out.jsonl"), "--slice-by", "domain", "--conditions", "gold"],
+        capture_output=True, text=True, timeout=DEADLINE_S, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--conditions, --slice-by need --generator" in done.stderr
+    assert not (tmp_path / "out.jsonl").exists()
