@@ -132,10 +132,6 @@ class Collector:
         """Start everything; a port that cannot be bound raises :class:`PortUnavailable`
         (one line naming the port and the flag that moves it) with nothing left running."""
         s = self.settings
-        if self._want_metrics_server:  # bound first: a port in use leaves nothing to undo
-            self._metrics_server = start_metrics_server(
-                s.host, s.metrics_port, self.metrics.registry
-            )
         # Log lines leave the process too (redaction.apply_to: logs); logging is
         # configured by now (ragpulse serve's basicConfig).
         self._log_filter = install_log_redaction(self.settings)
@@ -152,6 +148,16 @@ class Collector:
                         s.host, s.otlp_http_port, "OTLP/HTTP receiver", "--otlp-http-port",
                         "otlp_http_port", exc,
                     ) from exc  # fmt: skip
+                raise
+        # /metrics last: it answering means the sources listen too (tests and readiness
+        # probes wait on it); a port in use stops what started, leaving nothing running.
+        if self._want_metrics_server:
+            try:
+                self._metrics_server = start_metrics_server(
+                    s.host, s.metrics_port, self.metrics.registry
+                )
+            except PortUnavailable:
+                self.stop(timeout=1.0)
                 raise
         return self
 
