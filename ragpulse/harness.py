@@ -54,6 +54,7 @@ from ragpulse.replay import (
     _materialize_sync,
     answer_of,
     documents_of,
+    error_text,
     load_function,
 )
 
@@ -90,11 +91,6 @@ def parse_conditions(value: str) -> list[str]:
 
 
 # --- Calls ---------------------------------------------------------------------------------
-
-
-def _error_text(exc: BaseException) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}"[:500] if first else type(exc).__name__
 
 
 async def _in_thread(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -142,7 +138,7 @@ async def _call(
         except TimeoutError:
             out.error = f"timeout: no answer within {timeout:g} s"
         except Exception as exc:
-            out.error = _error_text(exc)
+            out.error = error_text(exc)
         out.duration_ms = (time.perf_counter() - start) * 1000
         return out
 
@@ -185,14 +181,14 @@ async def _run_calls(
             try:
                 retrieved[n] = (_retrieved_documents(out.value), None)
             except Exception as exc:
-                retrieved[n] = (None, f"retriever: {_error_text(exc)}")
+                retrieved[n] = (None, f"retriever: {error_text(exc)}")
 
     async def one(item: Item) -> None:
         docs, error = retrieved.get(item.line, (None, None))
         try:
             plan(item, docs, error)
         except Exception as exc:  # a case that cannot be built is an error row, not a crash
-            item.error = f"condition: {_error_text(exc)}"
+            item.error = f"condition: {error_text(exc)}"
         if item.case is not None and item.error is None:
             payload = [d.model_dump(include={"id", "content"}) for d in item.case.documents]
             out = await _call(generator, (questions[item.line], payload), timeout, gate)
@@ -320,7 +316,7 @@ def _gate_problem(args: argparse.Namespace) -> str | None:
         try:
             json.loads(Path(args.baseline).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            return f"--baseline {args.baseline}: {_error_text(exc)}"
+            return f"--baseline {args.baseline}: {error_text(exc)}"
     try:
         parse: Any = importlib.import_module("ragpulse.slices").parse_gates
     except (ImportError, AttributeError):

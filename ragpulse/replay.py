@@ -339,10 +339,15 @@ def _finish(row: ReplayRow, value: Any, record: RagRecord | None, trace_id: int 
     )
 
 
+def error_text(exc: BaseException) -> str:
+    """A failed call as one short line: the exception's type and its message's first line."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}"[:500] if message else type(exc).__name__
+
+
 def _failed(row: ReplayRow, exc: BaseException, start: float) -> None:
     row.duration_ms = (time.perf_counter() - start) * 1000
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    row.error = f"{type(exc).__name__}: {message}"[:500] if message else type(exc).__name__
+    row.error = error_text(exc)
 
 
 class _Call:
