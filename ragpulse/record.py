@@ -31,6 +31,35 @@ class SpanStatus(StrEnum):
     ERROR = "error"
 
 
+class SpanEvent(BaseModel):
+    """A span event, or an OTLP log record joined to its span.
+
+    GenAI instrumentations put message content either in span events or in log
+    records (``opentelemetry-instrumentation-openai-v2``); the collector keeps
+    both on the span as events, so extraction reads one shape. ``body`` is the
+    log record's decoded body (None for span events); ``source`` says which.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = ""
+    time_ns: int = 0
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    body: AttributeValue = None
+    source: Literal["span", "log"] = "span"
+
+
+class LogEvent(BaseModel):
+    """One OTLP log record as received, before the assembler joins it to its span."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    span_id: str | None = None
+    event: SpanEvent
+    resource: dict[str, AttributeValue] = Field(default_factory=dict)
+
+
 class Span(BaseModel):
     """A finished span, decoded from OTLP (ids are lower-case hex)."""
 
@@ -48,6 +77,8 @@ class Span(BaseModel):
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
     resource: dict[str, AttributeValue] = Field(default_factory=dict)
     scope: str | None = None
+    events: list[SpanEvent] = Field(default_factory=list)
+    """Span events, plus log records joined by trace and span id (``source="log"``)."""
 
     @property
     def is_root(self) -> bool:
@@ -105,6 +136,8 @@ class RagRecord(BaseModel):
     model: str | None = None
     retrieval_span_ids: list[str] = Field(default_factory=list)
     generation_span_id: str | None = None
+    response_id: str | None = None
+    """``gen_ai.response.id`` of the generation, when the instrumentation recorded it."""
     latency_ms: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
