@@ -25,7 +25,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.telemetry import LabelLimiter
+from ragpulse.telemetry import LabelLimiter, PairLimiter
 
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _BUCKETS = len(SCORE_BUCKETS) + 1  # and +Inf
@@ -69,6 +69,7 @@ class PrometheusSink(Sink):
         self._redacted: dict[str, str] = {}
         self._routes = LabelLimiter(settings.routes, settings.max_routes)
         self._services = LabelLimiter(settings.services, settings.max_services)
+        self._pairs = PairLimiter(settings.max_route_pairs)
         self.score = Histogram(
             "ragpulse_eval_score",
             "Evaluation scores in [0, 1] (injection: risk; others: higher is better).",
@@ -117,7 +118,7 @@ class PrometheusSink(Sink):
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         service = self._services(self._label(record.service))
-        route = self._routes(self._label(record.route))
+        route = self._pairs(service, self._routes(self._label(record.route)))
         exemplar = {"trace_id": record.trace_id, "span_id": record.span_id}
         now = time.monotonic()
         scores, outcomes = self._score_children, self._result_children

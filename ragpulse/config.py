@@ -168,10 +168,22 @@ class EvaluationSettings(_Section):
 
 
 class PrometheusSettings(_Section):
+    """Label bounds of the score histograms.
+
+    ``ragpulse_eval_score`` has at most ``methods x (max_route_pairs + max_services + 1)
+    x 14`` series per replica (11 buckets, sum, count, created): with the defaults, about
+    6,400 for the 9 methods on by default, about 10,700 with the model tier's 6 more.
+    """
+
     routes: list[str] = Field(default_factory=list, description="Route allow-list (else first N).")
-    max_routes: int = Field(50, ge=1)
+    max_routes: int = Field(30, ge=1)
     services: list[str] = Field(default_factory=list)
-    max_services: int = Field(20, ge=1)
+    max_services: int = Field(10, ge=1)
+    max_route_pairs: int = Field(
+        40,
+        ge=1,
+        description="Distinct (service, route) pairs; past it a new pair's route is 'other'.",
+    )
 
 
 class OtelExportSettings(_Section):

@@ -206,3 +206,30 @@ class LabelLimiter:
                 self._seen.add(value)
                 return value
         return self.OTHER
+
+
+class PairLimiter:
+    """Bounds the (service, route) pairs a labelled series can take.
+
+    Each label alone is bounded by a :class:`LabelLimiter`, but their product is
+    not: 20 services x 50 routes would let every metric/method grow a thousand
+    histograms. Past ``max_pairs`` distinct pairs, a new pair keeps its service
+    and folds its route into ``other``, so the pairs stay within
+    ``max_pairs + services`` (one ``(service, other)`` each).
+    """
+
+    def __init__(self, max_pairs: int) -> None:
+        self._max = max_pairs
+        self._seen: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, service: str, route: str) -> str:
+        """The route to use for ``service``: ``route`` itself, or ``other`` past the bound."""
+        pair = (service, route)
+        if pair in self._seen:
+            return route
+        with self._lock:
+            if len(self._seen) < self._max:
+                self._seen.add(pair)
+                return route
+        return LabelLimiter.OTHER
