@@ -45,6 +45,26 @@ LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
 SESSION_ID = "session.id"
 USER_ID = "user.id"
 
+# Evaluations (OpenInference spec/annotations.md): span-scoped results, flattened as
+# ``evaluations.<i>.evaluation.<field>``; post-hoc, on an EVALUATOR carrier span that
+# has exactly one Span Link to the evaluated span.
+EVALUATIONS = "evaluations"
+EVALUATION_NAME = "evaluation.name"
+EVALUATION_SCORE = "evaluation.score"
+EVALUATION_LABEL = "evaluation.label"
+EVALUATION_EXPLANATION = "evaluation.explanation"
+EVALUATION_ANNOTATOR_KIND = "evaluation.annotator_kind"
+"""HUMAN, LLM or CODE."""
+EVALUATION_IDENTIFIER = "evaluation.identifier"
+EVALUATION_METADATA = "evaluation.metadata"
+ANNOTATOR_LLM = "LLM"
+ANNOTATOR_CODE = "CODE"
+
+
+def evaluation_attr(index: int, field: str) -> str:
+    """``evaluations.<index>.<field>`` (field is e.g. EVALUATION_NAME)."""
+    return f"{EVALUATIONS}.{index}.{field}"
+
 
 def document_attr(index: int, field: str, prefix: str = RETRIEVAL_DOCUMENTS) -> str:
     """``retrieval.documents.<index>.<field>`` (field is e.g. DOCUMENT_CONTENT)."""
@@ -70,6 +90,9 @@ GEN_AI_SYSTEM = "gen_ai.system"
 GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
 GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+PROVIDER_UNKNOWN = "unknown"
+"""``gen_ai.provider.name`` (required on inference spans) when nothing tells the provider."""
 GEN_AI_DATA_SOURCE_ID = "gen_ai.data_source.id"
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
