@@ -108,7 +108,11 @@ class Rekeyer:
                         **{**s.client_config(), **s.consumer_options},
                     )
                 if producer is None:
-                    producer = self._producer_factory(acks="all", **s.client_config())
+                    # A re-keyed message is one whole trace: allow what the consumers accept
+                    # (kafka-python's default request limit is 1 MB).
+                    producer = self._producer_factory(
+                        acks="all", max_request_size=s.max_message_bytes, **s.client_config()
+                    )
                 self._step(consumer, producer)
             except KafkaError as exc:
                 log.warning("re-key stage: Kafka error %r; retrying", exc)

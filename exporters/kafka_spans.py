@@ -50,7 +50,13 @@ class KafkaSpanExporter(SpanExporter):
     ) -> None:
         self._topic = topic
         self._timeout_s = timeout_s
-        self._config = {"bootstrap_servers": bootstrap.split(","), **(client_config or {})}
+        # One message per trace, up to what ragpulse's consumers accept (8 MiB); kafka-python's
+        # own default (1 MB) would refuse a trace with a few long documents.
+        self._config = {
+            "bootstrap_servers": bootstrap.split(","),
+            "max_request_size": 8 * 1024 * 1024,
+            **(client_config or {}),
+        }
         self._producer: KafkaProducer | None = None
         self._lock = threading.Lock()
 

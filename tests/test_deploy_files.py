@@ -266,3 +266,39 @@ def test_demo_app_main_sends_traces_to_ragpulse_endpoint() -> None:
         spans = backend.captured.spans()
     assert sum(s.name == "answer" for s in spans) == 3
     assert len({s.trace_id for s in spans}) == 3
+
+
+def collector_configs() -> dict[str, dict[str, Any]]:
+    """Every OpenTelemetry Collector config shipped under deploy/."""
+    paths = [COMPOSE_DIR / "otelcol.yaml", *sorted((DEPLOY / "otelcol").glob("*.yaml"))]
+    return {p.name: yaml.safe_load(p.read_text()) for p in paths}
+
+
+def test_every_kafka_exporter_allows_a_whole_large_trace_per_message() -> None:
+    consumer_limit = load_settings().kafka.max_message_bytes
+    kafka_exporters = {
+        name: config["exporters"]["kafka"]
+        for name, config in collector_configs().items()
+        if "kafka" in config.get("exporters", {})
+    }
+    assert kafka_exporters  # the configs are still there
+    for name, exporter in kafka_exporters.items():
+        # One trace is one message; the Collector's default (1,000,000) refuses a trace
+        # with 25 documents of 16k characters.
+        limit = exporter["producer"]["max_message_bytes"]
+        assert 1_000_000 < limit <= consumer_limit, name
+    broker = services()["kafka"]["environment"]
+    assert int(broker["KAFKA_MESSAGE_MAX_BYTES"]) >= consumer_limit
+    init = " ".join(services()["kafka-init"]["command"])
+    assert f"max.message.bytes={consumer_limit}" in init
+
+
+def test_loadbalancing_example_routes_traces_and_logs_by_trace_id_over_grpc() -> None:
+    config = collector_configs()["loadbalancing.yaml"]
+    exporter = config["exporters"]["loadbalancing"]
+    assert exporter["routing_key"] == "traceID"
+    assert "otlp" in exporter["protocol"]  # OTLP/gRPC to each ragpulse replica
+    assert exporter["resolver"]["dns"]["port"] == "4317"
+    pipelines = config["service"]["pipelines"]
+    for signal in ("traces", "logs"):
+        assert pipelines[signal]["exporters"] == ["loadbalancing"]

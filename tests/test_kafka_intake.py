@@ -24,14 +24,17 @@ from kafka_env import FAST_GROUP_CONFIG, Broker, wait_until
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from prometheus_client import CollectorRegistry
 
 import ragpulse
+from ragpulse import semconv as sc
 from ragpulse.collector.rekey import Rekeyer
 from ragpulse.collector.service import Collector
 from ragpulse.config import Settings, load_settings
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.evaluators.lexical import LexicalFaithfulness
+from ragpulse.exporters.kafka_spans import KafkaSpanExporter
 from ragpulse.exporters.memory import InMemorySink
 from ragpulse.record import EvalResult, RagRecord
 
@@ -386,6 +389,38 @@ def test_app_side_kafka_exporter(kafka_broker: Broker, collectors: list[Collecto
         trace_ids = {s.trace_id.hex() for rs in req.resource_spans for ss in rs.scope_spans
                      for s in ss.spans}  # fmt: skip
         assert trace_ids == {m.key.decode()}
+
+
+def test_a_trace_past_a_megabyte_travels_as_one_message(
+    kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    """25 documents of 64k characters: past kafka-python's and the Collector's 1 MB
+    default, within the 8 MiB that the app-side exporter, the deploy configs and
+    the consumer allow."""
+    kafka_broker.create_topic("big_spans", partitions=1)
+    exporter = KafkaSpanExporter(kafka_broker.bootstrap, "big_spans", timeout_s=30)
+    provider = TracerProvider(resource=Resource.create({"service.name": "big-docs"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    documents = {
+        sc.document_attr(i, sc.DOCUMENT_CONTENT): f"Document {i} says plans cost 6. " * 2000
+        for i in range(25)
+    }
+    with tracer.start_as_current_span("rag") as root:
+        root.set_attributes({sc.OPENINFERENCE_SPAN_KIND: sc.KIND_CHAIN,
+                             sc.INPUT_VALUE: "How much is a plan?",
+                             sc.OUTPUT_VALUE: "Plans cost 6."})  # fmt: skip
+        with tracer.start_as_current_span("retrieve") as retriever:
+            retriever.set_attributes({sc.OPENINFERENCE_SPAN_KIND: sc.KIND_RETRIEVER, **documents})
+    provider.shutdown()
+    sink = InMemorySink()
+    start(collectors, settings(kafka_broker.bootstrap, topic="big_spans"), sink)
+    wait_until(lambda: len(sink.items) >= 1, 60, "the big trace was not evaluated")
+    [item] = sink.items
+    assert item.record.service == "big-docs" and len(item.record.documents) == 25
+    # One message per span as each ended: the retriever's is past the 1 MB defaults.
+    messages = read_topic(kafka_broker.bootstrap, "big_spans", lambda got: len(got) >= 2)
+    assert max(len(m.value) for m in messages) > 1_000_000
 
 
 def test_rotel_to_kafka_to_rekey_to_evaluation(
