@@ -1,12 +1,21 @@
 """Evaluation results as OpenTelemetry signals in the evaluated trace.
 
-Ended spans cannot be changed, so each result becomes new signals parented to
-the evaluated span (same trace id, parent span id = the evaluated span):
+Ended spans cannot be changed, so each result becomes new signals about the
+*evaluated operation span* (:data:`METRIC_TARGETS`: the generation span for the
+answer's metrics, the retrieval span for the documents', the pipeline span for
+the rest), falling back to the record's pipeline span when the trace did not
+show that operation:
 
 - a ``gen_ai.evaluation.result`` event, emitted through the OTel Logs API with
-  the evaluated span's context (GenAI semantic conventions);
-- an OpenInference ``EVALUATOR`` span carrying the same attributes, for
-  backends that only read spans.
+  the evaluated span's context (GenAI semantic conventions: "parented to the
+  GenAI operation span being evaluated"), with ``gen_ai.response.id`` on the
+  results about a completion when the trace recorded it;
+- an OpenInference ``EVALUATOR`` carrier span (OpenInference
+  ``spec/annotations.md``, post-hoc feedback): exactly one Span Link to the
+  evaluated span, the result as ``evaluations.0.evaluation.*`` with
+  ``annotator_kind`` (LLM for judges, CODE otherwise) and ``identifier``; also
+  parented to the evaluated span (so it shows in the trace tree) and carrying
+  the ``gen_ai.evaluation.*`` attributes for span-only GenAI backends.
 
 The attributes that can quote the record (explanation, error, details: a
 judge's reason, the answer's unsupported tokens, an injection's matched text)
@@ -17,11 +26,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeGuard
 
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk._logs import LoggerProvider
@@ -29,7 +39,7 @@ from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExp
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 from pydantic import Field
 
@@ -98,14 +108,125 @@ def redact_results(
     return [redact_result(r, redactor, words) for r in results]
 
 
-def evaluated_span_context(record: RagRecord) -> Context:
-    parent = SpanContext(
-        trace_id=int(record.trace_id, 16),
-        span_id=int(record.span_id, 16),
+class Target(StrEnum):
+    """Which span of the record a metric is about."""
+
+    ROOT = "root"  # the pipeline span: the exchange as a whole
+    GENERATION = "generation"  # the LLM call that wrote the answer
+    RETRIEVAL = "retrieval"  # the retrieval that returned the documents
+    FOUND_IN = "found_in"  # where the result found it: a document -> RETRIEVAL, else ROOT
+
+
+METRIC_TARGETS: Mapping[str, Target] = {
+    # about the answer, i.e. the completion that produced it
+    "faithfulness": Target.GENERATION,
+    "answer_relevance": Target.GENERATION,
+    "answer_reward": Target.GENERATION,
+    "refusal": Target.GENERATION,
+    "answer_correctness": Target.GENERATION,
+    "answer_compliance": Target.GENERATION,
+    "answer_completeness": Target.GENERATION,
+    "expected_refusal": Target.GENERATION,
+    "injection_resistance": Target.GENERATION,
+    "counterfactual_adoption": Target.GENERATION,
+    # about the documents
+    "context_relevance": Target.RETRIEVAL,
+    # in a document: the retrieval span; in the question (or nowhere): the root
+    "injection": Target.FOUND_IN,
+}
+"""metric -> the span it is about; a metric not listed is about the root span."""
+
+
+@dataclass(frozen=True)
+class EvaluatedSpan:
+    """The span a result is about, and the completion id when it is about a completion."""
+
+    span_id: str
+    target: Target
+    response_id: str | None = None
+
+
+def _found_in_document(result: EvalResult) -> bool:
+    """Whether the riskiest finding (``details.findings[].where``) is a document."""
+    findings = result.details.get("findings")
+    if not isinstance(findings, list):
+        return False
+    located = [f for f in findings if isinstance(f, dict) and isinstance(f.get("where"), str)]
+    if not located:
+        return False
+
+    def risk(finding: dict[str, Any]) -> float:
+        value = finding.get("risk")
+        return float(value) if isinstance(value, int | float) else 0.0
+
+    return str(max(located, key=risk)["where"]).startswith("document:")
+
+
+def evaluated_span(record: RagRecord, result: EvalResult) -> EvaluatedSpan:
+    """The span ``result`` is about (:data:`METRIC_TARGETS`); the record's span when the
+    trace did not show that operation. Documents from several retrievals: the first one
+    (a record does not say which retrieval returned which document)."""
+    target = METRIC_TARGETS.get(result.metric, Target.ROOT)
+    if target is Target.FOUND_IN:
+        target = Target.RETRIEVAL if _found_in_document(result) else Target.ROOT
+    if target is Target.GENERATION:
+        # The response id correlates the result with the completion even without its span.
+        span_id = record.generation_span_id
+        return EvaluatedSpan(
+            span_id if _is_span_id(span_id) else record.span_id, target, record.response_id
+        )
+    retrievals = [s for s in record.retrieval_span_ids if _is_span_id(s)]
+    if target is Target.RETRIEVAL and retrievals:
+        return EvaluatedSpan(retrievals[0], target)
+    return EvaluatedSpan(record.span_id, Target.ROOT)
+
+
+def _is_span_id(value: str | None) -> TypeGuard[str]:
+    """16 hex digits, not all zero (a malformed id falls back to the record's span)."""
+    if not value or len(value) != 16:
+        return False
+    try:
+        return int(value, 16) != 0
+    except ValueError:
+        return False
+
+
+def span_context(trace_id: str, span_id: str) -> SpanContext:
+    return SpanContext(
+        trace_id=int(trace_id, 16),
+        span_id=int(span_id, 16),
         is_remote=True,
         trace_flags=TraceFlags(TraceFlags.SAMPLED),
     )
-    return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+def annotator_kind(method: str) -> str:
+    """OpenInference ``annotator_kind``: LLM for a judge, CODE for every other method."""
+    return sc.ANNOTATOR_LLM if "judge" in method else sc.ANNOTATOR_CODE
+
+
+def openinference_evaluation(result: EvalResult) -> dict[str, AttributeValue]:
+    """``evaluations.0.evaluation.*`` (OpenInference): nothing when the result has no
+    score, label or explanation (the spec asks to omit such an object)."""
+    if result.score is None and not result.label and not result.explanation:
+        return {}
+    fields: dict[str, AttributeValue] = {
+        sc.EVALUATION_NAME: result.metric,
+        sc.EVALUATION_ANNOTATOR_KIND: annotator_kind(result.method),
+        # Stable per name and target: two methods may score the same metric.
+        sc.EVALUATION_IDENTIFIER: f"ragpulse.{result.method}",
+    }
+    if result.score is not None:
+        fields[sc.EVALUATION_SCORE] = result.score
+    if result.label:
+        fields[sc.EVALUATION_LABEL] = result.label
+    if result.explanation:
+        fields[sc.EVALUATION_EXPLANATION] = result.explanation
+    metadata: dict[str, Any] = {"method": result.method}
+    if result.error:
+        metadata["error"] = result.error
+    fields[sc.EVALUATION_METADATA] = json.dumps(metadata)
+    return {sc.evaluation_attr(0, key): value for key, value in fields.items()}
 
 
 class OtelEvaluationSink(Sink):
@@ -174,12 +295,17 @@ class OtelEvaluationSink(Sink):
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         if not record.trace_id or not record.span_id:
             return
-        context = evaluated_span_context(record)
+        # Targets first: where an injection was found is read from unredacted details.
+        targets = [evaluated_span(record, r) for r in results]
         now = time.time_ns()
         if self.redactor.enabled:
             results = redact_results(record, results, self.redactor)
-        for result in results:
+        for result, target in zip(results, targets, strict=True):
+            evaluated = span_context(record.trace_id, target.span_id)
+            context = trace.set_span_in_context(NonRecordingSpan(evaluated))
             attrs = evaluation_attributes(result)
+            if target.response_id:
+                attrs[sc.GEN_AI_RESPONSE_ID] = target.response_id
             if self._logger_provider is not None:
                 self._logger.emit(
                     event_name=sc.GEN_AI_EVALUATION_EVENT,
@@ -192,11 +318,13 @@ class OtelEvaluationSink(Sink):
                 span = self._tracer.start_span(
                     f"evaluate {result.metric}",
                     context=context,
+                    links=[Link(evaluated)],
                     start_time=now - duration_ns,
                     attributes={
                         sc.OPENINFERENCE_SPAN_KIND: sc.KIND_EVALUATOR,
-                        sc.RAGPULSE_EVAL_SPAN_ID: record.span_id,
+                        sc.RAGPULSE_EVAL_SPAN_ID: target.span_id,
                         **attrs,
+                        **openinference_evaluation(result),
                     },
                 )
                 if result.error:
