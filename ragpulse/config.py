@@ -68,7 +68,18 @@ class JudgeSettings(_Section):
     max_retries: int = Field(3, ge=0, description="On 429/5xx, honouring Retry-After.")
     structured: Literal["auto", "json_schema", "json_object"] = "auto"
     temperature: float = 0.0
-    cache: str = Field("memory", description="memory, or a redis:// URL.")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Cap on each judge reply (tokens): a small model that runs on is cut there "
+        "and the result is an error (truncated). Unset: the server's own limit.",
+    )
+    cache: str = Field(
+        "auto",
+        description="auto (disk in ragpulse eval, memory in serve), memory, disk (SQLite in "
+        "$RAGPULSE_CACHE_DIR, kept between runs), disk:PATH, or a redis:// URL.",
+        pattern=r"^(auto|memory|disk|disk:.+|(redis|rediss|unix)://.+)$",
+    )
     cache_size: int = Field(10_000, ge=0)
     batch_size: int = Field(8, ge=1)
     max_wait_s: float = Field(0.5, ge=0)
@@ -329,6 +340,9 @@ class Settings(BaseSettings):
     )
     host: str = "127.0.0.1"
     otlp_http_port: int = Field(4318, ge=0, le=65535)
+    otlp_grpc_port: int = Field(
+        4317, ge=0, le=65535, description="OTLP/gRPC receiver port (0 = no gRPC receiver)."
+    )
     metrics_port: int = Field(9464, ge=0, le=65535)
     results_jsonl: Path | None = None
     otlp_export_endpoint: str | None = Field(

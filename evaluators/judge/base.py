@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ragpulse.config import EvaluationSettings, JudgeSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.judge.budget import OverBudget, record_reservation
+from ragpulse.evaluators.judge.cache import make_cache
 from ragpulse.evaluators.judge.usage import JudgeError, Usage
 from ragpulse.evaluators.models.loading import missing_extra
 from ragpulse.plugin_context import PluginContext
@@ -23,7 +25,9 @@ def shared_client(context: PluginContext, judge: JudgeSettings) -> JudgeClient:
     from ragpulse.evaluators.judge.client import JudgeClient
 
     def make() -> JudgeClient:
-        client = JudgeClient(judge, context.metrics.judge)
+        # cache "auto": on disk offline (a second `ragpulse eval` calls nothing), memory online
+        cache = make_cache(judge.cache, judge.cache_size, offline=context.offline)
+        client = JudgeClient(judge, context.metrics.judge, cache=cache)
         client.probe()  # one warning naming the URL now if it cannot be reached; no wait
         return client
 
@@ -38,8 +42,10 @@ class JudgeEvaluator(Evaluator):
     the context's settings. A record is judged only when the shared budget has
     room for its calls; otherwise, online, it gets a ``skipped`` result (no
     score, counted), and offline the judge waits for the budget's window and
-    says so through ``context.notify``. A failed call becomes an error result
-    with the reason; nothing raises.
+    says so through ``context.notify``. The budget is taken at the record's
+    first call that the cache cannot answer: a record answered wholly from the
+    cache neither spends nor waits for budget. A failed call becomes an error
+    result with the reason; nothing raises.
     """
 
     tier = Tier.JUDGE
@@ -100,20 +106,33 @@ class JudgeEvaluator(Evaluator):
             await asyncio.sleep(max(wait, 0.05))
 
     async def _judge_safely(self, record: RagRecord) -> EvalResult:
+        """Runs in its own task (``gather``), so the reservation set here is this record's."""
         assert self.client is not None
-        refusal = await self._reserve()
-        if refusal:
-            self.client.metrics.skipped.labels(self.metric, refusal).inc()
+        reserved = False
+
+        async def reserve() -> None:  # at the record's first cache miss, once
+            nonlocal reserved
+            if not reserved:
+                refusal = await self._reserve()
+                if refusal:
+                    raise OverBudget(refusal)
+                reserved = True
+
+        token = record_reservation.set(reserve)
+        try:
+            return await self._judge(record)
+        except OverBudget as over:
+            self.client.metrics.skipped.labels(self.metric, over.refusal).inc()
             return self.result(
                 None,
                 label="skipped",
-                explanation=f"judge budget exhausted ({refusal.removeprefix('budget_')} "
+                explanation=f"judge budget exhausted ({over.refusal.removeprefix('budget_')} "
                 "per minute); cheap scores stand",
             )
-        try:
-            return await self._judge(record)
         except JudgeError as exc:
             return self.error_result(exc).model_copy(update={"label": f"error:{exc.reason}"})
+        finally:
+            record_reservation.reset(token)
 
     async def _judge(self, record: RagRecord) -> EvalResult:
         raise NotImplementedError
@@ -130,5 +149,6 @@ class JudgeEvaluator(Evaluator):
             calls=usage.calls,
             cached=usage.cached,
             prompt_tokens=usage.prompt_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens,
             completion_tokens=usage.completion_tokens,
         )

@@ -2,10 +2,20 @@
 
 Structured outputs with a JSON schema generated from the prompt's pydantic
 output model; servers that refuse ``json_schema`` are switched to JSON mode
-(schema in the prompt, validated here). One repair retry on invalid output.
-Timeouts, and retries with backoff on 429/5xx honouring ``Retry-After`` (the
-openai client's own). A concurrency limit, a content-addressed cache, a
-shared budget, and accounting of calls and tokens from ``usage``.
+(schema in the prompt, validated here). Timeouts, and retries with backoff on
+429/5xx honouring ``Retry-After`` (the openai client's own). A concurrency
+limit, a content-addressed cache, a shared budget, and accounting of calls and
+tokens from ``usage`` (cached prompt tokens too: OpenAI's
+``prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n``).
+
+Replies that do not fit the schema (small models do this, and any model in JSON
+mode can): a reply with text around one JSON object is read from its outermost
+braces (outcome ``extracted``); otherwise one repair retry shows the judge its
+reply and the validation error (``repaired``); a second miss is a
+``JudgeError("invalid_output")``. A reply cut at ``max_tokens`` is not repaired
+(the model would most likely run on again): ``JudgeError("truncated")``. Either
+way the metric gets an error result with that reason and the calls counter an
+outcome of the same name; a guessed score is never made up.
 
 The client runs its own event loop on a daemon thread; evaluators call it
 from the judge stage's worker thread through :meth:`JudgeClient.run`.
@@ -25,7 +35,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from ragpulse.config import JudgeSettings
-from ragpulse.evaluators.judge.budget import Budget
+from ragpulse.evaluators.judge.budget import Budget, before_call
 from ragpulse.evaluators.judge.cache import JudgeCache, cache_key, make_cache
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.evaluators.judge.usage import JudgeError, Usage
@@ -164,6 +174,7 @@ class JudgeClient:
             except ValidationError:
                 pass  # an entry from an incompatible output model: ask again
         self.metrics.cache.labels("miss").inc()
+        await before_call()  # the record's budget is taken at its first real call
         async with self._semaphore:
             output, usage = await self._ask(prompt, inputs)
         self.cache.put(key, output.model_dump_json())
@@ -172,13 +183,21 @@ class JudgeClient:
     async def _ask(self, prompt: Prompt[Any, O], inputs: BaseModel) -> tuple[O, Usage]:
         usage = Usage()
         messages = prompt.messages(inputs, schema_in_prompt=self._mode == "json_object")
-        content = await self._complete(prompt, messages, usage)
+        content, finish = await self._complete(prompt, messages, usage)
         try:
-            output = prompt.output_model.model_validate_json(content)
-            self.metrics.calls.labels(self.model, prompt.name, "ok").inc()
+            output, outcome = _parse(prompt.output_model, content)
+            self.metrics.calls.labels(self.model, prompt.name, outcome).inc()
             return output, usage
         except ValidationError as exc:
             problem = _short(exc)
+        if finish == "length":
+            self.metrics.calls.labels(self.model, prompt.name, "truncated").inc()
+            limit = self.settings.max_tokens or "the server's default"
+            raise JudgeError(
+                "truncated",
+                f"{prompt.id}: the reply reached max_tokens ({limit}) before its JSON was "
+                f"complete ({problem})",
+            )
         # One repair retry: show the judge its answer and what is wrong with it.
         repair = [
             *messages,
@@ -189,9 +208,9 @@ class JudgeClient:
                 "Reply again with only the corrected JSON.",
             },
         ]
-        content = await self._complete(prompt, repair, usage)
+        content, _ = await self._complete(prompt, repair, usage)
         try:
-            output = prompt.output_model.model_validate_json(content)
+            output, _ = _parse(prompt.output_model, content)
         except ValidationError as exc:
             self.metrics.calls.labels(self.model, prompt.name, "invalid_output").inc()
             raise JudgeError("invalid_output", f"{prompt.id}: {_short(exc)}") from exc
@@ -200,7 +219,8 @@ class JudgeClient:
 
     async def _complete(
         self, prompt: Prompt[Any, Any], messages: list[dict[str, str]], usage: Usage
-    ) -> str:
+    ) -> tuple[str, str | None]:
+        """The reply's text and finish reason (``length``: cut at max_tokens)."""
         start = time.perf_counter()
         try:
             response = await self._create(prompt, messages)
@@ -224,13 +244,17 @@ class JudgeClient:
             )
         prompt_tokens = response.usage.prompt_tokens if response.usage else 0
         completion_tokens = response.usage.completion_tokens if response.usage else 0
-        usage.add(Usage(1, prompt_tokens, completion_tokens))
+        cached_tokens = _cached_prompt_tokens(response)
+        usage.add(Usage(1, prompt_tokens, completion_tokens, cached_prompt_tokens=cached_tokens))
         self.metrics.tokens.labels(self.model, "prompt").inc(prompt_tokens)
         self.metrics.tokens.labels(self.model, "completion").inc(completion_tokens)
+        self.metrics.tokens.labels(self.model, "cached_prompt").inc(cached_tokens)
+        # The budget counts every prompt token: a provider bills cached ones too (cheaper).
         self.budget.spend_tokens(prompt_tokens + completion_tokens)
         if not response.choices:
-            return ""
-        return response.choices[0].message.content or ""
+            return "", None
+        choice = response.choices[0]
+        return choice.message.content or "", choice.finish_reason
 
     async def _create(self, prompt: Prompt[Any, Any], messages: list[dict[str, str]]) -> Any:
         if self._mode == "json_schema":
@@ -241,11 +265,17 @@ class JudgeClient:
         else:
             response_format = {"type": "json_object"}
         # Plain dicts, checked by the server: the SDK's TypedDicts change between releases.
+        # max_tokens, not max_completion_tokens: every OpenAI-compatible server reads it.
+        # Left out when unset (the SDK's "omitted" sentinel differs between releases).
+        limit: dict[str, Any] = {}
+        if self.settings.max_tokens is not None:
+            limit["max_tokens"] = self.settings.max_tokens
         return await self._client.chat.completions.create(
             model=self.model,
             messages=cast(Any, messages),
             temperature=self.settings.temperature,
             response_format=cast(Any, response_format),
+            **limit,
         )
 
     def _failed(self, prompt: Prompt[Any, Any], reason: str, exc: Exception) -> JudgeError:
@@ -254,6 +284,34 @@ class JudgeClient:
         if reason in _UNREACHABLE:  # the probe passed, or has not answered yet
             self._unreachable(detail)
         return JudgeError(reason, f"{prompt.id}: judge at {self.url}: {detail}")
+
+
+def _parse(model: type[O], content: str) -> tuple[O, str]:
+    """The reply as ``model``, and how it was read: ``ok``, or ``extracted`` when the
+    JSON object had to be cut out of surrounding text (a code fence, a preamble).
+    Raises the whole reply's ValidationError when neither reading validates."""
+    try:
+        return model.model_validate_json(content), "ok"
+    except ValidationError:
+        start, end = content.find("{"), content.rfind("}")
+        if 0 <= start < end and (start, end) != (0, len(content) - 1):
+            try:
+                return model.model_validate_json(content[start : end + 1]), "extracted"
+            except ValidationError:
+                pass
+        raise
+
+
+def _cached_prompt_tokens(response: Any) -> int:
+    """Prompt tokens the server read from its prefix cache: OpenAI's (and llama.cpp's)
+    ``usage.prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n``."""
+    details = getattr(response.usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    if cached is None:
+        extra = getattr(response, "model_extra", None) or {}
+        timings = extra.get("timings") if isinstance(extra, dict) else None
+        cached = timings.get("cache_n") if isinstance(timings, dict) else None
+    return cached if isinstance(cached, int) and cached > 0 else 0
 
 
 def _reason(exc: openai.APIError) -> str:

@@ -21,13 +21,23 @@ class JudgeError(RagpulseError):
 
 @dataclass
 class Usage:
+    """What one record's judge calls cost, as the server's ``usage`` reports it.
+
+    ``cached`` counts answers served by ragpulse's own judge cache (no call made);
+    ``cached_prompt_tokens`` counts prompt tokens the *server* read from its prefix
+    cache (OpenAI's ``prompt_tokens_details.cached_tokens``, llama.cpp's ``cache_n``):
+    they are part of ``prompt_tokens``, billed cheaper and computed faster.
+    """
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: int = 0
+    cached_prompt_tokens: int = 0
 
     def add(self, other: Usage) -> None:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cached += other.cached
+        self.cached_prompt_tokens += other.cached_prompt_tokens
