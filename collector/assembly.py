@@ -5,6 +5,12 @@ ended, so the root has ended) and no new span came for ``grace_s``; or when
 ``timeout_s`` has passed since its first span, whatever arrived. Memory is
 bounded by ``max_open_traces`` and ``max_spans_per_trace``; whatever
 overflows is dropped and counted by reason.
+
+OTLP log records (GenAI events, from the receivers' ``/v1/logs`` and gRPC
+LogsService) wait with their trace and are attached, as ``source="log"``
+events, to the span of their span id when the trace closes; one whose span
+never came is counted as ``log_unjoined``, one after its trace closed as
+``log_late``. Kafka intake carries spans only.
 """
 
 from __future__ import annotations
@@ -17,9 +23,13 @@ from dataclasses import dataclass, field
 
 from ragpulse import semconv
 from ragpulse.config import AssemblySettings
-from ragpulse.record import AttributeValue, Span
+from ragpulse.record import AttributeValue, LogEvent, Span, SpanEvent
 from ragpulse.telemetry import (
     DROP_LATE_SPAN,
+    DROP_LOG_LATE,
+    DROP_LOG_OPEN_TRACES,
+    DROP_LOG_PER_TRACE,
+    DROP_LOG_UNJOINED,
     DROP_OPEN_TRACES,
     DROP_SPANS_PER_TRACE,
     CollectorMetrics,
@@ -92,6 +102,7 @@ class _OpenTrace:
     root_seen: bool = False
     acks: dict[int, Ack] = field(default_factory=dict)
     annotations: dict[str, AttributeValue] = field(default_factory=dict)
+    logs: list[LogEvent] = field(default_factory=list)
 
 
 def is_local_root(span: Span) -> bool:
@@ -159,6 +170,41 @@ class Assembler:
             trace.acks[id(ack)] = ack
         return None
 
+    def add_logs(self, events: Iterable[LogEvent]) -> int:
+        """Buffer log events with their traces; returns how many were dropped (counted).
+
+        A log record may arrive before any span of its trace (separate exporters,
+        separate batches): it opens the trace, within the same ``max_open_traces``
+        bound. Log events per trace are bounded by ``max_spans_per_trace``.
+        """
+        now = self._clock()
+        rejected: dict[str, int] = {}
+        with self._lock:
+            for event in events:
+                reason = self._add_log(event, now)
+                if reason:
+                    rejected[reason] = rejected.get(reason, 0) + 1
+            self._metrics.open_traces.set(len(self._open))
+        for reason, n in rejected.items():
+            self._metrics.dropped.labels(reason).inc(n)
+        return sum(rejected.values())
+
+    def _add_log(self, event: LogEvent, now: float) -> str | None:
+        trace = self._open.get(event.trace_id)
+        if trace is None:
+            if event.trace_id in self._closed:
+                return DROP_LOG_LATE
+            if len(self._open) >= self._settings.max_open_traces:
+                return DROP_LOG_OPEN_TRACES
+            trace = self._open[event.trace_id] = _OpenTrace(first_seen=now, last_seen=now)
+        if len(trace.logs) >= self._settings.max_spans_per_trace:
+            return DROP_LOG_PER_TRACE
+        trace.logs.append(event)
+        if trace.last_seen != now:
+            self._open.move_to_end(event.trace_id)
+            trace.last_seen = now
+        return None
+
     def annotate(self, trace_id: str, attributes: dict[str, AttributeValue]) -> bool:
         """Attach attributes to an open trace's records (user feedback); False if not open."""
         with self._lock:
@@ -195,16 +241,16 @@ class Assembler:
                     for trace_id, trace in self._open.items()
                     if now - trace.first_seen >= timeout and trace_id not in listed
                 ]
-            completed = [self._close(trace_id, trigger) for trace_id, trigger in done]
+            closed = [self._close(trace_id, trigger) for trace_id, trigger in done]
             self._metrics.open_traces.set(len(self._open))
-        return completed
+        return [trace for trace in closed if trace is not None]
 
     def drain(self) -> list[CompletedTrace]:
         """Close every open trace (shutdown): evaluate what we have rather than lose it."""
         with self._lock:
-            completed = [self._close(trace_id, "shutdown") for trace_id in list(self._open)]
+            closed = [self._close(trace_id, "shutdown") for trace_id in list(self._open)]
             self._metrics.open_traces.set(0)
-        return completed
+        return [trace for trace in closed if trace is not None]
 
     def abandon(self, predicate: Callable[[list[Ack]], bool]) -> int:
         """Forget open traces whose acks match, without releasing the acks.
@@ -219,11 +265,16 @@ class Assembler:
             self._metrics.open_traces.set(len(self._open))
         return len(gone)
 
-    def _close(self, trace_id: str, trigger: str) -> CompletedTrace:
+    def _close(self, trace_id: str, trigger: str) -> CompletedTrace | None:
+        """The finished trace, its log events joined; None when only log records came."""
         trace = self._open.pop(trace_id)
         self._closed[trace_id] = None
         while len(self._closed) > self._settings.remember_closed:
             self._closed.popitem(last=False)
+        if trace.logs:
+            trace.spans = self._join_logs(trace.spans, trace.logs)
+        if not trace.spans:
+            return None  # nothing to evaluate; its log events were counted as unjoined
         self._metrics.traces_completed.labels(trigger).inc()
         self._metrics.trace_assembly_seconds.observe(max(0.0, self._clock() - trace.first_seen))
         return CompletedTrace(
@@ -234,3 +285,24 @@ class Assembler:
             acks=list(trace.acks.values()),
             annotations=trace.annotations,
         )
+
+    def _join_logs(self, spans: list[Span], logs: list[LogEvent]) -> list[Span]:
+        """Spans with their log events appended (by time); the rest counted as unjoined."""
+        by_span: dict[str, list[LogEvent]] = {}
+        for log in logs:
+            by_span.setdefault(log.span_id or "", []).append(log)
+        joined = []
+        for span in spans:
+            mine = by_span.pop(span.span_id, None)
+            if mine:
+                events = sorted([*span.events, *(log.event for log in mine)], key=_event_time)
+                span = span.model_copy(update={"events": events})
+            joined.append(span)
+        unjoined = sum(len(rest) for rest in by_span.values())
+        if unjoined:
+            self._metrics.dropped.labels(DROP_LOG_UNJOINED).inc(unjoined)
+        return joined
+
+
+def _event_time(event: SpanEvent) -> int:
+    return event.time_ns

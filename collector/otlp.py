@@ -1,6 +1,6 @@
-"""OTLP trace payloads -> ragpulse :class:`Span` models (the decode boundary).
+"""OTLP trace and log payloads -> ragpulse :class:`Span` / :class:`LogEvent` models.
 
-Protobuf stops here: callers get pydantic spans and a count of spans rejected
+Protobuf stops here: callers get pydantic models and a count of items rejected
 as invalid. OTLP/JSON is normalised into the protobuf message (hex ids become
 bytes) so both encodings share one conversion path.
 """
@@ -15,13 +15,15 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.logs.v1 import logs_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from ragpulse import safe_json
 from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
-from ragpulse.record import AttributeValue, Span, SpanStatus
+from ragpulse.record import AttributeValue, LogEvent, Span, SpanEvent, SpanStatus
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -52,6 +54,16 @@ class DecodedTraces:
     spans: list[Span] = field(default_factory=list)
     rejected: int = 0
     """Spans present in the payload but unusable (bad ids); reported as partial success."""
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DecodedLogs:
+    events: list[LogEvent] = field(default_factory=list)
+    without_trace: int = 0
+    """Log records with no trace id: valid OTLP, but nothing to join them to."""
+    rejected: int = 0
+    """Log records with malformed ids (a trace or span id of the wrong length)."""
     errors: list[str] = field(default_factory=list)
 
 
@@ -135,32 +147,45 @@ class BodyReader:
 
 
 def parse_request(body: bytes, mtype: str) -> trace_service_pb2.ExportTraceServiceRequest:
-    """Parse one OTLP payload; every failure is a :class:`DecodeError` (never a crash).
+    """Parse one OTLP trace payload; every failure is a :class:`DecodeError` (never a crash).
 
     Protobuf nesting is bounded by the runtime's recursion limit (100 messages,
     about 47 levels of attribute values), JSON nesting by :mod:`ragpulse.safe_json`
     before anything recurses; both raise :class:`NestingTooDeep`.
     """
     request = trace_service_pb2.ExportTraceServiceRequest()
+    _parse(body, mtype, request, "resourceSpans", _hex_ids_to_base64)
+    return request
+
+
+def parse_logs_request(body: bytes, mtype: str) -> logs_service_pb2.ExportLogsServiceRequest:
+    """Parse one OTLP logs payload, as :func:`parse_request` does traces."""
+    request = logs_service_pb2.ExportLogsServiceRequest()
+    _parse(body, mtype, request, "resourceLogs", _log_hex_ids_to_base64)
+    return request
+
+
+def _parse(body: bytes, mtype: str, request: Any, top: str, fix_ids: Any) -> None:
+    name = type(request).__name__
     if mtype == PROTOBUF:
         try:
             request.ParseFromString(body)
         except RecursionError as exc:  # the pure-Python runtime recurses in Python
-            raise NestingTooDeep("protobuf ExportTraceServiceRequest nested too deeply") from exc
+            raise NestingTooDeep(f"protobuf {name} nested too deeply") from exc
         except (ProtobufDecodeError, RuntimeError, ValueError) as exc:
             # upb says "Exceeded upb_DecodeOptions_MaxDepth" past 100 nested messages.
             error = NestingTooDeep if "MaxDepth" in str(exc) else DecodeError
-            raise error(f"invalid protobuf ExportTraceServiceRequest: {exc}") from exc
-        return request
+            raise error(f"invalid protobuf {name}: {exc}") from exc
+        return
     try:
         payload = safe_json.loads(body)
         if isinstance(payload, list):
             # Some collectors (rotel's Kafka exporter) write a bare ResourceSpans array.
-            payload = {"resourceSpans": payload}
-        _hex_ids_to_base64(payload)
+            payload = {top: payload}
+        fix_ids(payload)
         json_format.ParseDict(payload, request, ignore_unknown_fields=True)
     except safe_json.NestingTooDeep as exc:
-        raise NestingTooDeep(f"invalid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+        raise NestingTooDeep(f"invalid OTLP/JSON {name}: {exc}") from exc
     except (
         ValueError,
         TypeError,
@@ -168,8 +193,7 @@ def parse_request(body: bytes, mtype: str) -> trace_service_pb2.ExportTraceServi
         RecursionError,
         json_format.ParseError,
     ) as exc:
-        raise DecodeError(f"invalid OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
-    return request
+        raise DecodeError(f"invalid OTLP/JSON {name}: {exc}") from exc
 
 
 def decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> DecodedTraces:
@@ -198,6 +222,52 @@ def _decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> Dec
     return out
 
 
+def decode_logs_request(request: logs_service_pb2.ExportLogsServiceRequest) -> DecodedLogs:
+    """Log events of a parsed request; a value nested beyond the limit is a :class:`DecodeError`."""
+    try:
+        return _decode_logs(request)
+    except NestingTooDeep:
+        raise
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise DecodeError(f"undecodable log record in ExportLogsServiceRequest: {exc}") from exc
+
+
+def _decode_logs(request: logs_service_pb2.ExportLogsServiceRequest) -> DecodedLogs:
+    out = DecodedLogs()
+    for resource_logs in request.resource_logs:
+        resource = _attributes(resource_logs.resource.attributes)
+        for scope_logs in resource_logs.scope_logs:
+            for pb in scope_logs.log_records:
+                if not any(pb.trace_id):
+                    out.without_trace += 1
+                    continue
+                if len(pb.trace_id) != 16 or len(pb.span_id) not in (0, 8):
+                    out.rejected += 1
+                    if len(out.errors) < 5:
+                        out.errors.append("log record has an invalid trace or span id")
+                    continue
+                out.events.append(_log_event(pb, resource))
+    return out
+
+
+def _log_event(pb: logs_pb2.LogRecord, resource: dict[str, AttributeValue]) -> LogEvent:
+    attributes = _attributes(pb.attributes)
+    # event_name is the field newer SDKs set; older ones put it in the event.name attribute.
+    name = pb.event_name or str(attributes.get("event.name") or "")
+    return LogEvent(
+        trace_id=pb.trace_id.hex(),
+        span_id=pb.span_id.hex() if any(pb.span_id) else None,
+        event=SpanEvent(
+            name=name,
+            time_ns=pb.time_unix_nano or pb.observed_time_unix_nano,
+            attributes=attributes,
+            body=_value(pb.body) if pb.HasField("body") else None,
+            source="log",
+        ),
+        resource=resource,
+    )
+
+
 def decode_body(
     body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
 ) -> tuple[DecodedTraces, str]:
@@ -211,6 +281,14 @@ def encode_response(mtype: str, rejected: int = 0, message: str = "") -> bytes:
     response = trace_service_pb2.ExportTraceServiceResponse()
     if rejected or message:
         response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = message
+    return _encode(response, mtype)
+
+
+def encode_logs_response(mtype: str, rejected: int = 0, message: str = "") -> bytes:
+    response = logs_service_pb2.ExportLogsServiceResponse()
+    if rejected or message:
+        response.partial_success.rejected_log_records = rejected
         response.partial_success.error_message = message
     return _encode(response, mtype)
 
@@ -240,6 +318,10 @@ def _span(pb: trace_pb2.Span, resource: dict[str, AttributeValue], scope: str | 
         attributes=_attributes(pb.attributes),
         resource=resource,
         scope=scope,
+        events=[
+            SpanEvent(name=e.name, time_ns=e.time_unix_nano, attributes=_attributes(e.attributes))
+            for e in pb.events
+        ],
     )
 
 
@@ -282,3 +364,19 @@ def _hex_ids_to_base64(payload: Any) -> None:
                             except ValueError:
                                 # Not hex: leave it, the span is rejected by id length.
                                 obj[key] = ""
+
+
+def _log_hex_ids_to_base64(payload: Any) -> None:
+    """The same translation for log records (``traceId``/``spanId`` are hex in OTLP/JSON)."""
+    if not isinstance(payload, dict):
+        raise TypeError("OTLP/JSON body must be an object")
+    for rl in payload.get("resourceLogs", payload.get("resource_logs")) or []:
+        for sl in rl.get("scopeLogs", rl.get("scope_logs")) or []:
+            for record in sl.get("logRecords", sl.get("log_records")) or []:
+                for key in ("traceId", "spanId", "trace_id", "span_id"):
+                    value = record.get(key)
+                    if isinstance(value, str) and value:
+                        try:
+                            record[key] = base64.b64encode(bytes.fromhex(value)).decode()
+                        except ValueError:
+                            record[key] = "AA=="  # not hex: one byte, rejected by id length

@@ -1,4 +1,4 @@
-"""OTLP/HTTP trace receiver (``POST /v1/traces``), the embedded default source.
+"""OTLP/HTTP receiver (``POST /v1/traces``, ``POST /v1/logs``), the embedded default source.
 
 Answers follow the OTLP/HTTP specification: 200 with an
 ``ExportTraceServiceResponse`` (``partial_success`` when spans were refused),
@@ -9,7 +9,8 @@ failure, so bad input never gets a 5xx), 413 for bodies over the limit,
 ``Retry-After`` when evaluation is behind, so senders retry instead of losing
 data. Error bodies are ``google.rpc.Status`` in the request's encoding.
 Decompression is done here, chunk by chunk as the body arrives, bounded, so a
-gzip bomb costs at most the limit.
+gzip bomb costs at most the limit. ``/v1/logs`` takes OTLP log records (GenAI
+events) under the same rules; the assembler joins them to their spans.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from aiohttp import web
 from ragpulse.collector import otlp
 from ragpulse.collector.source import Source
 from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
-from ragpulse.record import Span
+from ragpulse.record import LogEvent, Span
 from ragpulse.telemetry import (
     DROP_INVALID_SPAN,
+    DROP_LOG_INVALID,
+    DROP_LOG_WITHOUT_TRACE,
     DROP_MALFORMED,
     DROP_TOO_DEEP,
     DROP_TOO_LARGE,
@@ -39,9 +42,55 @@ from ragpulse.telemetry import (
 log = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"
+LOGS_PATH = "/v1/logs"
 Ingest = Callable[[Sequence[Span]], int]
 """Takes decoded spans, returns how many were refused (already counted by reason)."""
+IngestLogs = Callable[[Sequence[LogEvent]], int]
+"""Takes decoded log events, returns how many were refused (already counted by reason)."""
 Overloaded = Callable[[], bool]
+
+
+def accept_traces(
+    decoded: otlp.DecodedTraces, metrics: CollectorMetrics, ingest: Ingest
+) -> tuple[int, str]:
+    """Count and ingest decoded spans: (spans rejected, partial-success message).
+
+    Shared by the HTTP and gRPC receivers so both count the same way.
+    """
+    metrics.spans_received.inc(len(decoded.spans) + decoded.rejected)
+    if decoded.rejected:
+        metrics.dropped.labels(DROP_INVALID_SPAN).inc(decoded.rejected)
+    refused = ingest(decoded.spans) if decoded.spans else 0
+    messages = list(decoded.errors)
+    if refused:
+        messages.append(f"{refused} spans refused by collector limits")
+    rejected = decoded.rejected + refused
+    metrics.requests.labels("partial" if rejected else "ok").inc()
+    return rejected, "; ".join(messages)
+
+
+def accept_logs(
+    decoded: otlp.DecodedLogs, metrics: CollectorMetrics, ingest: IngestLogs
+) -> tuple[int, str]:
+    """Count and ingest decoded log events: (log records rejected, partial-success message).
+
+    Records without a trace id are valid OTLP but cannot be joined to a span: they
+    are reported as rejected (the sender learns they were not kept) and counted.
+    """
+    metrics.log_records_received.inc(len(decoded.events) + decoded.rejected + decoded.without_trace)
+    messages = list(decoded.errors)
+    if decoded.rejected:
+        metrics.dropped.labels(DROP_LOG_INVALID).inc(decoded.rejected)
+    if decoded.without_trace:
+        metrics.dropped.labels(DROP_LOG_WITHOUT_TRACE).inc(decoded.without_trace)
+        messages.append(f"{decoded.without_trace} log records without a trace id not kept")
+    refused = ingest(decoded.events) if decoded.events else 0
+    if refused:
+        messages.append(f"{refused} log records refused by collector limits")
+    rejected = decoded.rejected + decoded.without_trace + refused
+    metrics.requests.labels("partial" if rejected else "ok").inc()
+    return rejected, "; ".join(messages)
+
 
 # gRPC status codes used in google.rpc.Status bodies.
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 16, 8, 14
@@ -63,8 +112,10 @@ class OtlpHttpReceiver(Source):
         max_body_bytes: int = 16 * 1024 * 1024,
         auth_token: str | None = None,
         overloaded: Overloaded = lambda: False,
+        ingest_logs: IngestLogs = lambda events: 0,
     ) -> None:
         self._ingest = ingest
+        self._ingest_logs = ingest_logs
         self._metrics = metrics
         self._host, self._port = host, port
         self._max_body = max_body_bytes
@@ -85,6 +136,7 @@ class OtlpHttpReceiver(Source):
         # decoded bytes; client_max_size is the same bound for any other reader.
         app = web.Application(client_max_size=self._max_body)
         app.router.add_post(TRACES_PATH, self._handle)
+        app.router.add_post(LOGS_PATH, self._handle)
         app.router.add_get("/healthz", self._health)
         return app
 
@@ -156,8 +208,12 @@ class OtlpHttpReceiver(Source):
             return self._refuse(415, mtype, DROP_UNSUPPORTED, str(exc))
         except DecodeError as exc:
             return self._refuse(400, mtype, DROP_MALFORMED, str(exc))
+        logs = request.path == LOGS_PATH
         try:
-            decoded = otlp.decode_request(otlp.parse_request(raw, mtype))
+            if logs:
+                decoded_logs = otlp.decode_logs_request(otlp.parse_logs_request(raw, mtype))
+            else:
+                decoded = otlp.decode_request(otlp.parse_request(raw, mtype))
         except otlp.NestingTooDeep as exc:
             return self._refuse(400, mtype, DROP_TOO_DEEP, str(exc))
         except DecodeError as exc:
@@ -175,20 +231,13 @@ class OtlpHttpReceiver(Source):
         finally:
             del raw  # the body is not kept past decoding, whatever the outcome
 
-        self._metrics.spans_received.inc(len(decoded.spans) + decoded.rejected)
-        if decoded.rejected:
-            self._metrics.dropped.labels(DROP_INVALID_SPAN).inc(decoded.rejected)
-        refused = self._ingest(decoded.spans) if decoded.spans else 0
-        rejected = decoded.rejected + refused
-        messages = list(decoded.errors)
-        if refused:
-            messages.append(f"{refused} spans refused by collector limits")
-        self._metrics.requests.labels("partial" if rejected else "ok").inc()
-        return web.Response(
-            status=200,
-            body=otlp.encode_response(mtype, rejected, "; ".join(messages)),
-            content_type=mtype,
-        )
+        if logs:
+            rejected, message = accept_logs(decoded_logs, self._metrics, self._ingest_logs)
+            body = otlp.encode_logs_response(mtype, rejected, message)
+        else:
+            rejected, message = accept_traces(decoded, self._metrics, self._ingest)
+            body = otlp.encode_response(mtype, rejected, message)
+        return web.Response(status=200, body=body, content_type=mtype)
 
     async def _read_body(self, request: web.Request) -> bytes:
         """The decoded body, read as it arrives: bounded on the wire and after inflation.

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from ragpulse.collector.assembly import Ack, Assembler
 from ragpulse.collector.feedback import FeedbackJoiner
+from ragpulse.collector.grpc_receiver import OtlpGrpcReceiver
 from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.receiver import OtlpHttpReceiver
 from ragpulse.collector.source import Source
@@ -22,7 +23,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.log_redaction import RedactingFilter, install_log_redaction, remove_log_redaction
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import build_sinks, load_evaluators
-from ragpulse.record import Span
+from ragpulse.record import LogEvent, Span
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ class Collector:
     ``ingest`` is the single entry for every source (thread-safe, never
     blocks on evaluation). ``start`` launches the evaluation worker, the
     completion ticker, the metrics endpoint (unless ``metrics_server=False``)
-    and the source chosen by ``settings.source`` (the OTLP/HTTP receiver or
+    and the source chosen by ``settings.source`` (the OTLP/HTTP receiver, with the
+    OTLP/gRPC one unless ``otlp_grpc_port`` is 0, or
     Kafka; none when ``receiver=False``); ``stop`` drains open traces through
     evaluation before the sources make their final acknowledgements.
     """
@@ -74,18 +76,33 @@ class Collector:
         )
         self.feedback = FeedbackJoiner(self.assembler, self.pipeline.late_feedback, self.metrics)
         self.receiver: OtlpHttpReceiver | None = None
+        self.grpc_receiver: OtlpGrpcReceiver | None = None
         self.sources: list[Source] = []
         if receiver and settings.source == "otlp_http":
+            token = settings.auth_token.get_secret_value() if settings.auth_token else None
             self.receiver = OtlpHttpReceiver(
                 self.ingest,
                 self.metrics,
                 host=settings.host,
                 port=settings.otlp_http_port,
                 max_body_bytes=settings.max_body_bytes,
-                auth_token=settings.auth_token.get_secret_value() if settings.auth_token else None,
+                auth_token=token,
                 overloaded=lambda: self.pipeline.overloaded,
+                ingest_logs=self.ingest_logs,
             )
             self.sources.append(self.receiver)
+            if settings.otlp_grpc_port:  # 0 = no gRPC receiver
+                self.grpc_receiver = OtlpGrpcReceiver(
+                    self.ingest,
+                    self.metrics,
+                    host=settings.host,
+                    port=settings.otlp_grpc_port,
+                    max_body_bytes=settings.max_body_bytes,
+                    auth_token=token,
+                    overloaded=lambda: self.pipeline.overloaded,
+                    ingest_logs=self.ingest_logs,
+                )
+                self.sources.append(self.grpc_receiver)
         elif receiver and settings.source == "kafka":
             from ragpulse.collector.kafka_source import KafkaSource
 
@@ -107,6 +124,11 @@ class Collector:
         finally:
             if ack is not None:
                 ack.seal()
+
+    def ingest_logs(self, events: Sequence[LogEvent]) -> int:
+        """Add decoded log events (joined to their spans at assembly); returns how many
+        were refused (counted by reason)."""
+        return self.assembler.add_logs(events)
 
     def pressure(self) -> float:
         """How full the bounded stages are (0..1): open traces and evaluation backlog."""
@@ -147,6 +169,11 @@ class Collector:
                     raise PortUnavailable(
                         s.host, s.otlp_http_port, "OTLP/HTTP receiver", "--otlp-http-port",
                         "otlp_http_port", exc,
+                    ) from exc  # fmt: skip
+                if source is self.grpc_receiver:
+                    raise PortUnavailable(
+                        s.host, s.otlp_grpc_port, "OTLP/gRPC receiver", "--otlp-grpc-port",
+                        "otlp_grpc_port", exc,
                     ) from exc  # fmt: skip
                 raise
         # /metrics last: it answering means the sources listen too (tests and readiness
@@ -199,6 +226,11 @@ class Collector:
     @property
     def otlp_url(self) -> str | None:
         return self.receiver.url if self.receiver is not None else None
+
+    @property
+    def otlp_grpc_target(self) -> str | None:
+        """``host:port`` of the OTLP/gRPC receiver, when it runs."""
+        return self.grpc_receiver.target if self.grpc_receiver is not None else None
 
     @property
     def metrics_url(self) -> str | None:

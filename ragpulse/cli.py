@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=_setting_help("OTLP/HTTP receiver port", "otlp_http_port"),
     )
     serve.add_argument(
+        "--otlp-grpc-port",
+        type=int,
+        help=_setting_help("OTLP/gRPC receiver port, 0 = off", "otlp_grpc_port"),
+    )
+    serve.add_argument(
         "--metrics-port", type=int, help=_setting_help("Prometheus /metrics port", "metrics_port")
     )
     serve.add_argument(
@@ -452,6 +457,7 @@ def serve(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {
         "host": args.host,
         "otlp_http_port": args.otlp_http_port,
+        "otlp_grpc_port": args.otlp_grpc_port,
         "metrics_port": args.metrics_port,
         "results_jsonl": args.results_jsonl,
         "otlp_export_endpoint": args.otlp_export_endpoint,

@@ -146,6 +146,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> int:
             console.print(f"port {asked} is taken: {what} goes to a free port instead")
     settings = load_settings(
         otlp_http_port=ports["OTLP/HTTP"],
+        otlp_grpc_port=0,  # the demo app exports over HTTP; a taken 4317 must not stop it
         metrics_port=ports["metrics"],
         results_jsonl=args.results_jsonl,
         assembly={"grace_s": GRACE_S},

@@ -22,6 +22,13 @@ DROP_OPEN_TRACES = "open_traces_limit"
 DROP_SPANS_PER_TRACE = "spans_per_trace_limit"
 DROP_LATE_SPAN = "late_span"
 DROP_SINK_ERROR = "sink_error"
+# OTLP log records (GenAI events) joined to their spans; a reason per way one is lost.
+DROP_LOG_WITHOUT_TRACE = "log_without_trace"  # no trace id: nothing to join it to
+DROP_LOG_INVALID = "log_invalid"  # a trace or span id of the wrong length
+DROP_LOG_UNJOINED = "log_unjoined"  # its trace closed without a span of that span id
+DROP_LOG_LATE = "log_late"  # arrived after its trace was closed
+DROP_LOG_OPEN_TRACES = "log_open_traces_limit"
+DROP_LOG_PER_TRACE = "log_per_trace_limit"  # bounded by assembly.max_spans_per_trace
 
 LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
 
@@ -84,6 +91,11 @@ class CollectorMetrics:
         )
         self.spans_received = Counter(
             "ragpulse_spans_received", "Spans decoded from any source.", registry=r
+        )
+        self.log_records_received = Counter(
+            "ragpulse_log_records_received",
+            "OTLP log records decoded (HTTP /v1/logs or gRPC LogsService).",
+            registry=r,
         )
         self.traces_completed = Counter(
             "ragpulse_traces_completed",

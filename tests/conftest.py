@@ -10,6 +10,11 @@ from llm_server import LlamaServer, unavailable
 
 from ragpulse.telemetry import CollectorMetrics
 
+# The OTLP/gRPC receiver defaults to port 4317: every `ragpulse serve` and Collector a
+# test starts would bind it, so two at once (or two test runs) would collide. Off unless
+# a test asks for it (flags and settings arguments beat the environment).
+os.environ.setdefault("RAGPULSE_OTLP_GRPC_PORT", "0")
+
 # $RAGPULSE_DEV_DATA (a directory) first, else the shared checkout's dev split.
 DEV_DATA = Path(
     os.environ.get("RAGPULSE_DEV_DATA")
