@@ -103,11 +103,15 @@ def test_bearer_token(collector: Collector, channel: grpc.Channel) -> None:
     [
         (b"\x0a" + b"x" * LIMIT, None, grpc.StatusCode.RESOURCE_EXHAUSTED, "body_too_large"),
         # 64 MiB of zeros gzip to ~64 KiB: inflated by us, bounded, stopped at the limit.
-        (b"\0" * (64 << 20), grpc.Compression.Gzip, grpc.StatusCode.RESOURCE_EXHAUSTED,
-         "body_too_large"),
+        (
+            b"\0" * (64 << 20),
+            grpc.Compression.Gzip,
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "body_too_large",
+        ),
         (b"\xff\xfe garbage \x00\x01", None, grpc.StatusCode.INVALID_ARGUMENT, "malformed_body"),
         (gzip.compress(b"abc")[:-6], None, grpc.StatusCode.INVALID_ARGUMENT, "malformed_body"),
-    ],  # fmt: skip
+    ],
     ids=["oversize", "gzip-bomb", "garbage", "truncated-gzip"],
 )
 def test_refusals_are_counted_and_serving_goes_on(
