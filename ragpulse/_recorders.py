@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from ragpulse import semconv as sc
 from ragpulse._coerce import (
@@ -34,6 +34,7 @@ from ragpulse._coerce import (
 )
 from ragpulse._instrument_config import REDACTION_FAILED
 from ragpulse._provider import _current
+from ragpulse._providers import provider_of_model, provider_of_response
 from ragpulse._streams import _traced_awaitable, _TracedAsyncIterator, _TracedIterator
 
 # Named as before instrument.py was split up, so an app's logging setup for
@@ -58,7 +59,7 @@ class SpanRecorder:
     _default_name: ClassVar[str] = ""
 
     def __init__(self, name: str | None = None) -> None:
-        self._name = name or self._default_name
+        self._name = name or ""
         self._config, self._tracer = _current()
         self._span: Span = INVALID_SPAN
         self._started = False
@@ -84,11 +85,27 @@ class SpanRecorder:
                 sc.OPENINFERENCE_SPAN_KIND: self._kind,
                 sc.RAGPULSE_ROLE: self._role,
                 sc.RAGPULSE_CONTENT_CAPTURED: self._config.capture_content,
+                **self._start_attributes(),
             }
-            self._span = self._tracer.start_span(self._name, attributes=attributes)
+            self._span = self._tracer.start_span(
+                self._name or self._span_name(), kind=self._span_kind(), attributes=attributes
+            )
         with _Guard("recording span inputs"):
             self._on_start()
         return self
+
+    def _span_name(self) -> str:
+        """Hook: the span name when the app gave none."""
+        return self._default_name
+
+    def _span_kind(self) -> SpanKind:
+        """Hook: the OTel span kind."""
+        return SpanKind.INTERNAL
+
+    def _start_attributes(self) -> dict[str, Any]:
+        """Hook: attributes known at creation time, which samplers get to see (the GenAI
+        conventions ask for operation, provider and model there)."""
+        return {}
 
     def _on_start(self) -> None:
         """Hook: record the inputs (question, query, prompt, model...)."""
@@ -273,18 +290,40 @@ class RetrievalSpan(SpanRecorder):
     _default_name = "retrieval"
 
     def __init__(
-        self, query: Any = None, *, data_source: str | None = None, name: str | None = None
+        self,
+        query: Any = None,
+        *,
+        data_source: str | None = None,
+        name: str | None = None,
+        provider: str | None = None,
+        in_process: bool = False,
     ) -> None:
         super().__init__(name)
         self._query = query
         self._data_source = data_source
+        self._provider = provider
+        self._in_process = in_process
         self._items: list[Any] = []
         self._count = 0
 
-    def _on_start(self) -> None:
-        self._set(sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_OP_RETRIEVAL)
+    def _span_name(self) -> str:
+        # GenAI: "{gen_ai.operation.name} {gen_ai.data_source.id}"
+        if self._data_source:
+            return f"{sc.GEN_AI_OP_RETRIEVAL} {self._data_source}"
+        return sc.GEN_AI_OP_RETRIEVAL
+
+    def _span_kind(self) -> SpanKind:
+        return SpanKind.INTERNAL if self._in_process else SpanKind.CLIENT
+
+    def _start_attributes(self) -> dict[str, Any]:
+        attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_RETRIEVAL}
         if self._data_source is not None:
-            self._set(sc.GEN_AI_DATA_SOURCE_ID, self._data_source)
+            attributes[sc.GEN_AI_DATA_SOURCE_ID] = self._data_source
+        if self._provider is not None:  # conditionally required: when applicable
+            attributes[sc.GEN_AI_PROVIDER_NAME] = self._provider
+        return attributes
+
+    def _on_start(self) -> None:
         self._set_io(sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, _question_text(self._query), sc.MIME_TEXT)
 
     def set_documents(self, documents: Iterable[Any]) -> None:
@@ -357,20 +396,45 @@ class GenerationSpan(SpanRecorder):
         *,
         system: str | None = None,
         name: str | None = None,
+        provider: str | None = None,
+        in_process: bool = False,
     ) -> None:
         super().__init__(name)
         self._model = model
         self._prompt = prompt
-        self._system = system
+        # ``system`` is the older name of ``provider`` (gen_ai.system was renamed).
+        self._provider = provider or system or provider_of_model(model)
+        self._in_process = in_process
         self._response_model: str | None = None
+        self._response_id: str | None = None
+
+    def _span_name(self) -> str:
+        # GenAI: "{gen_ai.operation.name} {gen_ai.request.model}"
+        if self._model:
+            return f"{sc.GEN_AI_OP_CHAT} {self._model}"
+        return sc.GEN_AI_OP_CHAT
+
+    def _span_kind(self) -> SpanKind:
+        return SpanKind.INTERNAL if self._in_process else SpanKind.CLIENT
+
+    def _start_attributes(self) -> dict[str, Any]:
+        attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_CHAT}
+        if self._model is not None:
+            attributes[sc.LLM_MODEL_NAME] = self._model
+            attributes[sc.GEN_AI_REQUEST_MODEL] = self._model
+        if self._provider is not None:
+            attributes[sc.GEN_AI_PROVIDER_NAME] = self._provider
+        return attributes
+
+    def _end(self) -> None:
+        # gen_ai.provider.name is required: the response's client library when the start
+        # did not know it, "unknown" when nothing told it.
+        if not self._ended and self._provider is None:
+            self._provider = sc.PROVIDER_UNKNOWN
+            self._set(sc.GEN_AI_PROVIDER_NAME, self._provider)
+        super()._end()
 
     def _on_start(self) -> None:
-        self._set(sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_OP_CHAT)
-        if self._model is not None:
-            self._set(sc.LLM_MODEL_NAME, self._model)
-            self._set(sc.GEN_AI_REQUEST_MODEL, self._model)
-        if self._system is not None:
-            self._set(sc.GEN_AI_PROVIDER_NAME, self._system)
         if self._prompt is None or not self._config.capture_content:
             return
         text = _as_text(self._prompt)
@@ -407,7 +471,20 @@ class GenerationSpan(SpanRecorder):
             self._note_response_model(answer)
 
     def _note_response_model(self, response: Any) -> None:
-        if self._response_model is not None or isinstance(response, str):
+        """Model, id and provider from a response object (or a stream chunk)."""
+        if isinstance(response, str):
+            return
+        if self._response_id is None:
+            response_id = _get(response, "id")
+            if isinstance(response_id, str) and response_id:
+                self._response_id = response_id
+                self._set(sc.GEN_AI_RESPONSE_ID, response_id)
+        if self._provider is None:
+            provider = provider_of_response(response)
+            if provider is not None:
+                self._provider = provider
+                self._set(sc.GEN_AI_PROVIDER_NAME, provider)
+        if self._response_model is not None:
             return
         model = _as_text(_get(response, "model"))
         if model is not None:

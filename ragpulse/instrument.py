@@ -119,12 +119,24 @@ def pipeline(
 def retrieval(func: F, /) -> F: ...
 @overload
 def retrieval(
-    func: None = None, /, *, name: str | None = None, data_source: str | None = None
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    data_source: str | None = None,
+    provider: str | None = None,
+    in_process: bool = False,
 ) -> Callable[[F], F]: ...
 def retrieval(
-    func: F | None = None, /, *, name: str | None = None, data_source: str | None = None
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    data_source: str | None = None,
+    provider: str | None = None,
+    in_process: bool = False,
 ) -> F | Callable[[F], F]:
-    """Trace a retriever as a ``retrieval`` span (OpenInference RETRIEVER).
+    """Trace a retriever as a GenAI ``retrieval`` span (OpenInference RETRIEVER).
 
     The query is the first argument (after ``self``/``cls``) or a
     ``query``/``question`` keyword. The documents are the return value (a list
@@ -132,16 +144,25 @@ def retrieval(
     :class:`ragpulse.Document`, mappings or objects with ``id``, ``content`` (or
     ``text`` / ``page_content``), ``score``, ``metadata`` (LangChain
     ``Document``), ``(document, score)`` pairs, or ``.node``/``.score`` wrappers
-    (LlamaIndex). ``data_source`` becomes ``gen_ai.data_source.id``.
+    (LlamaIndex). ``data_source`` becomes ``gen_ai.data_source.id``, ``provider``
+    ``gen_ai.provider.name`` (a hosted retrieval, e.g. ``"openai"`` for vector-store
+    search; unset otherwise). The span is named as the GenAI conventions say,
+    ``retrieval {data_source}`` (``retrieval`` without one), unless ``name`` is given;
+    its kind is CLIENT, or INTERNAL with ``in_process=True``.
     Return values and exceptions pass through unchanged; recording never raises.
     """
 
     def build(fn: F) -> F:
-        span_name = name or _fn_name(fn, "retrieval")
         pick = _first_argument(fn, ("query", "question"))
 
         def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder:
-            return RetrievalSpan(pick(args, kwargs), data_source=data_source, name=span_name)
+            return RetrievalSpan(
+                pick(args, kwargs),
+                data_source=data_source,
+                name=name,
+                provider=provider,
+                in_process=in_process,
+            )
 
         return _wrap(fn, make)
 
@@ -157,7 +178,9 @@ def generation(
     *,
     model: str | None = None,
     name: str | None = None,
+    provider: str | None = None,
     system: str | None = None,
+    in_process: bool = False,
 ) -> Callable[[F], F]: ...
 def generation(
     func: F | None = None,
@@ -165,9 +188,11 @@ def generation(
     *,
     model: str | None = None,
     name: str | None = None,
+    provider: str | None = None,
     system: str | None = None,
+    in_process: bool = False,
 ) -> F | Callable[[F], F]:
-    """Trace an LLM call as a ``generation`` span (OpenInference LLM, GenAI chat).
+    """Trace an LLM call as a GenAI ``chat`` span (OpenInference LLM).
 
     The prompt is the first argument (after ``self``/``cls``) or a
     ``prompt``/``messages``/``question``/``query`` keyword: a str, or chat
@@ -175,17 +200,28 @@ def generation(
     mapping with ``"answer"``, ``.answer``, an OpenAI ChatCompletion-like
     object (``choices[0].message.content`` plus ``usage`` token counts and
     ``model``), an Anthropic-/LangChain-like message, or a stream of text
-    chunks or OpenAI chunk objects. ``system`` is the provider
-    (``gen_ai.provider.name``, e.g. ``"openai"``).
+    chunks or OpenAI chunk objects; the response's ``id`` becomes
+    ``gen_ai.response.id``. ``provider`` is ``gen_ai.provider.name`` (``system`` is
+    its older name), required by the GenAI conventions: when not given, it is
+    inferred from the model (``gpt-*`` -> ``openai``, ``claude*`` -> ``anthropic``,
+    ...), else from the response's client library, else ``"unknown"``. The span is
+    named ``chat {model}`` (``chat`` without a model) unless ``name`` is given; its
+    kind is CLIENT, or INTERNAL with ``in_process=True`` (a model in this process).
     Return values and exceptions pass through unchanged; recording never raises.
     """
 
     def build(fn: F) -> F:
-        span_name = name or _fn_name(fn, "generation")
         pick = _first_argument(fn, ("prompt", "messages", "question", "query"))
 
         def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder:
-            return GenerationSpan(model, pick(args, kwargs), system=system, name=span_name)
+            return GenerationSpan(
+                model,
+                pick(args, kwargs),
+                system=system,
+                name=name,
+                provider=provider,
+                in_process=in_process,
+            )
 
         return _wrap(fn, make)
 
@@ -207,10 +243,19 @@ def pipeline_span(
 
 
 def retrieval_span(
-    query: Any = None, data_source: str | None = None, name: str = "retrieval"
+    query: Any = None,
+    data_source: str | None = None,
+    name: str | None = None,
+    *,
+    provider: str | None = None,
+    in_process: bool = False,
 ) -> RetrievalSpan:
-    """``with ragpulse.retrieval_span(query) as r: ...; r.set_documents(docs)``."""
-    return RetrievalSpan(query, data_source=data_source, name=name)
+    """``with ragpulse.retrieval_span(query) as r: ...; r.set_documents(docs)``.
+
+    Arguments as for :func:`retrieval`."""
+    return RetrievalSpan(
+        query, data_source=data_source, name=name, provider=provider, in_process=in_process
+    )
 
 
 def generation_span(
@@ -218,7 +263,13 @@ def generation_span(
     prompt: Any = None,
     *,
     system: str | None = None,
-    name: str = "generation",
+    name: str | None = None,
+    provider: str | None = None,
+    in_process: bool = False,
 ) -> GenerationSpan:
-    """``with ragpulse.generation_span(model=m, prompt=p) as g: ...; g.set_answer(text)``."""
-    return GenerationSpan(model, prompt, system=system, name=name)
+    """``with ragpulse.generation_span(model=m, prompt=p) as g: ...; g.set_answer(text)``.
+
+    Arguments as for :func:`generation`."""
+    return GenerationSpan(
+        model, prompt, system=system, name=name, provider=provider, in_process=in_process
+    )

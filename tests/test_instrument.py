@@ -22,6 +22,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
@@ -376,7 +377,7 @@ def test_children_nest_under_the_pipeline(exporter: InMemorySpanExporter) -> Non
     spans = by_name(exporter)
     root = spans["run"]
     assert root.parent is None
-    for child in (spans["retrieve"], spans["generate"]):
+    for child in (spans["retrieval"], spans["chat m"]):
         assert child.parent is not None
         assert child.parent.span_id == root.context.span_id
         assert child.context.trace_id == root.context.trace_id
@@ -404,7 +405,7 @@ async def test_children_nest_in_async_and_streaming_pipelines(
     spans = by_name(exporter)
     root = spans["run"]
     assert attrs(root)[sc.OUTPUT_VALUE] == "answer"
-    for child in (spans["retrieve"], spans["generate"]):
+    for child in (spans["retrieval"], spans["chat m"]):
         assert child.parent is not None and child.parent.span_id == root.context.span_id
 
 
@@ -433,11 +434,11 @@ def test_context_manager_forms(exporter: InMemorySpanExporter) -> None:
             g.set_answer("A", input_tokens=3, output_tokens=1)
         p.set_answer("A")
     spans = by_name(exporter)
-    assert set(spans) == {"pipeline", "retrieval", "generation"}
+    assert set(spans) == {"pipeline", "retrieval kb", "chat m"}
     assert attrs(spans["pipeline"])[sc.RAGPULSE_ROUTE] == "/r"
-    assert attrs(spans["retrieval"])[sc.GEN_AI_DATA_SOURCE_ID] == "kb"
-    assert attrs(spans["generation"])[sc.LLM_TOKEN_COUNT_PROMPT] == 3
-    for child in ("retrieval", "generation"):
+    assert attrs(spans["retrieval kb"])[sc.GEN_AI_DATA_SOURCE_ID] == "kb"
+    assert attrs(spans["chat m"])[sc.LLM_TOKEN_COUNT_PROMPT] == 3
+    for child in ("retrieval kb", "chat m"):
         parent = spans[child].parent
         assert parent is not None and parent.span_id == spans["pipeline"].context.span_id
 
@@ -772,7 +773,7 @@ def test_odd_documents_and_odd_exceptions_never_raise(exporter: InMemorySpanExpo
         fail("q")
     assert caught.value is error
     spans = by_name(exporter)
-    assert attrs(spans["retrieve"])[sc.document_attr(5, sc.DOCUMENT_CONTENT)] == "ok"
+    assert attrs(spans["retrieval"])[sc.document_attr(5, sc.DOCUMENT_CONTENT)] == "ok"
     assert spans["fail"].status.status_code is StatusCode.ERROR
 
 
@@ -814,7 +815,7 @@ def test_capture_off_keeps_ids_scores_and_counts(setup: Setup) -> None:
         assert a[sc.RAGPULSE_CONTENT_CAPTURED] is False
         assert not any("secret" in str(v) for v in a.values()), a
         assert sc.INPUT_VALUE not in a and sc.OUTPUT_VALUE not in a
-    r = attrs(spans["retrieve"])
+    r = attrs(spans["retrieval"])
     assert r[sc.document_attr(0, sc.DOCUMENT_ID)] == "d1"
     assert r[sc.document_attr(0, sc.DOCUMENT_SCORE)] == 0.5
     assert r[sc.RAGPULSE_DOCUMENT_COUNT] == 1
@@ -836,7 +837,7 @@ def test_truncation(setup: Setup) -> None:
     spans = by_name(exporter)
     assert attrs(spans["run"])[sc.INPUT_VALUE] == "secret"
     assert attrs(spans["run"])[sc.OUTPUT_VALUE] == "secret"
-    assert attrs(spans["retrieve"])[sc.document_attr(0, sc.DOCUMENT_CONTENT)] == "secret"
+    assert attrs(spans["retrieval"])[sc.document_attr(0, sc.DOCUMENT_CONTENT)] == "secret"
     assert all(attrs(s)[sc.RAGPULSE_TRUNCATED] is True for s in spans.values())
 
 
@@ -852,9 +853,9 @@ def test_redaction_rewrites_every_text(setup: Setup) -> None:
     texts = [str(v) for s in spans.values() for v in attrs(s).values()]
     assert not any("secret" in t for t in texts)
     assert attrs(spans["run"])[sc.INPUT_VALUE] == "[x] question"
-    assert attrs(spans["generate"])[sc.INPUT_VALUE] == "[x] question"
-    assert attrs(spans["generate"])[sc.OUTPUT_VALUE] == "[x] answer"
-    assert attrs(spans["retrieve"])[sc.document_attr(0, sc.DOCUMENT_CONTENT)] == "[x] doc"
+    assert attrs(spans["chat m"])[sc.INPUT_VALUE] == "[x] question"
+    assert attrs(spans["chat m"])[sc.OUTPUT_VALUE] == "[x] answer"
+    assert attrs(spans["retrieval"])[sc.document_attr(0, sc.DOCUMENT_CONTENT)] == "[x] doc"
 
 
 def test_raising_redactor_records_a_placeholder(setup: Setup) -> None:
@@ -1156,3 +1157,152 @@ def test_invalid_env_without_configure_fails_closed(monkeypatch: pytest.MonkeyPa
     ragpulse.shutdown()  # unconfigured: settings are read from the environment again
     config, _ = _provider._current()
     assert config.capture_content is False  # a broken setting never turns capture on
+
+
+# --- GenAI conventions: span names, kinds, provider, response id ---------------------------
+
+
+class RecordingSampler(Sampler):
+    """Keeps the attributes each span had at creation time (what samplers get to see)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, dict[str, Any]] = {}
+
+    def should_sample(
+        self,
+        parent_context: Any,
+        trace_id: int,
+        name: str,
+        kind: trace.SpanKind | None = None,
+        attributes: Any = None,
+        links: Any = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        self.seen[name] = dict(attributes or {})
+        return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+
+    def get_description(self) -> str:
+        return "RecordingSampler"
+
+
+def test_genai_span_names_kinds_and_provider(setup: Setup) -> None:
+    sampler = RecordingSampler()
+    exporter = setup(tracer_provider=TracerProvider(sampler=sampler))
+
+    @ragpulse.retrieval(data_source="kb")
+    def search(query: str) -> list[str]:
+        return ["doc"]
+
+    @ragpulse.retrieval(in_process=True)
+    def bm25(query: str) -> list[str]:
+        return ["doc"]
+
+    @ragpulse.retrieval(data_source="vs_1", provider="openai")
+    def hosted(query: str) -> list[str]:
+        return ["doc"]
+
+    @ragpulse.generation(model="gpt-4o-mini")
+    def openai_model(prompt: str) -> str:
+        return "a"
+
+    @ragpulse.generation(model="claude-sonnet-4")
+    def anthropic_model(prompt: str) -> str:
+        return "a"
+
+    @ragpulse.generation(model="llama3", in_process=True)
+    def local(prompt: str) -> str:
+        return "a"
+
+    @ragpulse.generation(model="gpt-4o", provider="azure.ai.openai", name="custom")
+    def azure(prompt: str) -> str:
+        return "a"
+
+    @ragpulse.generation(system="ragpulse-demo")
+    def legacy(prompt: str) -> str:
+        return "a"
+
+    for fn in (search, bm25, hosted, openai_model, anthropic_model, local, azure, legacy):
+        fn("q")
+    spans = by_name(exporter)
+    client, internal = trace.SpanKind.CLIENT, trace.SpanKind.INTERNAL
+    expected = {
+        # name: (kind, gen_ai.operation.name, gen_ai.provider.name)
+        "retrieval kb": (client, "retrieval", None),
+        "retrieval": (internal, "retrieval", None),
+        "retrieval vs_1": (client, "retrieval", "openai"),
+        "chat gpt-4o-mini": (client, "chat", "openai"),
+        "chat claude-sonnet-4": (client, "chat", "anthropic"),
+        "chat llama3": (internal, "chat", "unknown"),
+        "custom": (client, "chat", "azure.ai.openai"),
+        "chat": (client, "chat", "ragpulse-demo"),
+    }
+    assert set(spans) == set(expected)
+    for name, (kind, operation, provider) in expected.items():
+        a = attrs(spans[name])
+        assert spans[name].kind is kind, name
+        assert a[sc.GEN_AI_OPERATION_NAME] == operation
+        assert a.get(sc.GEN_AI_PROVIDER_NAME) == provider, name
+        # OpenInference and ragpulse's role stay: Phoenix and the collector read them.
+        role = sc.ROLE_RETRIEVAL if operation == "retrieval" else sc.ROLE_GENERATION
+        assert a[sc.RAGPULSE_ROLE] == role
+        assert a[sc.OPENINFERENCE_SPAN_KIND] in (sc.KIND_RETRIEVER, sc.KIND_LLM)
+    assert attrs(spans["retrieval kb"])[sc.GEN_AI_DATA_SOURCE_ID] == "kb"
+    # Operation, provider (when known at start), model and data source at creation time.
+    assert sampler.seen["chat gpt-4o-mini"][sc.GEN_AI_PROVIDER_NAME] == "openai"
+    assert sampler.seen["chat gpt-4o-mini"][sc.GEN_AI_REQUEST_MODEL] == "gpt-4o-mini"
+    assert sampler.seen["retrieval kb"][sc.GEN_AI_DATA_SOURCE_ID] == "kb"
+    assert sampler.seen["retrieval"][sc.GEN_AI_OPERATION_NAME] == "retrieval"
+
+
+def test_with_forms_follow_the_same_conventions(exporter: InMemorySpanExporter) -> None:
+    with ragpulse.retrieval_span("q", data_source="kb", provider="openai"):
+        pass
+    with ragpulse.generation_span(model="m", in_process=True) as g:
+        g.set_answer("a")
+    spans = by_name(exporter)
+    assert spans["retrieval kb"].kind is trace.SpanKind.CLIENT
+    assert attrs(spans["retrieval kb"])[sc.GEN_AI_PROVIDER_NAME] == "openai"
+    assert spans["chat m"].kind is trace.SpanKind.INTERNAL
+    assert attrs(spans["chat m"])[sc.GEN_AI_PROVIDER_NAME] == "unknown"
+
+
+def test_generation_through_the_real_openai_client(exporter: InMemorySpanExporter) -> None:
+    """The real ``openai`` client against the tests' local OpenAI-compatible server: the
+    completion's id becomes gen_ai.response.id, its client library the provider."""
+    import openai
+    from judge_server import JudgeServer
+
+    with JudgeServer() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+
+        @ragpulse.generation(model="local-model")
+        def ask(prompt: str) -> Any:
+            return client.chat.completions.create(
+                model="local-model", messages=[{"role": "user", "content": prompt}]
+            )
+
+        completion = ask("hello")
+        client.close()
+    span = only_span(exporter)
+    a = attrs(span)
+    assert span.name == "chat local-model"
+    assert a[sc.GEN_AI_RESPONSE_ID] == completion.id
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "openai"
+    assert a[sc.GEN_AI_RESPONSE_MODEL] == "local-model"
+    assert a[sc.OUTPUT_VALUE] == completion.choices[0].message.content
+
+
+def test_stream_chunks_carry_the_response_id(exporter: InMemorySpanExporter) -> None:
+    @dataclass
+    class Chunk:
+        id: str
+        text: str
+
+    @ragpulse.generation
+    def run(prompt: str) -> Iterator[Chunk]:
+        return iter([Chunk("resp-1", "a"), Chunk("resp-1", "b")])
+
+    assert [c.text for c in run("p")] == ["a", "b"]
+    a = attrs(only_span(exporter))
+    assert a[sc.GEN_AI_RESPONSE_ID] == "resp-1"
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "unknown"  # a test class: no known client library
