@@ -10,43 +10,27 @@ no RAG shape: it is skipped and the caller counts it.
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from ragpulse import semconv as sc
+from ragpulse.collector.conventions import read, role_of
+from ragpulse.collector.readers import RawDocument, loads
 from ragpulse.record import AttributeValue, Document, RagRecord, Span, SpanStatus
 
-_DOC_ATTR = re.compile(
-    r"^(?:retrieval\.documents|reranker\.output_documents)\.(\d+)\.document\.(\w+)$"
-)
-_QUESTION_KEYS = ("question", "query", "input", "user_input", "q", "prompt", "text", "message")
-_ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "output_text")
-_MIME_OF = {sc.INPUT_VALUE: sc.INPUT_MIME_TYPE, sc.OUTPUT_VALUE: sc.OUTPUT_MIME_TYPE}
 _PASS_THROUGH = (sc.SESSION_ID, sc.USER_ID, sc.RAGPULSE_TRUNCATED)
+# Where a retriever's full output may name document ids its flat attributes left out
+# (OpenInference LangChain writes Document.id only into output.value).
+_DOCUMENT_OUTPUTS = (sc.OUTPUT_VALUE, sc.TRACELOOP_ENTITY_OUTPUT)
 
 NO_RAG_SHAPE = "no_rag_shape"
 NO_QUESTION = "no_question"
 
 
 def span_kind(span: Span) -> str | None:
-    """OpenInference kind, derived from ragpulse or GenAI attributes when absent."""
-    attrs = span.attributes
-    kind = attrs.get(sc.OPENINFERENCE_SPAN_KIND)
-    if isinstance(kind, str) and kind:
-        return kind.upper()
-    role = attrs.get(sc.RAGPULSE_ROLE)
-    if role == sc.ROLE_PIPELINE:
-        return sc.KIND_CHAIN
-    op = attrs.get(sc.GEN_AI_OPERATION_NAME)
-    if op == sc.GEN_AI_OP_RETRIEVAL or sc.GEN_AI_DATA_SOURCE_ID in attrs:
-        return sc.KIND_RETRIEVER
-    if op in sc.GEN_AI_GENERATION_OPS:
-        return sc.KIND_LLM
-    if op == sc.GEN_AI_OP_INVOKE_AGENT:
-        return sc.KIND_AGENT
-    return None
+    """The span's role as an OpenInference kind (see collector/conventions.py)."""
+    return role_of(span)
 
 
 class _Trace:
@@ -127,27 +111,28 @@ def _record(
 
     # A reranker's output is what the generator actually saw.
     notes: list[str] = []  # values that had to be converted: reported, never silent
-    reranked = [
-        d for s in rerankers for d in documents_of(s, sc.RERANKER_OUTPUT_DOCUMENTS, notes)
-    ]
+    reranked = [d for s in rerankers for d in _documents(s, "reranked", notes)]
     if not reranked:
         notes.clear()  # the rerankers' documents were not used: neither are their notes
-    documents = reranked or [d for s in retrievers for d in documents_of(s, notes=notes)]
+    documents = reranked or [
+        d for s in _outer(trace, retrievers) for d in _documents(s, "documents", notes)
+    ]
 
-    question = _text_in(root.attributes, sc.INPUT_VALUE, _QUESTION_KEYS)
+    question = _text(root, "question")
     for fallback in retrievers:
-        question = question or _text_in(fallback.attributes, sc.INPUT_VALUE, _QUESTION_KEYS)
+        question = question or _text(fallback, "query")
     if generation is not None:
-        question = question or _last_user_message(generation.attributes)
+        question = question or _text(generation, "user_message")
     if not question:
         return None
 
-    answer = _text_in(root.attributes, sc.OUTPUT_VALUE, _ANSWER_KEYS)
+    answer = _text(root, "answer")
     if generation is not None and not answer:
-        answer = _generation_output(generation.attributes)
+        answer = _text(generation, "completion")
 
-    gen = generation.attributes if generation is not None else {}
-    model = _first_str(gen, sc.LLM_MODEL_NAME, sc.GEN_AI_RESPONSE_MODEL, sc.GEN_AI_REQUEST_MODEL)
+    def gen(field: Any) -> Any:
+        return read(generation, field) if generation is not None else None
+
     route = _first_str(root.attributes, sc.RAGPULSE_ROUTE, sc.HTTP_ROUTE)
     for ancestor in trace.ancestors(root):
         route = route or _first_str(ancestor.attributes, sc.HTTP_ROUTE)
@@ -166,12 +151,13 @@ def _record(
         question=question,
         documents=documents,
         answer=answer,
-        model=model,
+        model=gen("model"),
         retrieval_span_ids=[s.span_id for s in retrievers],
         generation_span_id=generation.span_id if generation is not None else None,
+        response_id=_opt_str(gen("response_id")),
         latency_ms=root.duration_ms,
-        input_tokens=_first_int(gen, sc.LLM_TOKEN_COUNT_PROMPT, sc.GEN_AI_USAGE_INPUT_TOKENS),
-        output_tokens=_first_int(gen, sc.LLM_TOKEN_COUNT_COMPLETION, sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        input_tokens=gen("input_tokens"),
+        output_tokens=gen("output_tokens"),
         error=any(s.status == SpanStatus.ERROR for s in subtree),
         start_time_ns=root.start_time_ns,
         end_time_ns=root.end_time_ns,
@@ -179,34 +165,59 @@ def _record(
     )
 
 
-def documents_of(
-    span: Span, prefix: str = sc.RETRIEVAL_DOCUMENTS, notes: list[str] | None = None
-) -> list[Document]:
-    """Documents flattened as ``<prefix>.<i>.document.<field>``, or as one array value.
-
-    ``notes`` collects what had to be converted (``document.score: str dropped``)."""
-    notes = [] if notes is None else notes
-    nested = span.attributes.get(prefix)
-    if isinstance(nested, list):
-        return [d for d in (_document(_unwrap(x), notes) for x in nested) if d is not None]
-    fields: dict[int, dict[str, Any]] = defaultdict(dict)
-    for key, value in span.attributes.items():
-        m = _DOC_ATTR.match(key)
-        if m and key.startswith(prefix):
-            fields[int(m.group(1))][m.group(2)] = value
-    return [d for d in (_document(fields[i], notes) for i in sorted(fields)) if d is not None]
+def _text(span: Span, field: Any) -> str:
+    value = read(span, field)
+    return value.strip() if isinstance(value, str) else ""
 
 
-def _unwrap(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        inner = value.get("document", value)
-        return inner if isinstance(inner, dict) else {}
-    if isinstance(value, str):
-        return {"content": value}
-    return {}
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
-def _document(fields: dict[str, Any], notes: list[str]) -> Document | None:
+def _outer(trace: _Trace, retrievers: list[Span]) -> list[Span]:
+    """Retrievers not inside another retriever that recorded documents: LlamaIndex
+    writes ``retrieve`` around ``_retrieve``; the same documents must count once."""
+    ids = {s.span_id for s in retrievers}
+    out = []
+    for span in retrievers:
+        inside = [a for a in trace.ancestors(span) if a.span_id in ids]
+        if not any(read(a, "documents") for a in inside):
+            out.append(span)
+    return out
+
+
+def _documents(span: Span, field: Any, notes: list[str]) -> list[Document]:
+    raw = read(span, field)
+    if not isinstance(raw, list):
+        return []
+    docs = [_document(fields, notes) for fields in raw if isinstance(fields, dict)]
+    if any(d.id is None for d in docs):
+        docs = _ids_from_output(span, docs)
+    return docs
+
+
+def _ids_from_output(span: Span, docs: list[Document]) -> list[Document]:
+    """Ids the flat attributes left out, matched by content in the retriever's output."""
+    ids: dict[str, str] = {}
+    for key in _DOCUMENT_OUTPUTS:
+        out = loads(span.attributes.get(key))
+        items = out.get("documents") if isinstance(out, dict) else out
+        for item in items if isinstance(items, list) else []:
+            if not isinstance(item, dict):
+                continue
+            content = item.get("page_content", item.get("content"))
+            meta = item.get("metadata")
+            doc_id = item.get("id") or (meta.get("id") if isinstance(meta, dict) else None)
+            if isinstance(content, str) and doc_id is not None:
+                ids.setdefault(content, str(doc_id))
+    if not ids:
+        return docs
+    return [
+        d if d.id is not None else d.model_copy(update={"id": ids.get(d.content)}) for d in docs
+    ]
+
+
+def _document(fields: RawDocument, notes: list[str]) -> Document:
     content = fields.get("content", fields.get("text", ""))
     if not isinstance(content, str):
         if content is not None:
@@ -229,84 +240,11 @@ def _document(fields: dict[str, Any], notes: list[str]) -> Document | None:
         notes.append(f"document.score: {type(score).__name__} dropped")
         score = None
     doc_id = fields.get("id")
+    if doc_id is None and isinstance(metadata.get("id"), str | int):
+        doc_id = metadata["id"]  # LangChain documents often keep their id in metadata
     return Document(
         id=None if doc_id is None else str(doc_id), content=content, score=score, metadata=metadata
     )
-
-
-def _text_in(attrs: dict[str, AttributeValue], key: str, json_keys: tuple[str, ...]) -> str:
-    """A text attribute, digging into JSON objects (LangChain writes ``{"question": ...}``)."""
-    value = attrs.get(key)
-    declared_text = attrs.get(_MIME_OF.get(key, "")) == sc.MIME_TEXT
-    if isinstance(value, str) and not declared_text and value.lstrip()[:1] in ("{", "[", '"'):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value.strip()
-    return _dig(value, json_keys)
-
-
-def _dig(value: Any, keys: tuple[str, ...], depth: int = 0) -> str:
-    if isinstance(value, str):
-        return value.strip()
-    if depth > 4:
-        return ""
-    if isinstance(value, dict):
-        for k in keys:
-            found = _dig(value.get(k), keys, depth + 1) if k in value else ""
-            if found:
-                return found
-        if len(value) == 1:
-            return _dig(next(iter(value.values())), keys, depth + 1)
-    if isinstance(value, list) and value:
-        # Chat messages: the last one is the newest.
-        return _dig(value[-1], keys, depth + 1)
-    return ""
-
-
-def _generation_output(attrs: dict[str, AttributeValue]) -> str:
-    text = _text_in(attrs, sc.OUTPUT_VALUE, _ANSWER_KEYS)
-    first_message = sc.message_attr(sc.LLM_OUTPUT_MESSAGES, 0, sc.MESSAGE_CONTENT)
-    text = text or _first_str(attrs, first_message) or ""
-    text = text or _messages_text(attrs.get(sc.GEN_AI_OUTPUT_MESSAGES), role=None)
-    return text or _messages_text(attrs.get(sc.GEN_AI_COMPLETION), role=None)
-
-
-def _last_user_message(attrs: dict[str, AttributeValue]) -> str:
-    i, last = 0, ""
-    while (
-        role := attrs.get(sc.message_attr(sc.LLM_INPUT_MESSAGES, i, sc.MESSAGE_ROLE))
-    ) is not None:
-        if role == "user":
-            content = attrs.get(sc.message_attr(sc.LLM_INPUT_MESSAGES, i, sc.MESSAGE_CONTENT))
-            last = content if isinstance(content, str) else last
-        i += 1
-    last = last or _messages_text(attrs.get(sc.GEN_AI_INPUT_MESSAGES), role="user")
-    return last or _messages_text(attrs.get(sc.GEN_AI_PROMPT), role="user")
-
-
-def _messages_text(value: Any, role: str | None) -> str:
-    """Text of the last message (of ``role``) in GenAI JSON messages, or a plain string."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return str(value).strip()
-    if isinstance(value, str):
-        return str(value).strip()
-    if not isinstance(value, list):
-        return ""
-    for message in reversed(value):
-        if not isinstance(message, dict) or (role and message.get("role") != role):
-            continue
-        if isinstance(message.get("content"), str):
-            return str(message["content"]).strip()
-        parts = message.get("parts") or []
-        texts = [p.get("content", "") for p in parts if isinstance(p, dict)]
-        text = " ".join(t for t in texts if isinstance(t, str)).strip()
-        if text:
-            return text
-    return ""
 
 
 def _first_str(attrs: dict[str, AttributeValue], *keys: str) -> str | None:
@@ -314,12 +252,4 @@ def _first_str(attrs: dict[str, AttributeValue], *keys: str) -> str | None:
         value = attrs.get(key)
         if isinstance(value, str) and value:
             return value
-    return None
-
-
-def _first_int(attrs: dict[str, AttributeValue], *keys: str) -> int | None:
-    for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return int(value)
     return None
