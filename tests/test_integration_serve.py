@@ -11,6 +11,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import CaptureServer, http_get, new_trace_id, rag_request, start_serve, stop_process
@@ -165,19 +166,51 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
     # (serve bounds its own drain by shutdown_timeout_s).
     assert proc.wait(60) == 0
 
-    # Evaluation signals are parented to the evaluated (pipeline) span.
-    [app_root] = [s for s in app_spans.get_finished_spans() if s.name == "ask_grounded"]
-    root_trace = f"{app_root.context.trace_id:032x}"
-    root_span = f"{app_root.context.span_id:016x}"
+    # Each evaluation is about its operation span (otel sink's METRIC_TARGETS): the
+    # generation for the answer's metrics, the retrieval for the documents', the
+    # pipeline span for an injection scan that found nothing, the retrieval for one found
+    # in a document.
+    app = app_spans.get_finished_spans()
+
+    def ids(root_name: str) -> tuple[str, dict[str, str]]:
+        [root] = [s for s in app if s.name == root_name]
+        spans = [s for s in app if s.context.trace_id == root.context.trace_id]
+        return f"{root.context.trace_id:032x}", {s.name: f"{s.context.span_id:016x}" for s in spans}
+
+    def evaluated(trace_id: str, items: list[Any], event: bool = False) -> dict[str, str]:
+        """metric -> the span each signal of the trace is about (an EVALUATOR span's
+        parent, an event's span)."""
+        return {
+            {kv.key: kv.value.string_value for kv in item.attributes}["gen_ai.evaluation.name"]: (
+                item.span_id if event else item.parent_span_id
+            ).hex()
+            for item in items
+            if item.trace_id.hex() == trace_id
+        }
+
+    root_trace, span_ids = ids("ask_grounded")
+    root_span = span_ids["ask_grounded"]
     assert (grounded["trace_id"], grounded["span_id"]) == (root_trace, root_span)
+    generation, retrieval = span_ids["chat test-model"], span_ids["retrieval kb"]
+    expected = {
+        "faithfulness": generation,
+        "answer_relevance": generation,
+        "refusal": generation,
+        "context_relevance": retrieval,
+        "injection": root_span,
+    }
     eval_spans = [s for s in backend.captured.spans() if s.trace_id.hex() == root_trace]
     assert len(eval_spans) == len(grounded["results"]) == 5
-    assert {s.parent_span_id.hex() for s in eval_spans} == {root_span}
+    assert evaluated(root_trace, eval_spans) == expected
+    assert all(
+        [link.span_id.hex() for link in s.links] == [s.parent_span_id.hex()] for s in eval_spans
+    )
     events = [e for e in backend.captured.log_records() if e.trace_id.hex() == root_trace]
-    assert len(events) == 5
-    assert {(e.event_name, e.span_id.hex()) for e in events} == {
-        ("gen_ai.evaluation.result", root_span)
-    }
+    assert len(events) == 5 and {e.event_name for e in events} == {"gen_ai.evaluation.result"}
+    assert evaluated(root_trace, events, event=True) == expected
+    injected_trace, injected_ids = ids("ask_injected")
+    injected = evaluated(injected_trace, backend.captured.log_records(), event=True)
+    assert injected["injection"] == injected_ids["retrieval kb"]
 
 
 def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> None:
