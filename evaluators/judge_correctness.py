@@ -72,7 +72,7 @@ _REFERENCES = (
 )
 CORRECTNESS = Prompt(
     name="answer_correctness.fact",
-    version="1",
+    version="2",
     instruction=(
         _REFERENCES + "Compare the factual content of the submitted answer with the reference: "
         "it may be a subset or a superset of it, or conflict with it. Choose one option:\n"
@@ -88,7 +88,7 @@ CORRECTNESS = Prompt(
 )
 COMPLIANCE = Prompt(
     name="answer_compliance.facts",
-    version="1",
+    version="2",
     instruction=(
         _REFERENCES + "Does the submitted answer state facts that the reference does not? "
         "Choose one option:\n"
@@ -102,7 +102,7 @@ COMPLIANCE = Prompt(
 )
 COMPLETENESS = Prompt(
     name="answer_completeness.coverage",
-    version="1",
+    version="2",
     instruction=(
         _REFERENCES + "How much of the information in the reference does the submitted answer "
         "contain? Choose one option:\n"

@@ -82,7 +82,7 @@ class WholeVerdict(BaseModel):
 
 CLAIMS = Prompt(
     name="faithfulness.claims",
-    version="1",
+    version="2",
     instruction=(
         "Split the answer into atomic factual claims: short, self-contained statements "
         "(resolve pronouns), one fact each. Leave out greetings, hedges and questions. "
@@ -93,7 +93,7 @@ CLAIMS = Prompt(
 )
 VERDICTS = Prompt(
     name="faithfulness.verdicts",
-    version="2",
+    version="3",
     instruction=(
         "For every claim and every document, judge the claim against that document alone. "
         "'supported': the document states or directly implies it. 'contradicted': the "
@@ -103,10 +103,11 @@ VERDICTS = Prompt(
     ),
     input_model=VerdictsInput,
     output_model=Verdicts,
+    shared=("documents",),
 )
 WHOLE = Prompt(
     name="faithfulness.whole",
-    version="1",
+    version="2",
     instruction=(
         "Is every factual statement of the answer supported by the documents? Verdict 1 if "
         "yes, 0 if any statement is contradicted by or absent from the documents. Use only "
@@ -114,6 +115,7 @@ WHOLE = Prompt(
     ),
     input_model=WholeInput,
     output_model=WholeVerdict,
+    shared=("documents",),
 )
 
 

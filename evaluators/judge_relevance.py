@@ -46,7 +46,7 @@ class AnswerVerdict(BaseModel):
 
 CONTEXT = Prompt(
     name="context_relevance.verdicts",
-    version="1",
+    version="2",
     instruction=(
         "For each document, say whether it contains information useful to answer the "
         "question (relevant) or not. One verdict per document with its document_index and "
@@ -54,10 +54,11 @@ CONTEXT = Prompt(
     ),
     input_model=RelevanceInput,
     output_model=DocumentVerdicts,
+    shared=("documents",),
 )
 ANSWER = Prompt(
     name="answer_relevance.verdict",
-    version="1",
+    version="2",
     instruction=(
         "Does the answer address the question that was asked? 'yes': it answers it (a "
         "refusal or 'I don't know' addresses it too); 'partly': it answers part of it or "

@@ -378,6 +378,14 @@ def _judge_flags(parser: argparse.ArgumentParser, online: bool) -> None:
                 "evaluation.judge.rate",
             ),
         )
+    if not online:
+        group.add_argument(
+            "--no-judge-cache",
+            action="store_true",
+            help="judge every row again: do not read or write the judge's disk cache (by "
+            "default eval keeps verdicts in $RAGPULSE_CACHE_DIR, so a second run over the same "
+            "rows with the same judge makes no call; evaluation.judge.cache: memory)",
+        )
     past = "records past it skip the judge" if online else "eval waits for the next minute"
     group.add_argument(
         "--judge-calls-per-minute",
@@ -399,6 +407,8 @@ def _evaluation_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
         "rate": getattr(args, "judge_rate", None),  # serve only: eval judges every row
         "calls_per_minute": args.judge_calls_per_minute,
         "tokens_per_minute": args.judge_tokens_per_minute,
+        # eval only: memory keeps the in-run dedup, the disk cache is neither read nor written
+        "cache": "memory" if getattr(args, "no_judge_cache", False) else None,
     }
     evaluation: dict[str, Any] = {"judge": {k: v for k, v in judge.items() if v is not None}}
     if getattr(args, "evaluators", None):

@@ -8,6 +8,7 @@ import pytest
 from kafka_env import kafka_broker, moto_s3, rotel_agent, s3_kafka_broker  # noqa: F401 (fixtures)
 from llm_server import LlamaServer, unavailable
 
+from ragpulse.disk_cache import CACHE_ENV, cache_root
 from ragpulse.telemetry import CollectorMetrics
 
 # The OTLP/gRPC receiver defaults to port 4317: every `ragpulse serve` and Collector a
@@ -20,6 +21,22 @@ DEV_DATA = Path(
     os.environ.get("RAGPULSE_DEV_DATA")
     or Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"
 )
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test its own $RAGPULSE_CACHE_DIR (subprocesses inherit it), so that the judge's
+    disk cache (``ragpulse eval``'s default) never answers a test from another test's run or
+    from the developer's ~/.cache. The derived tables and ONNX exports are pure functions of
+    the code, expensive to rebuild: those folders are links to the usual ones."""
+    shared = cache_root()
+    own = tmp_path_factory.mktemp("cache")
+    for name in ("tables", "onnx"):
+        (shared / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        (own / name).symlink_to(shared / name, target_is_directory=True)
+    monkeypatch.setenv(CACHE_ENV, str(own))
 
 
 @pytest.fixture

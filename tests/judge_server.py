@@ -21,7 +21,7 @@ from aiohttp import web
 
 from ragpulse.evaluators.text import content_token_set
 
-_FENCE = re.compile(r"<<<DATA (\w+)>>>\n(.*)\n<<<END \1>>>", re.S)
+_FENCE = re.compile(r"<<<DATA (\w+)>>>\n(.*?)\n<<<END \1>>>", re.S)
 _PROMPT = re.compile(r"\[prompt ([\w.]+)@(\w+)\]")
 
 
@@ -56,9 +56,13 @@ class Seen:
 
 
 def _data(messages: list[dict[str, str]]) -> dict[str, Any]:
+    """The last user message's data: its blocks (shared part, per-record part) merged."""
     for message in reversed(messages):
-        if message["role"] == "user" and (m := _FENCE.search(message["content"])):
-            return json.loads(m.group(2))  # json.loads undoes the \u003c escapes
+        if message["role"] == "user" and _FENCE.search(message["content"]):
+            data: dict[str, Any] = {}
+            for m in _FENCE.finditer(message["content"]):
+                data.update(json.loads(m.group(2)))  # json.loads undoes the \u003c escapes
+            return data
     return {}
 
 
@@ -111,9 +115,10 @@ def answer(prompt: str, data: dict[str, Any]) -> dict[str, Any]:
         def hostile(text: str) -> bool:
             return "ignore" in text.lower() and "instruction" in text.lower()
 
+        places = data["documents"] + ([data["question"]] if data.get("question") else [])
         verdicts = [
             {"where": loc["where"], "reason": "pattern", "injection": hostile(loc["text"])}
-            for loc in data["locations"]
+            for loc in places
         ]
         return {"verdicts": verdicts}
     if prompt.startswith(("answer_correctness.", "answer_compliance.", "answer_completeness.")):

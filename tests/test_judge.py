@@ -88,7 +88,7 @@ def test_faithfulness_by_statement(server: JudgeServer) -> None:
     verdicts = {c["claim"]: c["verdict"] for c in bad.details["claims"]}
     assert verdicts == {"The Pro plan costs 6 dollars per month.": "supported",
                         "It includes a free laptop.": "not_found"}  # fmt: skip
-    assert bad.details["prompts"] == ["faithfulness.claims@1", "faithfulness.verdicts@2"]
+    assert bad.details["prompts"] == ["faithfulness.claims@2", "faithfulness.verdicts@3"]
     assert empty.score == 1.0 and empty.label == "no_claims"
     # At most two calls per record.
     assert all(r.details["calls"] <= 2 for r in (good, bad, empty))
@@ -104,10 +104,12 @@ def test_cache_never_judges_twice(server: JudgeServer) -> None:
     # A new answer over the same documents repeats a claim: only the new claim is sent.
     ev.evaluate([rec("The Pro plan costs 6 dollars per month. Bananas are yellow.")])
     claims_sent = [
-        json.loads(re.search(r">>>\n(.*)\n<<<", b["messages"][-1]["content"], re.S).group(1))  # type: ignore[union-attr]
+        json.loads(
+            re.findall(r"<<<DATA \w+>>>\n(.*?)\n<<<END", b["messages"][-1]["content"], re.S)[-1]
+        )
         for b in server.seen.requests[before:]
         if "faithfulness.verdicts" in b["messages"][0]["content"]
-    ]
+    ]  # the last block: the record's own data (the documents' block comes first)
     assert [[c["text"] for c in x["claims"]] for x in claims_sent] == [["Bananas are yellow."]]
     assert sample(metrics, "ragpulse_judge_cache_total", result="hit") >= 2
 
@@ -156,7 +158,7 @@ def test_repair_retry_then_error_on_garbage(server: JudgeServer) -> None:
     server.behaviour = Behaviour(invalid_json=2)
     [garbage] = ev.evaluate([rec("Something else entirely about plans?")])
     assert garbage.score is None and garbage.label == "error:invalid_output"
-    assert "answer_relevance.verdict@1" in (garbage.error or "")
+    assert "answer_relevance.verdict@2" in (garbage.error or "")
 
 
 def test_429_with_retry_after_is_retried(server: JudgeServer) -> None:
@@ -267,14 +269,20 @@ def test_hidden_instruction_cannot_leave_its_data_block() -> None:
     inputs = WholeInput(question=record.question, answer=record.answer,
                         documents=[Doc(index=0, text=attack)])  # fmt: skip
     user = WHOLE.messages(inputs)[-1]["content"]
+    blocks = re.findall(r"<<<DATA (\w+)>>>\n(.*?)\n<<<END (\w+)>>>", user, re.S)
+    # Two blocks (shared documents, then the record's question and answer), each closed by
+    # its own token, and nothing outside them.
+    assert [(a == b) for a, _, b in blocks] == [True, True]
     fences = re.findall(r"<<<(DATA|END) (\w+)>>>", user)
-    assert len(fences) == 2 and fences[0][1] == fences[1][1]  # one block, one nonce
-    inner = user.split("\n", 1)[1].rsplit("\n", 1)[0]
-    assert json.loads(inner)["documents"][0]["text"] == attack  # still just data
-    assert "<<<" not in inner
-    assert data_block(ClaimsInput(question="q", answer="a")) != data_block(
-        ClaimsInput(question="q", answer="a")
-    )  # a fresh nonce every time
+    assert len(fences) == 4
+    shared, own = (json.loads(inner) for _, inner, _ in blocks)
+    assert shared["documents"][0]["text"] == attack  # still just data
+    assert own == {"question": record.question, "answer": record.answer}
+    assert all("<" not in inner for _, inner, _ in blocks)
+    # The token is the content's own hash: same content, same bytes; other content, other token.
+    one = data_block(ClaimsInput(question="q", answer="a"))
+    assert one == data_block(ClaimsInput(question="q", answer="a"))
+    assert one.split(">>>")[0] != data_block(ClaimsInput(question="q", answer="b")).split(">>>")[0]
 
 
 def test_redis_cache_shared_between_clients(server: JudgeServer) -> None:

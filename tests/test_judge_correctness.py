@@ -154,7 +154,7 @@ def test_garbage_is_repaired_once_then_an_error_result(server: JudgeServer) -> N
     server.behaviour = Behaviour(invalid_json=2)  # prose twice: no verdict
     [garbage] = ev.evaluate([rec("The Pro plan costs 7 dollars.", [REF])])
     assert garbage.score is None and garbage.label == "error:invalid_output"
-    assert "answer_correctness.fact@1" in (garbage.error or "")
+    assert "answer_correctness.fact@2" in (garbage.error or "")
 
 
 def test_server_errors_and_timeouts_become_error_results(server: JudgeServer) -> None:
@@ -170,16 +170,19 @@ def test_server_errors_and_timeouts_become_error_results(server: JudgeServer) ->
 
 
 def test_cache_and_budget(server: JudgeServer) -> None:
-    # The budget is reserved per record before the cache is asked: a hit costs a slot too.
+    # The budget is taken at a record's first cache miss: a hit costs no slot.
     ev, _ = ready(JudgeAnswerCompleteness, judge_settings(server, calls_per_minute=3))
     record = rec("The Pro plan costs 6 dollars.", [REF])
     ev.evaluate([record])
     [again] = ev.evaluate([record])
     assert again.label == "B" and again.details["cached"] == 1 and again.details["calls"] == 0
     assert len(server.seen.requests) == 1, "a repeated (answer, references) pair is not re-sent"
-    first, second = ev.evaluate([rec("Dollars.", [REF]), rec("Bananas.", [REF])])
-    assert [first.label, second.label].count("skipped") == 1, "one slot left for two records"
-    assert len(server.seen.requests) == 2
+    news = [rec(a, [REF]) for a in ("Dollars.", "Bananas.", "Apples.")]
+    labels = [r.label for r in ev.evaluate(news)]
+    assert labels.count("skipped") == 1, "two slots left (the hit took none) for three records"
+    assert len(server.seen.requests) == 3
+    [hit] = ev.evaluate([record])  # the budget is spent, yet a cached record is still judged
+    assert hit.label == "B" and hit.details["cached"] == 1
 
 
 def test_instructions_in_reference_or_answer_stay_fenced_data(server: JudgeServer) -> None:

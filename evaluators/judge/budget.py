@@ -10,7 +10,30 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+
+#: The current record's reservation, set by the judge evaluator for each record's task.
+#: The client awaits it on a cache miss, right before a real call: a record answered
+#: wholly from the cache never takes (nor waits for) budget.
+record_reservation: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar(
+    "ragpulse_judge_record_reservation", default=None
+)
+
+
+class OverBudget(Exception):
+    """The budget refused the record's calls; ``refusal`` is ``budget_calls``/``budget_tokens``."""
+
+    def __init__(self, refusal: str) -> None:
+        super().__init__(refusal)
+        self.refusal = refusal
+
+
+async def before_call() -> None:
+    """Reserve the current record's calls (once per record) before a real judge call."""
+    reserve = record_reservation.get()
+    if reserve is not None:
+        await reserve()
 
 
 class Budget:

@@ -1,17 +1,35 @@
-"""Content-addressed cache of judge outputs: in-process LRU, or Redis.
+"""Content-addressed cache of judge outputs: in-process LRU, Redis, or SQLite on disk.
 
 Keys hash the prompt version, the model and the normalised inputs, so a
 repeated answer or a repeated (claim, documents) pair is never judged twice,
-and a new prompt version never reads an old verdict.
+and a new prompt version never reads an old verdict. Every backend stores the
+same key (Redis adds a prefix), so a verdict means the same wherever it lives.
+
+The disk backend is for offline runs: a second ``ragpulse eval`` over the same
+file with the same judge makes no judge call at all. It is one SQLite file
+(default ``$RAGPULSE_CACHE_DIR/judge-cache.sqlite3``), in WAL mode with a busy
+timeout, so concurrent processes read and write it safely. A file that cannot
+be opened or read (corrupt, not SQLite, foreign-owned, read-only disk) costs a
+single warning and the run goes on with the in-memory cache only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import sqlite3
+import stat
 import threading
+import time
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+DISK_FILE = "judge-cache.sqlite3"
+_BUSY_TIMEOUT_S = 30.0  # another process's write transaction: wait, never fail the run
 
 
 def cache_key(prompt_id: str, model: str, inputs: dict[str, Any]) -> str:
@@ -81,7 +99,141 @@ class RedisCache:
             pass
 
 
-def make_cache(spec: str, size: int) -> JudgeCache:
+class DiskCache:
+    """An in-memory LRU in front of a SQLite file that outlives the process.
+
+    The file is opened lazily (the first get or put), so a process that never
+    calls the judge never touches it. Any SQLite or OS error disables the disk
+    part for the rest of the process after one warning; the memory part goes on.
+    """
+
+    def __init__(self, path: Path, size: int = 10_000) -> None:
+        self.path = path
+        self._memory = MemoryCache(size)
+        self._db: sqlite3.Connection | None = None
+        self._broken = False
+        self._lock = threading.Lock()  # one connection, used from any thread, one at a time
+
+    @property
+    def usable(self) -> bool:
+        """Whether the disk part works (opens it now if it was not opened yet)."""
+        with self._lock:
+            return self._connection() is not None
+
+    def get(self, key: str) -> str | None:
+        value = self._memory.get(key)
+        if value is not None:
+            return value
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return None
+            try:
+                row = db.execute("SELECT value FROM judge WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as exc:
+                self._disable(f"cannot read it: {exc}")
+                return None
+        if row is None or not isinstance(row[0], str):
+            return None
+        self._memory.put(key, row[0])
+        return row[0]
+
+    def put(self, key: str, value: str) -> None:
+        self._memory.put(key, value)
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return
+            try:
+                with db:  # one short transaction per verdict: a crash loses at most one
+                    db.execute(
+                        "INSERT OR REPLACE INTO judge (key, value, created) VALUES (?, ?, ?)",
+                        (key, value, time.time()),
+                    )
+            except sqlite3.Error as exc:
+                self._disable(f"cannot write it: {exc}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def _connection(self) -> sqlite3.Connection | None:
+        if self._db is not None or self._broken:
+            return self._db
+        try:
+            self._db = self._open()
+        except (sqlite3.Error, OSError) as exc:
+            self._disable(f"cannot open it: {exc}")
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.path.exists():
+            _check_owner(self.path)
+        else:  # created private: verdicts quote the evaluated content
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable enough for a cache
+            with db:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS judge "
+                    "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+                )
+            db.execute("SELECT count(*) FROM judge WHERE key = ''").fetchone()  # readable?
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+    def _disable(self, why: str) -> None:
+        """Called under the lock: warn once, close, and go on with memory only."""
+        if not self._broken:
+            log.warning(
+                "judge cache %s is not usable (%s); going on without a persistent cache "
+                "(delete the file, or set evaluation.judge.cache: memory)",
+                self.path, why,
+            )  # fmt: skip
+        self._broken = True
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+
+
+def _check_owner(path: Path) -> None:
+    """Cached verdicts become scores: refuse a file another user owns or may write."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(f"{path} is not a regular file")
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise OSError(f"{path} is owned or writable by another user")
+
+
+def disk_path(spec: str) -> Path:
+    """The SQLite file of a ``disk`` or ``disk:PATH`` setting."""
+    from ragpulse.disk_cache import cache_root
+
+    _, _, given = spec.partition(":")
+    return Path(given).expanduser() if given else cache_root() / DISK_FILE
+
+
+def resolve(spec: str, offline: bool) -> str:
+    """``auto``: the disk cache offline (``ragpulse eval``), memory online (``serve``)."""
+    if spec == "auto":
+        return "disk" if offline else "memory"
+    return spec
+
+
+def make_cache(spec: str, size: int, offline: bool = False) -> JudgeCache:
+    spec = resolve(spec, offline)
     if spec.startswith(("redis://", "rediss://", "unix://")):
         return RedisCache(spec)
+    if spec == "disk" or spec.startswith("disk:"):
+        return DiskCache(disk_path(spec), size)
     return MemoryCache(size)
