@@ -356,8 +356,10 @@ def to_ragpulse_spans(spans: Sequence[ReadableSpan], logs: Sequence[Any]) -> lis
     return out
 
 
-def capture(name: str, out: Path | None, http: str | None, grpc: str | None) -> None:
-    resource = Resource.create({"service.name": name})
+def capture(
+    name: str, out: Path | None, http: str | None, grpc: str | None, service: str | None = None
+) -> None:
+    resource = Resource.create({"service.name": service or name})
     tp = TracerProvider(resource=resource)
     lp = LoggerProvider(resource=resource)
     spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
@@ -396,6 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--otlp-http", help="base URL, e.g. http://127.0.0.1:4318")
     parser.add_argument("--otlp-grpc", help="host:port, e.g. 127.0.0.1:4317")
+    parser.add_argument("--service", help="service.name (default: NAME)")
     args = parser.parse_args(argv)
     if args.name == "all":  # one subprocess each: instrumentors patch globally
         import subprocess
@@ -412,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not (args.out or args.otlp_http or args.otlp_grpc):
         parser.error("one of --out, --otlp-http, --otlp-grpc is required")
-    capture(args.name, args.out, args.otlp_http, args.otlp_grpc)
+    capture(args.name, args.out, args.otlp_http, args.otlp_grpc, args.service)
     return 0
 
 
