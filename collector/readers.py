@@ -183,9 +183,8 @@ def _unwrap(value: Any) -> RawDocument:
     if isinstance(value, dict):
         inner = value.get("document", value)
         return dict(inner) if isinstance(inner, dict) else {}
-    if isinstance(value, str):
-        return {"content": value}
-    return {}
+    # Anything else is the document's content; extraction converts it and says so.
+    return {"content": value}
 
 
 # --- event readers (span events and OTLP log records joined to the span) ------------

@@ -475,3 +475,39 @@ def test_the_table_names_the_five_conventions() -> None:
     """Each row says whose convention it reads; no stray names."""
     conventions = {r.convention for r in READERS} | {r.convention for r in ROLE_RULES}
     assert conventions == {"ragpulse", "openinference", "genai", "openllmetry", "openlit"}
+
+
+def test_hostile_values_in_the_newer_conventions_do_not_break_extraction() -> None:
+    """Garbage where JSON, messages, documents or event bodies are expected: the record
+    keeps what is readable, nothing raises."""
+    t, root = new_trace_id(), new_span_id()
+    odd_events = [
+        SpanEvent(name="gen_ai.choice", body=["not", "a", "dict"], source="log"),
+        SpanEvent(name="gen_ai.choice", body=7, source="log"),
+        SpanEvent(name="gen_ai.client.inference.operation.details",
+                  attributes={"gen_ai.output.messages": "{not json", "gen_ai.response.id": 5}),
+        SpanEvent(name="gen_ai.user.message", body={"content": {"nested": ["x"]}}, source="log"),
+    ]  # fmt: skip
+    spans = [
+        make_span(t, "workflow", {"traceloop.span.kind": "workflow",
+                                  "traceloop.entity.input": "{broken",
+                                  "traceloop.entity.output": json.dumps({"outputs": 3})},
+                  span_id=root, start=0, end=100),
+        make_span(t, "retrieve", {"gen_ai.operation.name": "vector_db_retrieve",
+                                  "traceloop.entity.input": json.dumps({"query": "reset?"}),
+                                  "traceloop.entity.output": json.dumps(
+                                      {"documents": [1, None, {"page_content": 5}, "text doc"]})},
+                  parent=root, start=5, end=10),
+        make_span(t, "retrieval", {"gen_ai.operation.name": "retrieval",
+                                   "gen_ai.retrieval.documents": "[1, 2"},
+                  parent=root, start=11, end=12),
+        make_span(t, "chat", {"gen_ai.operation.name": "chat", "gen_ai.prompt.0.role": 3,
+                              "gen_ai.input.messages": json.dumps([{"role": "user", "parts": 4}])},
+                  parent=root, start=20, end=90, events=odd_events),
+    ]  # fmt: skip
+    [r], skipped = extract_records(spans)
+    assert skipped is None
+    assert r.question == "{broken"  # not JSON: taken as the text it is
+    assert r.response_id == "5"
+    assert [d.content for d in r.documents] == ["1", "", "5", "text doc"]
+    assert r.attributes["ragpulse.coerced"] == ["document.content: int -> json text"] * 2
