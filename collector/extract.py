@@ -1,5 +1,8 @@
-"""Trace -> RagRecords, for spans written by ragpulse or by any OpenInference /
-OTel GenAI instrumentation (LlamaIndex, LangChain, Haystack, hand-written).
+"""Trace -> RagRecords, for spans written by ragpulse or by any OpenInference, OTel
+GenAI, OpenLLMetry or OpenLIT instrumentation (LlamaIndex, LangChain, openai-v2, ...).
+
+What each attribute or event means is in one table (collector/conventions.py); this
+module only walks the trace: which spans make a record, and which span gives what.
 
 A record is rooted at a ragpulse pipeline span, else at the top-most CHAIN or
 AGENT span whose subtree holds a retriever, else (retriever and LLM spans with
