@@ -13,10 +13,13 @@ Two choices make the counting exact:
   messages arrive as sent and :class:`ragpulse.collector.otlp.BodyReader` inflates
   them, bounded, exactly as HTTP bodies are, so a gzip bomb stops at the limit
   and a broken gzip stream is counted as ``malformed_body``.
-* the unary methods are served by a stream-request handler: it runs before the
-  message is read, so a message that grpc refuses for its wire size (grpc
-  answers RESOURCE_EXHAUSTED itself, never calling a unary handler) is seen as a
-  failed read and counted as ``body_too_large``.
+* grpc's own size limit is twice ours, so a message over our limit reaches
+  the handler and is counted as ``body_too_large``. Beyond twice the limit grpc
+  answers RESOURCE_EXHAUSTED itself (the wire bytes are never buffered); the
+  unary methods are served by a stream-request handler, which runs before the
+  message is read, so such a refusal is still counted when grpc had already
+  handed the call over (usually, not always: a call refused before that never
+  reaches Python).
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ def _method(module: Any, service: str) -> str:
 TRACES_METHOD = _method(trace_service_pb2, "TraceService")
 LOGS_METHOD = _method(logs_service_pb2, "LogsService")
 RETRY_AFTER_S = 1
+GRPC_LIMIT_FACTOR = 2
+"""grpc's own message limit, in multiples of ``max_body_bytes`` (see the module doc)."""
 _MAX_MESSAGE = 512
 
 
@@ -132,7 +137,7 @@ class OtlpGrpcReceiver(Source):
             ThreadPoolExecutor(self._workers, thread_name_prefix="ragpulse-otlp-grpc"),
             handlers=[_Routes(handlers)],
             options=[
-                ("grpc.max_receive_message_length", self._max_body),
+                ("grpc.max_receive_message_length", GRPC_LIMIT_FACTOR * self._max_body),
                 ("grpc.per_message_decompression", 0),
                 # Without this a second process binds the same port and takes half the calls.
                 ("grpc.so_reuseport", 0),

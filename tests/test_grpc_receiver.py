@@ -102,6 +102,12 @@ def test_bearer_token(collector: Collector, channel: grpc.Channel) -> None:
     ("body", "compression", "code", "reason"),
     [
         (b"\x0a" + b"x" * LIMIT, None, grpc.StatusCode.RESOURCE_EXHAUSTED, "body_too_large"),
+        (
+            b"x" * (LIMIT + 1),
+            grpc.Compression.Gzip,
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "body_too_large",
+        ),
         # 64 MiB of zeros gzip to ~64 KiB: inflated by us, bounded, stopped at the limit.
         (
             b"\0" * (64 << 20),
@@ -112,7 +118,7 @@ def test_bearer_token(collector: Collector, channel: grpc.Channel) -> None:
         (b"\xff\xfe garbage \x00\x01", None, grpc.StatusCode.INVALID_ARGUMENT, "malformed_body"),
         (gzip.compress(b"abc")[:-6], None, grpc.StatusCode.INVALID_ARGUMENT, "malformed_body"),
     ],
-    ids=["oversize", "gzip-bomb", "garbage", "truncated-gzip"],
+    ids=["oversize", "oversize-gzip", "gzip-bomb", "garbage", "truncated-gzip"],
 )
 def test_refusals_are_counted_and_serving_goes_on(
     collector: Collector,
@@ -127,6 +133,14 @@ def test_refusals_are_counted_and_serving_goes_on(
     assert err.code() == code and err.details()
     assert count(collector, "ragpulse_dropped_total", reason=reason) == before + 1
     export(channel, rag_bytes())  # ... and the receiver keeps serving
+
+
+def test_far_over_the_limit_grpc_refuses_itself(channel: grpc.Channel) -> None:
+    """Past twice the limit grpc answers before ragpulse reads a byte (counted only when
+    grpc had handed the call over, so not asserted here)."""
+    err = error_of(channel, b"\x0a" + b"x" * (3 * LIMIT))
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    export(channel, rag_bytes())
 
 
 def test_backpressure_is_unavailable_with_retry_info(
