@@ -1,4 +1,4 @@
-"""The ``ragpulse`` command: serve | rekey | eval | regression | demo.
+"""The ``ragpulse`` command: serve | rekey | eval | regression | judge | demo.
 
 Every ``serve`` flag is also a config-file key and a ``RAGPULSE_*`` environment
 variable (flag > env > file > default); see ragpulse/config.py.
@@ -250,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
         "RAGPULSE_REGRESSION__DIRECTORY for the folder itself)",
     )
 
+    _judge_parser(sub, common)
+
     demo = sub.add_parser(
         "demo",
         parents=[common],
@@ -341,6 +343,29 @@ def _kafka_flags(parser: argparse.ArgumentParser, group_path: str) -> None:
             "poison messages go here; '' = count and skip", "kafka.dead_letter_topic"
         ),
     )
+
+
+def _judge_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``judge calibrate`` (ragpulse/calibrate.py): the configured judge against labels."""
+    from ragpulse.calibrate import add_arguments
+
+    judge = sub.add_parser("judge", parents=[common], help="check the configured LLM judge")
+    judge_sub = judge.add_subparsers(dest="judge_command", required=True)
+    calibrate = judge_sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help="agreement of the judge with the shipped labelled calibration set",
+        description="Run the configured judge over the shipped calibration set and report "
+        "AUROC, balanced accuracy, confusion counts, calls, tokens, latency and cost per "
+        "metric. --out writes a baseline; --baseline FILE --max-drop D exits 1 when a figure "
+        "fell by more than D. Exit 2: a usage problem (bad or missing baseline), before any "
+        "call.",
+    )
+    add_arguments(calibrate)
+    calibrate.add_argument(
+        "--config", type=Path, help="settings file: evaluation.judge, evaluation.options"
+    )
+    _judge_flags(calibrate, online=False)
 
 
 def _judge_flags(parser: argparse.ArgumentParser, online: bool) -> None:
@@ -447,6 +472,13 @@ def main(argv: list[str] | None = None) -> int:
             return regression(args)
         if args.command == "rekey":
             return rekey(args)
+        if args.command == "judge":
+            from ragpulse.calibrate import command
+
+            def judge_settings() -> Settings:
+                return load_settings(args.config, evaluation=_evaluation_overrides(args))
+
+            return command(args, judge_settings, _stdout(), console)
         if args.command == "demo":
             from ragpulse.demo import run_demo
 
