@@ -14,7 +14,8 @@ import pytest
 from helpers import CaptureServer, new_span_id, new_trace_id
 
 from ragpulse.config import load_settings
-from ragpulse.exporters.otel_eval import METRIC_TARGETS, OtelEvaluationSink, Target
+from ragpulse.exporters.eval_targets import METRIC_TARGETS, Target
+from ragpulse.exporters.otel_eval import OtelEvaluationSink
 from ragpulse.record import EvalResult, RagRecord
 
 
