@@ -302,3 +302,32 @@ def test_loadbalancing_example_routes_traces_and_logs_by_trace_id_over_grpc() ->
     pipelines = config["service"]["pipelines"]
     for signal in ("traces", "logs"):
         assert pipelines[signal]["exporters"] == ["loadbalancing"]
+
+
+def test_k8s_otlp_receivers_for_the_loadbalancing_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The headless Service the loadbalancing exporter resolves: its ports are the
+    container's and the settings' OTLP ports (they listen with source otlp_http)."""
+    headless = yaml.safe_load((K8S / "service-headless.yaml").read_text())
+    docs = k8s()
+    [container] = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    (tmp_path / "ragpulse.yaml").write_text(docs["ConfigMap"]["data"]["ragpulse.yaml"])
+    monkeypatch.delenv("RAGPULSE_OTLP_GRPC_PORT", raising=False)  # conftest turns gRPC off
+    settings = load_settings(tmp_path / "ragpulse.yaml", source="otlp_http")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["selector"].items() <= (
+        docs["Deployment"]["spec"]["template"]["metadata"]["labels"].items()
+    )
+    targets = {p["targetPort"]: p["port"] for p in headless["spec"]["ports"]}
+    assert targets == {"otlp-grpc": ports["otlp-grpc"], "otlp-http": ports["otlp-http"]}
+    assert (settings.otlp_grpc_port, settings.otlp_http_port) == (
+        ports["otlp-grpc"],
+        ports["otlp-http"],
+    )
+    resolver = collector_configs()["loadbalancing.yaml"]["exporters"]["loadbalancing"]["resolver"]
+    namespace = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
+    assert resolver["dns"]["hostname"].startswith(f"{headless['metadata']['name']}.{namespace}.")
+    assert resolver["dns"]["port"] == str(ports["otlp-grpc"])
+    assert "4317" in services()["ragpulse-1"]["expose"]
