@@ -159,6 +159,30 @@ def test_backpressure_is_unavailable_with_retry_info(
     assert count(collector, "ragpulse_receiver_requests_total", outcome="overloaded") >= 1
 
 
+def test_sdk_exporter_retries_after_unavailable(
+    collector: Collector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Python SDK's exporter waits the RetryInfo delay and sends again: nothing lost."""
+    answers = iter([True])  # overloaded for the first export only
+    monkeypatch.setattr(
+        type(collector.pipeline), "overloaded", property(lambda self: next(answers, False))
+    )
+    overloaded = count(collector, "ragpulse_receiver_requests_total", outcome="overloaded")
+    received = count(collector, "ragpulse_spans_received_total")
+    exporter = OTLPSpanExporter(
+        endpoint=collector.otlp_grpc_target, insecure=True, headers={"authorization": AUTH[0][1]}
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))  # exports (and retries) in end()
+    with provider.get_tracer("test").start_as_current_span("pipeline"):
+        pass
+    provider.shutdown()
+    assert count(collector, "ragpulse_receiver_requests_total", outcome="overloaded") == (
+        overloaded + 1
+    )
+    assert count(collector, "ragpulse_spans_received_total") == received + 1
+
+
 def test_logs_without_trace_id_are_counted(collector: Collector, channel: grpc.Channel) -> None:
     req = logs_service_pb2.ExportLogsServiceRequest()
     records = req.resource_logs.add().scope_logs.add().log_records
