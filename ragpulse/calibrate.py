@@ -25,7 +25,6 @@ import math
 import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import closing
 from datetime import UTC, datetime
 from importlib import metadata, resources
@@ -46,7 +45,6 @@ from ragpulse.record import Document, EvalResult, RagRecord
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from ragpulse.evaluators.base import Evaluator
 
 METRICS = ("faithfulness", "context_relevance", "answer_relevance", "injection")
 """The judged metrics, each ``<metric>/llm_judge`` with ``<metric>.jsonl`` in the set."""
@@ -279,14 +277,6 @@ def _usage(registry: CollectorRegistry) -> tuple[int, int, int]:
     )
 
 
-def _judge_row(evaluator: Evaluator, row: CalibrationRow) -> EvalResult:
-    """One row through the product's evaluation path (text limits included)."""
-    from ragpulse.evaluation import evaluate_records
-
-    [[result]] = evaluate_records([row.record()], [evaluator])
-    return result
-
-
 class _CallTimes:
     """Stands in for the client's latency histogram: forwards every observation and keeps
     it, so percentiles are exact per chat completion. Timing whole rows instead would
@@ -313,15 +303,15 @@ def run(
     metrics: Sequence[str],
     limit: int | None,
     prices: tuple[float | None, float | None],
-    advance: Callable[[str], None] = lambda metric: None,
+    advance: Callable[[str, int], None] = lambda metric, rows: None,
     notify: Callable[[str], None] = lambda message: None,
 ) -> Calibration:
     """Judge every row of each metric's slice with the configured judge; the figures.
 
     The judge cache is forced to memory (a fresh one): a shared redis cache would answer
-    from earlier runs and measure nothing. Rows run ``judge.concurrency`` at a time.
+    from earlier runs and measure nothing.
     """
-    from ragpulse.evaluation import load_evaluators_safely
+    from ragpulse.evaluation import evaluate_records, load_evaluators_safely
     from ragpulse.plugin_context import PluginContext
     from ragpulse.plugins import load_evaluators
 
@@ -349,19 +339,19 @@ def run(
             rows = slices[metric]
             before = _usage(registry)
 
-            results: list[EvalResult | None] = [None] * len(rows)
+            results: list[EvalResult] = []
             times.seconds = []
-            with ThreadPoolExecutor(judge.concurrency, thread_name_prefix="calibrate") as pool:
-                futures = {
-                    pool.submit(_judge_row, evaluators[0], row): i for i, row in enumerate(rows)
-                }
-                for future in as_completed(futures):
-                    results[futures[future]] = future.result()
-                    advance(metric)
+            # Batches through the product's path, as `ragpulse eval` runs them: the evaluator
+            # judges a batch's rows concurrently (judge.concurrency at a time) on the client's
+            # loop while this thread waits, so Ctrl-C interrupts it as it does eval.
+            step = 2 * judge.concurrency
+            for start in range(0, len(rows), step):
+                batch = [row.record() for row in rows[start : start + step]]
+                results += [r for [r] in evaluate_records(batch, evaluators)]
+                advance(metric, len(batch))
             after = _usage(registry)
             used = (after[0] - before[0], after[1] - before[1], after[2] - before[2])
-            done = [r for r in results if r is not None]
-            out[metric] = figures(name, rows, done, times.seconds, used, prices)
+            out[metric] = figures(name, rows, results, times.seconds, used, prices)
     return Calibration(
         ragpulse_version=_version(),
         created=datetime.now(UTC),
@@ -585,7 +575,7 @@ def _command(
             metrics,
             args.limit,
             (args.price_in, args.price_out),
-            advance=lambda metric: progress.update(task, advance=1, description=metric),
+            advance=lambda metric, rows: progress.update(task, advance=rows, description=metric),
             notify=lambda msg: progress.update(task, description=f"judging ({msg})"),
         )
     stdout.print(table(calibration, baseline))
