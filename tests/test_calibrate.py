@@ -125,13 +125,16 @@ def judge() -> Iterator[LabelJudge]:
         yield server
 
 
-@pytest.fixture(autouse=True)
-def _own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Generous timeouts for a busy CI machine; no budget pacing (60 calls/min by default).
-    monkeypatch.setenv("RAGPULSE_EVALUATION__JUDGE__TIMEOUT_S", "60")
-    monkeypatch.setenv("RAGPULSE_JUDGE_CALLS_PER_MINUTE", "100000")
-    for name in ("RAGPULSE_JUDGE_BASE_URL", "RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+@pytest.fixture(scope="module", autouse=True)
+def _own_settings() -> Iterator[None]:
+    """Module-wide (autouse: set before the module's baseline run): generous timeouts for
+    a busy CI machine, no budget pacing (60 calls a minute by default), no outside judge."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGPULSE_EVALUATION__JUDGE__TIMEOUT_S", "60")
+        mp.setenv("RAGPULSE_JUDGE_CALLS_PER_MINUTE", "100000")
+        for name in ("RAGPULSE_JUDGE_BASE_URL", "RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG"):
+            mp.delenv(name, raising=False)
+        yield
 
 
 def calibrate(judge: JudgeServer, *extra: str) -> int:
