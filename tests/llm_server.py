@@ -207,6 +207,10 @@ def _child(args: argparse.Namespace) -> None:
     params.n_parallel = args.parallel
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
+    # No busy-polling between ops (llama.cpp's default spins at level 50): on 2 shared
+    # cores a spinning server starves pytest and every other process of CPU.
+    params.cpuparams.poll = 0
+    params.cpuparams_batch.poll = 0
     params.cache_prompt = True  # reuse each slot's common prompt prefix (cached_tokens)
     params.cache_ram_mib = 256  # host-memory prompt cache across slots; the default is 8 GiB
     server = xllamacpp.Server(params)
