@@ -130,7 +130,15 @@ class JudgeEvaluator(Evaluator):
                 "per minute); cheap scores stand",
             )
         except JudgeError as exc:
-            return self.error_result(exc).model_copy(update={"label": f"error:{exc.reason}"})
+            failed = self.error_result(exc).model_copy(update={"label": f"error:{exc.reason}"})
+            if exc.usage is not None:  # the server answered (off-format): what that cost
+                u = exc.usage
+                failed.details.update(
+                    calls=u.calls, prompt_tokens=u.prompt_tokens,
+                    completion_tokens=u.completion_tokens,
+                    cached_prompt_tokens=u.cached_prompt_tokens,
+                )  # fmt: skip
+            return failed
         finally:
             record_reservation.reset(token)
 

@@ -197,6 +197,7 @@ class JudgeClient:
                 "truncated",
                 f"{prompt.id}: the reply reached max_tokens ({limit}) before its JSON was "
                 f"complete ({problem})",
+                usage,
             )
         # One repair retry: show the judge its answer and what is wrong with it.
         repair = [
@@ -213,7 +214,7 @@ class JudgeClient:
             output, _ = _parse(prompt.output_model, content)
         except ValidationError as exc:
             self.metrics.calls.labels(self.model, prompt.name, "invalid_output").inc()
-            raise JudgeError("invalid_output", f"{prompt.id}: {_short(exc)}") from exc
+            raise JudgeError("invalid_output", f"{prompt.id}: {_short(exc)}", usage) from exc
         self.metrics.calls.labels(self.model, prompt.name, "repaired").inc()
         return output, usage
 

@@ -12,11 +12,16 @@ from ragpulse.errors import RagpulseError
 
 
 class JudgeError(RagpulseError):
-    """A judge call failed; ``reason`` is a bounded label (timeout, rate_limited, ...)."""
+    """A judge call failed; ``reason`` is a bounded label (timeout, rate_limited, ...).
 
-    def __init__(self, reason: str, message: str) -> None:
+    ``usage``: what the failed ask still cost when the server answered (an invalid or
+    truncated reply is billed all the same), for the error result's details.
+    """
+
+    def __init__(self, reason: str, message: str, usage: Usage | None = None) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
+        self.usage = usage
 
 
 @dataclass
