@@ -9,8 +9,9 @@ misbehave in a way llama.cpp will not on demand (refuse ``json_schema``, wrap or
 garble a reply), a small proxy on 127.0.0.1 sits in front of the real server and
 changes only that; every answer still comes from the model.
 
-Real calls cost about 0.5-5 s each here, so replies are capped (``max_tokens``)
-and each test makes only a few.
+Real calls cost about 0.5-5 s each on an idle machine (a minute when the cores
+are shared), so replies are capped (``max_tokens``: 256 holds any one-verdict
+reply, whose reason the schema bounds) and each test makes only a few.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def settings(base_url: str, model: str, **kw: Any) -> JudgeSettings:
     # Generous timeout (2 busy cores); no HTTP retries, so each test knows its call count.
     base: dict[str, Any] = {
         "base_url": base_url, "model": model, "timeout_s": 600, "max_retries": 0,
-        "max_tokens": 128, "calls_per_minute": 10_000, "tokens_per_minute": 10**9,
+        "max_tokens": 256, "calls_per_minute": 10_000, "tokens_per_minute": 10**9,
         "concurrency": 2,
     }  # fmt: skip
     return JudgeSettings(**{**base, **kw})
@@ -219,8 +220,8 @@ def test_token_accounting_and_the_servers_prefix_cache(llm_server: LlamaServer) 
     [ev], context = load([JudgeAnswerRelevance()], settings(llm_server.base_url, "m"))
     [first] = ev.evaluate([rec(n=1)])
     [second] = ev.evaluate([rec("It is 6 dollars a month.", n=2)])
-    for r in (first, second):
-        assert r.score is not None, (r.label, r.error)
+    for r in (first, second):  # an off-format reply's result still carries its usage
+        assert r.score is not None or r.label in HONEST_ERRORS, (r.label, r.error)
     # System prompt, examples and the question: the same bytes, so the same tokens.
     assert 0 < second.details["cached_prompt_tokens"] < second.details["prompt_tokens"]
     assert second.details["cached_prompt_tokens"] > first.details["prompt_tokens"] // 2
@@ -234,9 +235,12 @@ def test_token_accounting_and_the_servers_prefix_cache(llm_server: LlamaServer) 
 
 def test_json_mode_fallback_when_the_server_refuses_schemas(proxy: Proxy) -> None:
     proxy.refuse_json_schema = True
-    [ev], context = load([JudgeAnswerRelevance()], settings(proxy.base_url, "m"))
+    # No grammar in JSON mode: the reply may ramble, so it is capped shorter.
+    [ev], context = load([JudgeAnswerRelevance()], settings(proxy.base_url, "m", max_tokens=64))
     [result] = ev.evaluate([rec()])
-    assert proxy.formats == ["json_schema", "json_object"]
+    # Refused once, then JSON mode (twice if the reply needed a repair).
+    assert proxy.formats[0] == "json_schema" and set(proxy.formats[1:]) == {"json_object"}
+    assert len(proxy.formats) in (2, 3)
     assert "JSON schema of the answer" in proxy.systems[-1]
     # Without a grammar the 135M model may answer off-format: a score or an honest error.
     assert result.score is not None or result.label in HONEST_ERRORS, (result.label, result.error)
