@@ -101,6 +101,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
     an_hour_ago = time.time() - 3600
     os.utime(path / "pyproject.toml", (an_hour_ago, an_hour_ago))
     env = _newcomer_env()
+    # A newcomer's cache is empty: the judge's disk cache (ragpulse eval's default) must not
+    # answer the judge block from an earlier run of this test.
+    env["RAGPULSE_CACHE_DIR"] = str(tmp_path_factory.mktemp("newcomer-cache"))
     plan = subprocess.run(
         ["make", "-n", "install"], cwd=path, env=env, capture_output=True, text=True, timeout=120
     )
