@@ -23,8 +23,13 @@ DEADLINE_S = 300  # a bound on a hung child, never an assertion on speed
 
 
 def _env() -> dict[str, str]:
-    """This environment without RAGPULSE_* settings, so the developer's own cannot interfere."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RAGPULSE_")}
+    """This environment without RAGPULSE_* settings, so the developer's own cannot interfere
+    (the test's own RAGPULSE_CACHE_DIR stays: ragpulse eval keeps judge verdicts there)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith("RAGPULSE_") or k == "RAGPULSE_CACHE_DIR"
+    }
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
