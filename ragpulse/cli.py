@@ -59,8 +59,9 @@ def _csv(value: str) -> list[str]:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-_QUIET_BELOW_DEBUG = ("openai", "httpx", "httpcore")
-"""The judge's HTTP client logs each retry at INFO ("Retrying request to ..."): 36 lines
+_QUIET_BELOW_DEBUG = ("openai", "httpx", "httpcore", "httpx2", "httpcore2")
+"""The judge's HTTP client (httpx in openai 1.x, httpx2 in 3.x) logs every request and each
+retry at INFO ("Retrying request to ..."): 36 lines
 for one unreachable judge. They are kept for --log-level DEBUG; otherwise the judge
 says once, with its URL, that it cannot be reached."""
 
