@@ -274,8 +274,12 @@ def test_eval_output_is_redacted_only_when_apply_to_names_it(tmp_path: Path) -> 
 def test_an_interrupted_run_keeps_every_row_written(
     tmp_path: Path, judge: JudgeServer, sig: signal.Signals
 ) -> None:
-    """A slow judge keeps the run going; the signal lands mid-batch, with calls in flight."""
-    source = write_rows(tmp_path / "in.jsonl", [{**ROW, "id": i} for i in range(400)])
+    """A slow judge keeps the run going; the signal lands mid-batch, with calls in flight.
+
+    Every row is different: identical rows would be answered from the judge cache at
+    once (cache hits take no budget), and the run could end before the signal."""
+    rows = [{**ROW, "id": i, "answer": f"It was completed in 1889, case {i}."} for i in range(400)]
+    source = write_rows(tmp_path / "in.jsonl", rows)
     out = tmp_path / "out.jsonl"
     judge.behaviour = Behaviour(delay_s=0.2)
     proc = subprocess.Popen(
