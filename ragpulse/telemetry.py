@@ -46,7 +46,8 @@ class JudgeMetrics:
         )
         self.tokens = Counter(
             "ragpulse_judge_tokens",
-            "Tokens reported by the judge's usage, by kind (prompt, completion).",
+            "Tokens reported by the judge's usage, by kind (prompt, completion; cached_prompt: "
+            "prompt tokens the server read from its prefix cache, also counted in prompt).",
             ["model", "kind"],
             registry=registry,
         )
