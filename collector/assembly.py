@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ragpulse import semconv
 from ragpulse.config import AssemblySettings
@@ -34,6 +35,8 @@ from ragpulse.telemetry import (
     DROP_SPANS_PER_TRACE,
     CollectorMetrics,
 )
+
+_T = TypeVar("_T")
 
 
 class Ack:
@@ -139,10 +142,14 @@ class Assembler:
     def add(self, spans: Iterable[Span], ack: Ack | None = None) -> int:
         """Add spans; returns how many were rejected (dropped and counted)."""
         now = self._clock()
+        return self._add_each(spans, lambda span: self._add_one(span, now, ack))
+
+    def _add_each(self, items: Iterable[_T], add_one: Callable[[_T], str | None]) -> int:
+        """``add_one`` each item under the lock; count the refusals by reason, return how many."""
         rejected: dict[str, int] = {}
         with self._lock:
-            for span in spans:
-                reason = self._add_one(span, now, ack)
+            for item in items:
+                reason = add_one(item)
                 if reason:
                     rejected[reason] = rejected.get(reason, 0) + 1
             self._metrics.open_traces.set(len(self._open))
@@ -150,20 +157,30 @@ class Assembler:
             self._metrics.dropped.labels(reason).inc(n)
         return sum(rejected.values())
 
-    def _add_one(self, span: Span, now: float, ack: Ack | None) -> str | None:
-        trace = self._open.get(span.trace_id)
+    def _trace(self, trace_id: str, now: float, late: str, full: str) -> _OpenTrace | str:
+        """The open trace, opened now if new; else why not (``late``: it was closed; ``full``)."""
+        trace = self._open.get(trace_id)
         if trace is None:
-            if span.trace_id in self._closed:
-                return DROP_LATE_SPAN
+            if trace_id in self._closed:
+                return late
             if len(self._open) >= self._settings.max_open_traces:
-                return DROP_OPEN_TRACES
-            trace = self._open[span.trace_id] = _OpenTrace(first_seen=now, last_seen=now)
+                return full
+            trace = self._open[trace_id] = _OpenTrace(first_seen=now, last_seen=now)
+        return trace
+
+    def _touch(self, trace_id: str, trace: _OpenTrace, now: float) -> None:
+        if trace.last_seen != now:
+            self._open.move_to_end(trace_id)
+            trace.last_seen = now
+
+    def _add_one(self, span: Span, now: float, ack: Ack | None) -> str | None:
+        trace = self._trace(span.trace_id, now, DROP_LATE_SPAN, DROP_OPEN_TRACES)
+        if isinstance(trace, str):
+            return trace
         if len(trace.spans) >= self._settings.max_spans_per_trace:
             return DROP_SPANS_PER_TRACE
         trace.spans.append(span)
-        if trace.last_seen != now:
-            self._open.move_to_end(span.trace_id)
-            trace.last_seen = now
+        self._touch(span.trace_id, trace, now)
         trace.root_seen = trace.root_seen or is_local_root(span)
         if ack is not None and id(ack) not in trace.acks:
             ack.hold()
@@ -178,31 +195,16 @@ class Assembler:
         bound. Log events per trace are bounded by ``max_spans_per_trace``.
         """
         now = self._clock()
-        rejected: dict[str, int] = {}
-        with self._lock:
-            for event in events:
-                reason = self._add_log(event, now)
-                if reason:
-                    rejected[reason] = rejected.get(reason, 0) + 1
-            self._metrics.open_traces.set(len(self._open))
-        for reason, n in rejected.items():
-            self._metrics.dropped.labels(reason).inc(n)
-        return sum(rejected.values())
+        return self._add_each(events, lambda event: self._add_log(event, now))
 
     def _add_log(self, event: LogEvent, now: float) -> str | None:
-        trace = self._open.get(event.trace_id)
-        if trace is None:
-            if event.trace_id in self._closed:
-                return DROP_LOG_LATE
-            if len(self._open) >= self._settings.max_open_traces:
-                return DROP_LOG_OPEN_TRACES
-            trace = self._open[event.trace_id] = _OpenTrace(first_seen=now, last_seen=now)
+        trace = self._trace(event.trace_id, now, DROP_LOG_LATE, DROP_LOG_OPEN_TRACES)
+        if isinstance(trace, str):
+            return trace
         if len(trace.logs) >= self._settings.max_spans_per_trace:
             return DROP_LOG_PER_TRACE
         trace.logs.append(event)
-        if trace.last_seen != now:
-            self._open.move_to_end(event.trace_id)
-            trace.last_seen = now
+        self._touch(event.trace_id, trace, now)
         return None
 
     def annotate(self, trace_id: str, attributes: dict[str, AttributeValue]) -> bool:

@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -25,6 +26,8 @@ from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import build_sinks, load_evaluators
 from ragpulse.record import LogEvent, Span
 from ragpulse.telemetry import CollectorMetrics
+
+_R = TypeVar("_R", OtlpHttpReceiver, OtlpGrpcReceiver)
 
 log = logging.getLogger(__name__)
 
@@ -80,28 +83,24 @@ class Collector:
         self.sources: list[Source] = []
         if receiver and settings.source == "otlp_http":
             token = settings.auth_token.get_secret_value() if settings.auth_token else None
-            self.receiver = OtlpHttpReceiver(
-                self.ingest,
-                self.metrics,
-                host=settings.host,
-                port=settings.otlp_http_port,
-                max_body_bytes=settings.max_body_bytes,
-                auth_token=token,
-                overloaded=lambda: self.pipeline.overloaded,
-                ingest_logs=self.ingest_logs,
-            )
-            self.sources.append(self.receiver)
-            if settings.otlp_grpc_port:  # 0 = no gRPC receiver
-                self.grpc_receiver = OtlpGrpcReceiver(
+
+            def otlp_receiver(kind: type[_R], port: int) -> _R:
+                # Both transports: the same intake, limits, token and backpressure.
+                return kind(
                     self.ingest,
                     self.metrics,
                     host=settings.host,
-                    port=settings.otlp_grpc_port,
+                    port=port,
                     max_body_bytes=settings.max_body_bytes,
                     auth_token=token,
                     overloaded=lambda: self.pipeline.overloaded,
                     ingest_logs=self.ingest_logs,
                 )
+
+            self.receiver = otlp_receiver(OtlpHttpReceiver, settings.otlp_http_port)
+            self.sources.append(self.receiver)
+            if settings.otlp_grpc_port:  # 0 = no gRPC receiver
+                self.grpc_receiver = otlp_receiver(OtlpGrpcReceiver, settings.otlp_grpc_port)
                 self.sources.append(self.grpc_receiver)
         elif receiver and settings.source == "kafka":
             from ragpulse.collector.kafka_source import KafkaSource
