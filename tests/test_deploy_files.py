@@ -182,11 +182,14 @@ def test_dockerfile_is_multi_stage_non_root_with_healthcheck() -> None:
 
 # --- Kubernetes ---------------------------------------------------------------------
 def k8s() -> dict[str, dict[str, Any]]:
+    """The manifests by kind; the headless OTLP Service under ``Service/headless``, so that
+    ``Service`` is the main one whatever the order of the kustomization's resources."""
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     docs = {}
     for name in kustomization["resources"]:
         for doc in yaml.safe_load_all((K8S / name).read_text()):
-            docs[doc["kind"]] = doc
+            headless = doc["kind"] == "Service" and doc["spec"].get("clusterIP") == "None"
+            docs["Service/headless" if headless else doc["kind"]] = doc
     return docs
 
 
@@ -309,8 +312,8 @@ def test_k8s_otlp_receivers_for_the_loadbalancing_collector(
 ) -> None:
     """The headless Service the loadbalancing exporter resolves: its ports are the
     container's and the settings' OTLP ports (they listen with source otlp_http)."""
-    headless = yaml.safe_load((K8S / "service-headless.yaml").read_text())
     docs = k8s()
+    headless = docs["Service/headless"]
     [container] = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     (tmp_path / "ragpulse.yaml").write_text(docs["ConfigMap"]["data"]["ragpulse.yaml"])
