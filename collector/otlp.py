@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import base64
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError as ProtobufDecodeError
@@ -24,6 +25,9 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from ragpulse import safe_json
 from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.record import AttributeValue, LogEvent, Span, SpanEvent, SpanStatus
+
+_M = TypeVar("_M")  # a parsed export request
+_D = TypeVar("_D")  # what it decodes to
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -198,12 +202,18 @@ def _parse(body: bytes, mtype: str, request: Any, top: str, fix_ids: Any) -> Non
 
 def decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> DecodedTraces:
     """Spans of a parsed request; a value nested beyond the limit is a :class:`DecodeError`."""
+    return _decoded(_decode_request, request, "span")
+
+
+def _decoded(decode: Callable[[_M], _D], request: _M, item: str) -> _D:
+    """``decode(request)``, its failures (pydantic's are ValueErrors) as :class:`DecodeError`."""
     try:
-        return _decode_request(request)
+        return decode(request)
     except NestingTooDeep:
         raise
-    except (ValueError, TypeError, RecursionError) as exc:  # pydantic's errors are ValueErrors
-        raise DecodeError(f"undecodable span in ExportTraceServiceRequest: {exc}") from exc
+    except (ValueError, TypeError, RecursionError) as exc:
+        name = type(request).__name__
+        raise DecodeError(f"undecodable {item} in {name}: {exc}") from exc
 
 
 def _decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> DecodedTraces:
@@ -224,12 +234,7 @@ def _decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> Dec
 
 def decode_logs_request(request: logs_service_pb2.ExportLogsServiceRequest) -> DecodedLogs:
     """Log events of a parsed request; a value nested beyond the limit is a :class:`DecodeError`."""
-    try:
-        return _decode_logs(request)
-    except NestingTooDeep:
-        raise
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise DecodeError(f"undecodable log record in ExportLogsServiceRequest: {exc}") from exc
+    return _decoded(_decode_logs, request, "log record")
 
 
 def _decode_logs(request: logs_service_pb2.ExportLogsServiceRequest) -> DecodedLogs:

@@ -53,18 +53,32 @@ _SCOPE = "ragpulse.evaluation"
 _MAX_DETAILS_CHARS = 4096
 
 
+def _verdict(
+    result: EvalResult, score: str, label: str, explanation: str
+) -> dict[str, AttributeValue]:
+    """The result's score, label and explanation under one vocabulary's names, each when set."""
+    values: dict[str, AttributeValue | None] = {
+        score: result.score,
+        label: result.label or None,
+        explanation: result.explanation or None,
+    }
+    return {name: value for name, value in values.items() if value is not None}
+
+
 def evaluation_attributes(result: EvalResult) -> dict[str, AttributeValue]:
     """The GenAI evaluation attributes (plus ragpulse's method/details) of one result."""
     attrs: dict[str, AttributeValue] = {
         sc.GEN_AI_EVALUATION_NAME: result.metric,
         sc.RAGPULSE_EVAL_METHOD: result.method,
     }
-    if result.score is not None:
-        attrs[sc.GEN_AI_EVALUATION_SCORE_VALUE] = result.score
-    if result.label:
-        attrs[sc.GEN_AI_EVALUATION_SCORE_LABEL] = result.label
-    if result.explanation:
-        attrs[sc.GEN_AI_EVALUATION_EXPLANATION] = result.explanation
+    attrs.update(
+        _verdict(
+            result,
+            sc.GEN_AI_EVALUATION_SCORE_VALUE,
+            sc.GEN_AI_EVALUATION_SCORE_LABEL,
+            sc.GEN_AI_EVALUATION_EXPLANATION,
+        )
+    )
     if result.error:
         attrs[sc.ERROR_TYPE] = result.error.split(":", 1)[0]
         attrs[sc.RAGPULSE_EVAL_ERROR] = result.error
@@ -132,12 +146,9 @@ def openinference_evaluation(result: EvalResult) -> dict[str, AttributeValue]:
         # Stable per name and target: two methods may score the same metric.
         sc.EVALUATION_IDENTIFIER: f"ragpulse.{result.method}",
     }
-    if result.score is not None:
-        fields[sc.EVALUATION_SCORE] = result.score
-    if result.label:
-        fields[sc.EVALUATION_LABEL] = result.label
-    if result.explanation:
-        fields[sc.EVALUATION_EXPLANATION] = result.explanation
+    fields.update(
+        _verdict(result, sc.EVALUATION_SCORE, sc.EVALUATION_LABEL, sc.EVALUATION_EXPLANATION)
+    )
     metadata: dict[str, Any] = {"method": result.method}
     if result.error:
         metadata["error"] = result.error
