@@ -282,12 +282,32 @@ class PipelineSpan(SpanRecorder):
         self.set_answer(result)
 
 
-class RetrievalSpan(SpanRecorder):
+class _OperationSpan(SpanRecorder):
+    """A GenAI operation (retrieval, chat): named ``{operation} {target}`` by the GenAI
+    conventions, and a CLIENT span (a remote call) unless it runs in this process."""
+
+    _operation = ""
+    _in_process = False
+
+    def _target(self) -> str | None:
+        """Hook: the data source or model named in the span name."""
+        return None
+
+    def _span_name(self) -> str:
+        target = self._target()
+        return f"{self._operation} {target}" if target else self._operation
+
+    def _span_kind(self) -> SpanKind:
+        return SpanKind.INTERNAL if self._in_process else SpanKind.CLIENT
+
+
+class RetrievalSpan(_OperationSpan):
     """One retrieval step (OpenInference RETRIEVER, GenAI ``retrieval``)."""
 
     _role = sc.ROLE_RETRIEVAL
     _kind = sc.KIND_RETRIEVER
     _default_name = "retrieval"
+    _operation = sc.GEN_AI_OP_RETRIEVAL
 
     def __init__(
         self,
@@ -306,14 +326,8 @@ class RetrievalSpan(SpanRecorder):
         self._items: list[Any] = []
         self._count = 0
 
-    def _span_name(self) -> str:
-        # GenAI: "{gen_ai.operation.name} {gen_ai.data_source.id}"
-        if self._data_source:
-            return f"{sc.GEN_AI_OP_RETRIEVAL} {self._data_source}"
-        return sc.GEN_AI_OP_RETRIEVAL
-
-    def _span_kind(self) -> SpanKind:
-        return SpanKind.INTERNAL if self._in_process else SpanKind.CLIENT
+    def _target(self) -> str | None:
+        return self._data_source
 
     def _start_attributes(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_RETRIEVAL}
@@ -382,12 +396,13 @@ class RetrievalSpan(SpanRecorder):
         self._write_documents(self._items, self._count)
 
 
-class GenerationSpan(SpanRecorder):
+class GenerationSpan(_OperationSpan):
     """One LLM call (OpenInference LLM, GenAI ``chat``)."""
 
     _role = sc.ROLE_GENERATION
     _kind = sc.KIND_LLM
     _default_name = "generation"
+    _operation = sc.GEN_AI_OP_CHAT
 
     def __init__(
         self,
@@ -408,14 +423,8 @@ class GenerationSpan(SpanRecorder):
         self._response_model: str | None = None
         self._response_id: str | None = None
 
-    def _span_name(self) -> str:
-        # GenAI: "{gen_ai.operation.name} {gen_ai.request.model}"
-        if self._model:
-            return f"{sc.GEN_AI_OP_CHAT} {self._model}"
-        return sc.GEN_AI_OP_CHAT
-
-    def _span_kind(self) -> SpanKind:
-        return SpanKind.INTERNAL if self._in_process else SpanKind.CLIENT
+    def _target(self) -> str | None:
+        return self._model
 
     def _start_attributes(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_CHAT}
