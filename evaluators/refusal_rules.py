@@ -11,12 +11,13 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from ragpulse.disk_cache import cached
 from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.injection.engine import PatternSet
 from ragpulse.evaluators.injection.guards import guard, table_key, word_odds
 from ragpulse.evaluators.text import sentences
 from ragpulse.plugin_context import PluginContext
@@ -196,6 +197,16 @@ def _prefilter() -> _Prefilter:
     return cached("refusal-prefilter", key, lambda: _Prefilter(patterns), _Prefilter)
 
 
+@functools.cache
+def _pattern_set() -> PatternSet:
+    """The patterns on Hyperscan: one scan of the answer says which may match a sentence."""
+    return PatternSet("refusal", [p for _, p in _PATTERNS], anchored=False)
+
+
+def _possible_hs(answer: str) -> tuple[int, ...]:
+    return tuple(sorted(_pattern_set().possible(answer)))
+
+
 def _first_match(sentence: str, possible: Sequence[int] | None = None) -> tuple[Kind, str] | None:
     """The refusal phrase in one sentence: "don't know" wins over "decline".
 
@@ -234,11 +245,11 @@ class RefusalRules(Evaluator):
         super().load(context)
         _prefilter()  # derived from the patterns once per process, not during the first record
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def _score(self, record: RagRecord, possible_in: Callable[[str], Sequence[int]] | None = None) -> EvalResult:
         answer = _normalize(record.answer)
         if not answer:
             return self.not_applicable("the answer is empty")
-        possible = _prefilter().possible(answer)
+        possible = (possible_in or _prefilter().possible)(answer)
         if not possible:
             return self.result(0.0, label="answered", explanation="no refusal phrase", kind=None)
         parts = sentences(answer) or [answer]

@@ -9,18 +9,23 @@ what excerpt, is always its own regex's answer.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
+from collections.abc import Callable
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ragpulse.evaluators.injection.engine import PatternSet
 from ragpulse.evaluators.injection.normalize import _hidden_characters, _normalize, _Normalized
 from ragpulse.evaluators.injection.payloads import _token_payloads
-from ragpulse.evaluators.injection.rules import _FAMILY_OF, _WEIGHTS
+from ragpulse.evaluators.injection.rule import Rule, Space
+from ragpulse.evaluators.injection.rules import _FAMILY_OF, _RULES, _WEIGHTS
 from ragpulse.evaluators.injection.search import _Haystack, _rules_to_try, _search
 
 EXCERPT_CHARS = 120
+_Matcher = Callable[..., None]
 _CACHE_MAX_CHARS = 8_000  # memoised by value up to this; longer texts by a digest...
 _DIGEST_MAX_CHARS = 65_536  # ...up to this: beyond, documents rarely repeat (and floods never)
 
@@ -66,12 +71,56 @@ def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nes
             _match_rules(_normalize(decoded), document=document, hits=hits, nested=True)
 
 
+class _Engine:
+    """The rules of one text space on one pattern set, and which apply where."""
+
+    def __init__(self, space: Space) -> None:
+        self.rules: tuple[Rule, ...] = tuple(r for r in _RULES if r.space == space)
+        self.patterns = PatternSet(f"injection-{space}", [r.pattern for r in self.rules])
+        self.wanted = {
+            document: tuple(
+                i for i, r in enumerate(self.rules) if r.where != ("question" if document else "document")
+            )
+            for document in (False, True)
+        }
+
+
+@functools.cache
+def _engines() -> tuple[_Engine, _Engine]:
+    return _Engine("folded"), _Engine("plain")
+
+
+def prepare() -> None:
+    """Load (or compile) the rule databases now rather than during the first scan."""
+    _engines()
+
+
+def _match_rules_hs(
+    norm: _Normalized, *, document: bool, hits: dict[str, str], nested: bool
+) -> None:
+    """Fill ``hits`` (rule name -> matched text) from the regex and token rules."""
+    for engine, text in zip(_engines(), (norm.folded, norm.plain), strict=True):
+        wanted = engine.wanted[document]
+        if hits:
+            wanted = tuple(i for i in wanted if engine.rules[i].name not in hits)
+        for i, m in engine.patterns.first_matches(text, wanted).items():
+            hits[engine.rules[i].name] = m.group()
+    if norm.mixed_script is not None:
+        hits.setdefault("mixed_script_word", norm.mixed_script)
+    if nested:
+        return
+    for name, excerpt, decoded in _token_payloads(norm.plain, norm.folded):
+        hits.setdefault(name, excerpt)
+        if decoded is not None:
+            _match_rules_hs(_normalize(decoded), document=document, hits=hits, nested=True)
+
+
 def _excerpt(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
-def _scan(text: str, document: bool) -> TextScan:
+def _scan(text: str, document: bool, match: _Matcher | None = None) -> TextScan:
     if not text or text.isspace():
         return TextScan()
     hits: dict[str, str] = {}
@@ -79,7 +128,7 @@ def _scan(text: str, document: bool) -> TextScan:
         smuggled = _hidden_characters(text, hits)
         if smuggled.strip():
             text = text + "\n" + smuggled
-    _match_rules(_normalize(text), document=document, hits=hits, nested=False)
+    (match or _match_rules)(_normalize(text), document=document, hits=hits, nested=False)
     if not hits:
         return TextScan()
     names = sorted(hits, key=lambda n: (-_WEIGHTS[n], n))
