@@ -3,7 +3,7 @@
 Each rule has a family and a weight; a location's risk is ``1 - prod(1 - w)``
 over the rules that fired there and the record's score is the highest location
 risk. The score is the detected *risk* (higher = worse), unlike the quality
-metrics. The rules, the normaliser and the anchor-window search engine live in
+metrics. The rules, the normaliser and the Hyperscan-backed engine live in
 :mod:`ragpulse.evaluators.injection`; this module is the evaluator.
 """
 
@@ -12,11 +12,14 @@ from __future__ import annotations
 from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.injection import TextScan, scan_text
+from ragpulse.evaluators.injection import ScanMemo, TextScan, scan_text
 from ragpulse.evaluators.injection.findings import document_ids, finding, place
-from ragpulse.evaluators.injection.prefilter import prepare
+from ragpulse.evaluators.injection.scan import prepare
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
+
+SCAN_MEMO = "injection/scan-memo"
+"""The plug-in context key of the :class:`ScanMemo` the injection evaluators share."""
 
 
 class InjectionRules(Evaluator):
@@ -42,19 +45,22 @@ class InjectionRules(Evaluator):
         )
 
     options: Options
+    _scans: ScanMemo | None = None  # the plug-in context's, once loaded
 
     def load(self, context: PluginContext) -> None:
         super().load(context)
-        prepare()  # the scanner's guard table, once per process: not during the first record
+        prepare()  # the rule databases, once per process: not during the first record
+        self._scans = context.shared(SCAN_MEMO, ScanMemo)
 
     def _score(self, record: RagRecord) -> EvalResult:
         if not record.question and not record.documents:
             return self.not_applicable("no question and no documents to scan")
+        scan = self._scans.scan if self._scans is not None else scan_text
         locations: list[tuple[str, TextScan]] = []
         if record.question:
-            locations.append(("question", scan_text(record.question)))
+            locations.append(("question", scan(record.question)))
         for i, doc in enumerate(record.documents):
-            locations.append((f"document:{i}", scan_text(doc.content, document=True)))
+            locations.append((f"document:{i}", scan(doc.content, document=True)))
         ids = document_ids(record)
         findings: list[dict[str, object]] = [
             finding(

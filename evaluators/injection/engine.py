@@ -144,9 +144,7 @@ def _compile(patterns: dict[int, str]) -> tuple[bytes | None, dict[int, str]]:
 
     def build(ids: Sequence[int]) -> Any:
         db = hs.Database(mode=hs.HS_MODE_BLOCK)
-        db.compile(
-            expressions=[patterns[i].encode() for i in ids], ids=list(ids), flags=_FLAGS
-        )
+        db.compile(expressions=[patterns[i].encode() for i in ids], ids=list(ids), flags=_FLAGS)
         return db
 
     try:

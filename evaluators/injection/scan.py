@@ -1,8 +1,8 @@
-"""Scan one text: hidden characters, the rules that can match it, decoded payloads, memoised.
+"""Scan one text: hidden characters, the rules that match it, decoded payloads.
 
-Per text: flag hidden characters on the raw text, normalise once, ask
-:mod:`search` which rules to try (on a short text only those whose guard holds,
-usually one or two), run those, then look for encoded payloads and floods among
+Per text: flag hidden characters on the raw text, normalise once, scan the
+normalised text once for every rule (:mod:`engine`: Hyperscan says which rules
+may match, ``re`` runs those), then look for encoded payloads and floods among
 the tokens and scan decoded payloads the same way. Whether a rule fires, and on
 what excerpt, is always its own regex's answer.
 """
@@ -12,22 +12,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
-from collections.abc import Callable
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from ragpulse.evaluators.injection.engine import PatternSet
 from ragpulse.evaluators.injection.normalize import _hidden_characters, _normalize, _Normalized
 from ragpulse.evaluators.injection.payloads import _token_payloads
 from ragpulse.evaluators.injection.rule import Rule, Space
 from ragpulse.evaluators.injection.rules import _FAMILY_OF, _RULES, _WEIGHTS
-from ragpulse.evaluators.injection.search import _Haystack, _rules_to_try, _search
 
 EXCERPT_CHARS = 120
-_Matcher = Callable[..., None]
-_CACHE_MAX_CHARS = 8_000  # memoised by value up to this; longer texts by a digest...
-_DIGEST_MAX_CHARS = 65_536  # ...up to this: beyond, documents rarely repeat (and floods never)
 
 
 @dataclass(frozen=True)
@@ -49,18 +43,54 @@ class TextScan:
         return dict(zip(self.rules, self.weights, strict=True))
 
 
+_NOTHING = TextScan()
+
+
+class _Space:
+    """The rules of one text space (casefolded or plain) on one pattern set."""
+
+    def __init__(self, space: Space) -> None:
+        self.rules: tuple[Rule, ...] = tuple(r for r in _RULES if r.space == space)
+        self.patterns = PatternSet(f"injection-{space}", [r.pattern for r in self.rules])
+        # The rules that apply to a question (False) or a document (True).
+        self.wanted = {
+            document: tuple(
+                i
+                for i, r in enumerate(self.rules)
+                if r.where != ("question" if document else "document")
+            )
+            for document in (False, True)
+        }
+
+
+@functools.cache
+def _spaces() -> tuple[_Space, _Space]:
+    """The casefolded and the plain rules, compiled once per process."""
+    return _Space("folded"), _Space("plain")
+
+
+def prepare() -> None:
+    """Load (or compile) the rule databases now rather than during the first scan."""
+    _spaces()
+
+
+def unexpressed() -> dict[str, str]:
+    """Rule name -> why Hyperscan cannot take its regex (``re`` runs it on every text)."""
+    return {
+        space.rules[i].name: why
+        for space in _spaces()
+        for i, why in space.patterns.unexpressed.items()
+    }
+
+
 def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nested: bool) -> None:
     """Fill ``hits`` (rule name -> matched text) from the regex and token rules."""
-    haystacks = {
-        "folded": _Haystack(norm.folded, folded=True),
-        "plain": _Haystack(norm.plain, folded=False),
-    }
-    skip_where = "question" if document else "document"
-    for rule in _rules_to_try(norm.folded):
-        if rule.name in hits or rule.where == skip_where:
-            continue
-        if (m := _search(rule, haystacks[rule.space])) is not None:
-            hits[rule.name] = m.group()
+    for space, text in zip(_spaces(), (norm.folded, norm.plain), strict=True):
+        wanted = space.wanted[document]
+        if hits:
+            wanted = tuple(i for i in wanted if space.rules[i].name not in hits)
+        for i, m in space.patterns.first_matches(text, wanted).items():
+            hits[space.rules[i].name] = m.group()
     if norm.mixed_script is not None:
         hits.setdefault("mixed_script_word", norm.mixed_script)
     if nested:
@@ -71,66 +101,29 @@ def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nes
             _match_rules(_normalize(decoded), document=document, hits=hits, nested=True)
 
 
-class _Engine:
-    """The rules of one text space on one pattern set, and which apply where."""
-
-    def __init__(self, space: Space) -> None:
-        self.rules: tuple[Rule, ...] = tuple(r for r in _RULES if r.space == space)
-        self.patterns = PatternSet(f"injection-{space}", [r.pattern for r in self.rules])
-        self.wanted = {
-            document: tuple(
-                i for i, r in enumerate(self.rules) if r.where != ("question" if document else "document")
-            )
-            for document in (False, True)
-        }
-
-
-@functools.cache
-def _engines() -> tuple[_Engine, _Engine]:
-    return _Engine("folded"), _Engine("plain")
-
-
-def prepare() -> None:
-    """Load (or compile) the rule databases now rather than during the first scan."""
-    _engines()
-
-
-def _match_rules_hs(
-    norm: _Normalized, *, document: bool, hits: dict[str, str], nested: bool
-) -> None:
-    """Fill ``hits`` (rule name -> matched text) from the regex and token rules."""
-    for engine, text in zip(_engines(), (norm.folded, norm.plain), strict=True):
-        wanted = engine.wanted[document]
-        if hits:
-            wanted = tuple(i for i in wanted if engine.rules[i].name not in hits)
-        for i, m in engine.patterns.first_matches(text, wanted).items():
-            hits[engine.rules[i].name] = m.group()
-    if norm.mixed_script is not None:
-        hits.setdefault("mixed_script_word", norm.mixed_script)
-    if nested:
-        return
-    for name, excerpt, decoded in _token_payloads(norm.plain, norm.folded):
-        hits.setdefault(name, excerpt)
-        if decoded is not None:
-            _match_rules_hs(_normalize(decoded), document=document, hits=hits, nested=True)
-
-
 def _excerpt(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
-def _scan(text: str, document: bool, match: _Matcher | None = None) -> TextScan:
+def scan_text(text: str, *, document: bool = False) -> TextScan:
+    """Run every rule over one text.
+
+    ``document=True`` adds the rules for imperatives addressed to the assistant
+    (normal in a user's question, suspicious in retrieved content) and drops
+    the question-only ones (asking for a password or another user's data is
+    what a question does, not a document). Pure and thread-safe.
+    """
     if not text or text.isspace():
-        return TextScan()
+        return _NOTHING
     hits: dict[str, str] = {}
     if not text.isascii():
         smuggled = _hidden_characters(text, hits)
         if smuggled.strip():
             text = text + "\n" + smuggled
-    (match or _match_rules)(_normalize(text), document=document, hits=hits, nested=False)
+    _match_rules(_normalize(text), document=document, hits=hits, nested=False)
     if not hits:
-        return TextScan()
+        return _NOTHING
     names = sorted(hits, key=lambda n: (-_WEIGHTS[n], n))
     weights = tuple(_WEIGHTS[n] for n in names)
     survive = 1.0
@@ -145,43 +138,45 @@ def _scan(text: str, document: bool, match: _Matcher | None = None) -> TextScan:
     )
 
 
-_scan_cached = lru_cache(maxsize=2048)(_scan)
-_LONG_CACHE_SIZE = 256  # long texts' scans, keyed by a digest: the texts are not kept
-_long_scans: OrderedDict[bytes, TextScan] = OrderedDict()
-_long_lock = threading.Lock()
+class ScanMemo:
+    """Recent scans, because the same documents are retrieved again and again.
 
-
-def _scan_long(text: str, document: bool) -> TextScan:
-    """A long text's scan, memoised by a digest of the text (its scan costs milliseconds,
-    its digest microseconds; the cache holds 16-byte keys, never the texts)."""
-    key = hashlib.blake2b(
-        text.encode("utf-8", "surrogatepass"), digest_size=16, person=b"doc" if document else b"q"
-    ).digest()
-    with _long_lock:
-        found = _long_scans.get(key)
-        if found is not None:
-            _long_scans.move_to_end(key)
-            return found
-    found = _scan(text, document)
-    with _long_lock:
-        _long_scans[key] = found
-        while len(_long_scans) > _LONG_CACHE_SIZE:
-            _long_scans.popitem(last=False)
-    return found
-
-
-def scan_text(text: str, *, document: bool = False) -> TextScan:
-    """Run every rule over one text.
-
-    ``document=True`` adds the rules for imperatives addressed to the assistant
-    (normal in a user's question, suspicious in retrieved content) and drops
-    the question-only ones (asking for a password or another user's data is
-    what a question does, not a document). Pure and thread-safe; texts are
-    memoised because the same documents are retrieved again and again (short
-    ones by value, longer ones up to 64 KiB by a digest).
+    By value up to ``max_chars`` characters; longer texts up to ``max_digest_chars``
+    by a 16-byte digest (the memo never keeps those texts); beyond, never (documents that
+    large rarely repeat, floods never). Thread-safe. One per plug-in context (the
+    injection evaluators share it), so that two collectors in one process never share one.
     """
-    if len(text) <= _CACHE_MAX_CHARS:
-        return _scan_cached(text, document)
-    if len(text) <= _DIGEST_MAX_CHARS:
-        return _scan_long(text, document)
-    return _scan(text, document)
+
+    def __init__(
+        self, size: int = 4096, max_chars: int = 8_000, max_digest_chars: int = 65_536
+    ) -> None:
+        self._by_value = functools.lru_cache(maxsize=size)(_scan_positional)
+        self._max_chars, self._max_digest_chars = max_chars, max_digest_chars
+        self._by_digest: OrderedDict[bytes, TextScan] = OrderedDict()
+        self._digest_size = max(1, size // 16)
+        self._lock = threading.Lock()
+
+    def scan(self, text: str, *, document: bool = False) -> TextScan:
+        """:func:`scan_text`, remembered."""
+        if len(text) <= self._max_chars:
+            return self._by_value(text, document)
+        if len(text) > self._max_digest_chars:
+            return scan_text(text, document=document)
+        key = hashlib.blake2b(
+            text.encode("utf-8", "surrogatepass"), digest_size=16, person=b"d" if document else b"q"
+        ).digest()
+        with self._lock:
+            found = self._by_digest.get(key)
+            if found is not None:
+                self._by_digest.move_to_end(key)
+                return found
+        found = scan_text(text, document=document)
+        with self._lock:
+            self._by_digest[key] = found
+            while len(self._by_digest) > self._digest_size:
+                self._by_digest.popitem(last=False)
+        return found
+
+
+def _scan_positional(text: str, document: bool) -> TextScan:
+    return scan_text(text, document=document)

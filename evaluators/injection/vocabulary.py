@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Protocol
-
-
-class PatternSource(Protocol):
-    """What the guards read of a pattern: a compiled ``re.Pattern`` or a :class:`LazyPattern`."""
-
-    @property
-    def pattern(self) -> str: ...
-
-    @property
-    def flags(self) -> int: ...
 
 
 class LazyPattern:
     """A regex compiled on first use.
 
     The rule table holds about 80 patterns; compiling them all costs ~0.1 s at import,
-    while the prefilter lets a typical text run only a rule or two. ``pattern`` is
-    known without compiling (the on-disk cache key of the guards reads it); ``search``
-    and ``flags`` compile once (two threads may both compile: harmless).
+    while Hyperscan lets a typical text run none of them. ``pattern`` is known without
+    compiling (the rule databases are built, and keyed on disk, from it); ``search``
+    compiles once (two threads may both compile: harmless).
     """
 
     def __init__(self, pattern: str) -> None:
@@ -32,11 +21,6 @@ class LazyPattern:
     @cached_property
     def compiled(self) -> re.Pattern[str]:
         return re.compile(self.pattern)
-
-    @cached_property
-    def flags(self) -> int:
-        """As compiled: inline flags such as ``(?i)`` included (compiles)."""
-        return self.compiled.flags
 
     def search(self, text: str, pos: int = 0, endpos: int = 1 << 62) -> re.Match[str] | None:
         return self.compiled.search(text, pos, endpos)
