@@ -37,16 +37,14 @@ Where = Literal["any", "question", "document"]
 
 @dataclass(frozen=True)
 class Rule:
-    """One named pattern, gated by anchors (literals every match must contain)."""
+    """One named pattern: where it applies, and what it weighs when it fires."""
 
     name: str
     family: str
     weight: float
     pattern: LazyPattern
-    anchors: tuple[str, ...]
     space: Space = "folded"  # "plain": NFKC text with case kept
     where: Where = "any"
-    word_anchors: bool = True  # anchors starting with a letter only count at a word start
 
     @cached_property
     def reach(self) -> int:

@@ -60,11 +60,7 @@ def _then(n: int) -> str:
     return rf"(?:\W{{1,10}}\w{{1,30}}){{0,{n}}}?"
 
 
-# Vocabulary shared by the rule tables: ``*_ANCHORS`` are literals, the rest regex groups.
-_OVERRIDE_VERB_ANCHORS = _words(
-    "ignor|disregard|forget|overlook|bypass|overrid|overwrit|neglect|abandon|discard|dismiss|"
-    "set aside|put aside|not follow|'t follow|stop following|longer follow"
-)
+# Vocabulary shared by the rule tables: regex groups.
 _OVERRIDE_VERBS = _alt(
     "ignore|ignoring|disregard|disregarding|forget|forgetting|overlook|bypass|override|overwrite|"
     "neglect|abandon|discard|dismiss|set aside|put aside|do not follow|don't follow|"
@@ -79,17 +75,10 @@ _INSTRUCTION_NOUNS = _alt(
     "guidance|constraints|restrictions|programming|training|policies|messages|context|"
     "conversation|text|input"
 )
-_AI_ANCHORS = _words(
-    "ai|a.i.|assistant|llm|language model|chatbot|gpt|chatgpt|claude|gemini|bard|copilot"
-)
 _AI_NOUNS = _alt(
     r"ai|a\.i\.|ai assistants?|virtual assistants?|digital assistants?|llms?|"
     r"large language models?|language models?|chatbots?|ai models?|ai agents?|ai systems?|"
     r"gpt(?:-?\d)?|chatgpt|claude|gemini|bard|copilot"
-)
-_SECRET_ANCHORS = _words(
-    "secret|password|passcode|passphrase|pass phrase|pin|api|private key|access|auth|credential|"
-    "key|token|code word|codeword"
 )
 _SECRET_OBJECTS = _alt(
     "secret(?: key| word| code| phrase| token| password)?|password|passcode|passphrase|"
