@@ -44,7 +44,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cheap_tier import free_port, peak_rss_mib, scrape_all
+from cheap_tier import cpu_seconds, free_port, peak_rss_mib, scrape_all
 from eval_speed import run as run_process
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
@@ -184,15 +184,20 @@ def serve_once(
                     time.sleep(0.05)  # refused for now: retry, as an OTLP exporter does
             conn.close()
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds(proc.pid)
         with ThreadPoolExecutor(clients) as pool:
             list(pool.map(send, [bodies[i::clients] for i in range(clients)]))
-        while faithfulness_counted(url) < traces:
+        while (counted := faithfulness_counted(url)) < traces:
             if time.perf_counter() - start > 600:
                 raise SystemExit("timed out waiting for the faithfulness counts")
-            time.sleep(0.02)
-        elapsed = time.perf_counter() - start
-        return {"traces/s": traces / elapsed, "peak RSS MiB": peak_rss_mib(proc.pid)}
+            # A scrape costs the collector a few ms: rarely, until the end is near.
+            time.sleep(0.02 if counted >= 0.9 * traces else 0.25)
+        elapsed, cpu = time.perf_counter() - start, cpu_seconds(proc.pid) - cpu
+        return {
+            "traces/s": traces / elapsed,
+            "traces/CPU-s": traces / cpu,
+            "peak RSS MiB": peak_rss_mib(proc.pid),
+        }
     finally:
         if sampler is not None:
             sampler.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
@@ -201,13 +206,16 @@ def serve_once(
         proc.wait(60)
 
 
-def bare_once(bodies_file: Path) -> float:
-    """Traces/s of the bare decode + K-Precision script on the collector's core."""
+def bare_once(bodies_file: Path) -> dict[str, float]:
+    """Traces/s (and per CPU-second) of the bare script on the collector's core."""
     script = ROOT / "bench" / "decode_kprecision_bare.py"
     out = subprocess.run(["taskset", "-c", CORE, sys.executable, str(script), str(bodies_file)],
                          check=True, capture_output=True, text=True).stdout  # fmt: skip
     figures = json.loads(out)
-    return float(figures["traces"] / figures["seconds"])
+    return {
+        "traces/s": figures["traces"] / figures["seconds"],
+        "traces/CPU-s": figures["traces"] / figures["cpu_seconds"],
+    }
 
 
 def py_spy() -> str:
@@ -218,24 +226,38 @@ def py_spy() -> str:
 # --- the profile --------------------------------------------------------------------
 
 # Parts of the collector, by the file a frame is in (py-spy names frames
-# "function (path:line)"); a sample counts once for each part it passes through.
-PARTS = {
-    "receiver (HTTP)": ("collector/receiver.py",),
-    "OTLP decode": ("collector/otlp.py",),
-    "assembly": ("collector/assembly.py",),
-    "extraction": ("collector/extract.py",),
-    "injection/rules": ("evaluators/injection_rules.py",),
-    "refusal/rules": ("evaluators/refusal_rules.py",),
-    "lexical (3 evaluators)": ("evaluators/lexical.py",),
-    "shared text analysis": ("evaluators/text.py",),
-    "sinks": ("exporters/",),
-}
+# "function (path:line)"). A sample belongs to the part of its innermost frame that
+# names one (library frames count for the part that called them); the first marker
+# that a path contains names the part.
+PARTS = (
+    ("injection rules (normalise, Hyperscan, payloads)", ("evaluators/injection",)),
+    ("refusal rules", ("evaluators/refusal_rules.py",)),
+    ("text analysis (tokens, shared)", ("evaluators/text.py",)),
+    ("lexical metrics", ("evaluators/lexical.py",)),
+    ("evaluation glue (bounds, results)", ("evaluators/base.py", "ragpulse/evaluation.py")),
+    ("extraction", ("collector/extract.py", "collector/readers.py", "collector/conventions.py")),
+    ("OTLP decode", ("collector/otlp.py",)),
+    ("HTTP receiver", ("collector/receiver.py", "aiohttp/", "asyncio/")),
+    ("assembly", ("collector/assembly.py", "collector/service.py")),
+    ("pipeline", ("collector/pipeline.py",)),
+    ("sinks", ("exporters/",)),
+    ("/metrics scrapes", ("prometheus_client/", "socketserver.py", "http/server.py")),
+    ("waiting (locks, queues)", ("threading.py", "queue.py", "selectors.py")),
+)
 
 
 def _location(frame: str) -> tuple[str, str]:
     """("function", "path") of a py-spy frame "function (path:line)"."""
     name, _, where = frame.rpartition(" (")
     return name, where.rsplit(":", 1)[0]
+
+
+def _part(paths: list[str]) -> str:
+    for path in reversed(paths):
+        for part, markers in PARTS:
+            if any(m in path for m in markers):
+                return part
+    return "other"
 
 
 def profile_table(raw: Path, top: int) -> list[str]:
@@ -251,14 +273,11 @@ def profile_table(raw: Path, top: int) -> list[str]:
     own: Counter[str] = Counter()
     for stack, count in stacks.items():
         frames = stack.split(";")
-        paths = [_location(f)[1] for f in frames if " (" in f]
-        for part, markers in PARTS.items():
-            if any(m in p for p in paths for m in markers):
-                parts[part] += count
+        parts[_part([_location(f)[1] for f in frames if " (" in f])] += count
         leaf_name, leaf_path = _location(frames[-1])
         own[f"{leaf_name} ({leaf_path.split('site-packages/')[-1]})"] += count
-    lines = [f"    {total} samples of the collector's busy threads (200 Hz)",
-             "    share of samples passing through each part (inclusive):"]  # fmt: skip
+    lines = [f"    {total} samples of the collector's threads that were not idle (200 Hz)",
+             "    by part (the innermost part a sample is in):"]  # fmt: skip
     lines += [f"      {100 * n / total:5.1f}%  {part}" for part, n in parts.most_common()]
     lines.append(f"    top {top} functions by their own samples:")
     lines += [f"      {100 * n / total:5.1f}%  {name}" for name, n in own.most_common(top)]
@@ -277,12 +296,17 @@ def main() -> None:
     parser.add_argument("--traces-per-request", type=int, default=60)
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3, help="serve and bare runs, each")
-    parser.add_argument("--eval-runs", type=int, default=5, help="eval and bare runs, each")
+    parser.add_argument(
+        "--eval-runs", type=int, default=5, help="eval and bare runs, each (0: skip)"
+    )
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args()
     if not args.data.is_file():
         raise SystemExit(f"data set not found: {args.data} (see ../shared/data/dev)")
+    # Children keep the bytecode they compile, as an installed package's modules do (an
+    # environment that forbids it would charge every `ragpulse eval` run for compiling).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     cores = os.cpu_count() or 1
     os.sched_setaffinity(0, set(range(1, cores)) or {0})  # the load generator: other cores
     load = os.getloadavg()
@@ -300,27 +324,21 @@ def main() -> None:
             for body in bodies:
                 f.write(len(body).to_bytes(4, "big") + body)
         serve: list[dict[str, float]] = []
-        bare: list[float] = []
+        bare: list[dict[str, float]] = []
         for _ in range(args.rounds):
             serve.append(serve_once(bodies, args.traces, args.clients))
             bare.append(bare_once(bodies_file))
-        serve_rate = statistics.median(s["traces/s"] for s in serve)
-        bare_rate = statistics.median(bare)
         print(f"\n[1] serve on one core vs bare decode + K-Precision on one core: {args.traces} "
               f"traces in {len(bodies)} bodies, {distinct} distinct documents, "
               f"{args.rounds} alternated rounds")  # fmt: skip
-        print(
-            f"    ragpulse serve (defaults)        {serve_rate:9,.0f} traces/s  (runs: "
-            + ", ".join(f"{s['traces/s']:,.0f}" for s in serve)
-            + ")"
-        )
-        print(
-            f"    bare decode + K-Precision        {bare_rate:9,.0f} traces/s  (runs: "
-            + ", ".join(f"{b:,.0f}" for b in bare)
-            + ")"
-        )
-        print(f"    ratio serve / bare: {serve_rate / bare_rate:.2f}x;  serve peak RSS "
-              f"{max(s['peak RSS MiB'] for s in serve):.0f} MiB")  # fmt: skip
+        for unit, what in (("traces/s", "wall clock"), ("traces/CPU-s", "per CPU-second")):
+            s_rate = statistics.median(s[unit] for s in serve)
+            b_rate = statistics.median(b[unit] for b in bare)
+            print(f"    {what}: serve {s_rate:,.0f} {unit}, bare {b_rate:,.0f}: "
+                  f"ratio {s_rate / b_rate:.2f}x  (serve runs: "
+                  + ", ".join(f"{s[unit]:,.0f}" for s in serve) + "; bare runs: "
+                  + ", ".join(f"{b[unit]:,.0f}" for b in bare) + ")")  # fmt: skip
+        print(f"    serve peak RSS {max(s['peak RSS MiB'] for s in serve):.0f} MiB")
 
         rows_n = len(rows)
         ragpulse = shutil.which("ragpulse", path=str(Path(sys.executable).parent)) or "ragpulse"
@@ -332,23 +350,27 @@ def main() -> None:
             "ragpulse eval (defaults)": [*pin, ragpulse, "eval", str(args.data), "-o",
                                          str(tmp / "eval.jsonl")],
         }  # fmt: skip
-        run_process(commands["ragpulse eval (defaults)"])  # warm the file and on-disk caches
         walls: dict[str, list[float]] = {name: [] for name in commands}
         rss: dict[str, float] = dict.fromkeys(commands, 0.0)
+        if args.eval_runs:
+            run_process(commands["ragpulse eval (defaults)"])  # warm the file and disk caches
         for _ in range(args.eval_runs):
             for name, cmd in commands.items():
                 wall, peak = run_process(cmd)
                 walls[name].append(wall)
                 rss[name] = max(rss[name], peak)
-        print(f"\n[2] whole process over {args.data.name} ({rows_n} rows), both on one core, "
-              f"{args.eval_runs} alternated runs")  # fmt: skip
-        medians = {name: statistics.median(v) for name, v in walls.items()}
-        for name, median in medians.items():
-            print(f"    {name:32} {median:6.2f} s  {rows_n / median:8,.0f} rows/s  "
-                  f"peak RSS {rss[name]:5.0f} MiB  (runs: "
-                  + ", ".join(f"{w:.2f}" for w in walls[name]) + ")")  # fmt: skip
-        ratio = medians["bare regex + set K-Precision"] / medians["ragpulse eval (defaults)"]
-        print(f"    ratio eval / bare (speed): {ratio:.2f}x")
+        if args.eval_runs:
+            print(f"\n[2] whole process over {args.data.name} ({rows_n} rows), both on one core, "
+                  f"{args.eval_runs} alternated runs")  # fmt: skip
+            medians = {name: statistics.median(v) for name, v in walls.items()}
+            for name, median in medians.items():
+                print(f"    {name:32} {median:6.2f} s  {rows_n / median:8,.0f} rows/s  "
+                      f"peak RSS {rss[name]:5.0f} MiB  (runs: "
+                      + ", ".join(f"{w:.2f}" for w in walls[name]) + ")")  # fmt: skip
+            bare_s = medians["bare regex + set K-Precision"]
+            print(
+                f"    ratio eval / bare (speed): {bare_s / medians['ragpulse eval (defaults)']:.2f}x"
+            )
 
         if not args.no_profile:
             print("\n[3] where serve's time goes (one more run, sampled by py-spy)")

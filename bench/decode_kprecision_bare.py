@@ -3,7 +3,7 @@ K-Precision per trace, nothing else (no HTTP, no models, no validation, no sinks
 
 Reads a file of length-prefixed ExportTraceServiceRequest bodies (4-byte big-endian
 length, then the body), as `cheap_tier_ratio.py` writes it; prints one JSON line:
-{"traces": N, "seconds": S} for the decode + scoring loop alone (start-up and the file
+{"traces": N, "seconds": S, "cpu_seconds": C} for the decode + scoring loop alone (start-up and the file
 read are not timed, as the collector's start-up is not in its figure either).
 
     python bench/decode_kprecision_bare.py BODIES.bin
@@ -67,9 +67,10 @@ def score(bodies: list[bytes]) -> int:
 
 def main() -> None:
     bodies = read_bodies(sys.argv[1])
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     traces = score(bodies)
-    print(json.dumps({"traces": traces, "seconds": time.perf_counter() - start}))
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"traces": traces, "seconds": seconds, "cpu_seconds": cpu}))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -143,21 +142,27 @@ def indexed_messages(prefix: str, role: str | None, role_field: str, content_fie
     return read
 
 
-_FLAT_DOC = re.compile(r"^(.+)\.(\d+)\.document\.(\w+)$")
+_FLAT_DOC = re.compile(r"(\d+)\.document\.(\w+)$")  # after "<prefix>."
 
 
 def flat_documents(prefix: str) -> Read:
     """OpenInference ``<prefix>.<i>.document.<field>``, or one array value under ``prefix``."""
+    head = prefix + "."
+    at = len(head)
 
     def read(span: Span) -> list[RawDocument] | None:
         nested = span.attributes.get(prefix)
         if isinstance(nested, list):
             return [_unwrap(x) for x in nested] or None
-        fields: dict[int, RawDocument] = defaultdict(dict)
+        fields: dict[int, RawDocument] = {}
+        match = _FLAT_DOC.match
         for key, value in span.attributes.items():
-            m = _FLAT_DOC.match(key)
-            if m and m.group(1) == prefix:
-                fields[int(m.group(2))][m.group(3)] = value
+            # A prefix test first: most attributes of most spans are not documents.
+            if key.startswith(head) and (m := match(key, at)) is not None:
+                index = int(m.group(1))
+                if (document := fields.get(index)) is None:
+                    document = fields[index] = {}
+                document[m.group(2)] = value
         return [fields[i] for i in sorted(fields)] or None
 
     return read

@@ -12,14 +12,21 @@ from __future__ import annotations
 from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.injection import ScanMemo, TextScan, scan_text
+from ragpulse.evaluators.injection import TextScan, scan_text
 from ragpulse.evaluators.injection.findings import document_ids, finding, place
 from ragpulse.evaluators.injection.scan import prepare
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 
-SCAN_MEMO = "injection/scan-memo"
-"""The plug-in context key of the :class:`ScanMemo` the injection evaluators share."""
+_Q, _D = "injection/rules:question", "injection/rules:document"  # keys of the kept scans
+
+
+def _scan_question(text: str) -> TextScan:
+    return scan_text(text)
+
+
+def _scan_document(text: str) -> TextScan:
+    return scan_text(text, document=True)
 
 
 class InjectionRules(Evaluator):
@@ -45,22 +52,23 @@ class InjectionRules(Evaluator):
         )
 
     options: Options
-    _scans: ScanMemo | None = None  # the plug-in context's, once loaded
 
     def load(self, context: PluginContext) -> None:
         super().load(context)
         prepare()  # the rule databases, once per process: not during the first record
-        self._scans = context.shared(SCAN_MEMO, ScanMemo)
 
     def _score(self, record: RagRecord) -> EvalResult:
         if not record.question and not record.documents:
             return self.not_applicable("no question and no documents to scan")
-        scan = self._scans.scan if self._scans is not None else scan_text
+        # Each text is scanned once while it keeps coming back (documents are retrieved
+        # again and again): the scan is kept with the text's shared analysis.
+        view = self.texts.view
         locations: list[tuple[str, TextScan]] = []
         if record.question:
-            locations.append(("question", scan(record.question)))
+            locations.append(("question", view(record.question).derived(_Q, _scan_question)))
         for i, doc in enumerate(record.documents):
-            locations.append((f"document:{i}", scan(doc.content, document=True)))
+            scan = view(doc.content).derived(_D, _scan_document)
+            locations.append((f"document:{i}", scan))
         ids = document_ids(record)
         findings: list[dict[str, object]] = [
             finding(

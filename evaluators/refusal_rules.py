@@ -115,7 +115,12 @@ _PREAMBLE_CHARS = 30
 
 
 def _normalize(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
+    return _fold(unicodedata.normalize("NFKC", text))
+
+
+def _fold(nfkc: str) -> str:
+    """An NFKC text casefolded, quotes straightened, whitespace collapsed."""
+    text = nfkc.casefold()
     for fancy, plain in _QUOTES:
         text = text.replace(fancy, plain)
     return " ".join(text.split())
@@ -179,7 +184,7 @@ class RefusalRules(Evaluator):
         _pattern_set()  # once per process, not during the first record
 
     def _score(self, record: RagRecord) -> EvalResult:
-        answer = _normalize(record.answer)
+        answer = _fold(self.texts.view(record.answer).nfkc)
         if not answer:
             return self.not_applicable("the answer is empty")
         possible = _possible(answer)

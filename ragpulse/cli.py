@@ -496,6 +496,7 @@ def serve(args: argparse.Namespace) -> int:
     import time
 
     from ragpulse.collector.service import Collector
+    from ragpulse.runtime import tune_for_throughput
 
     overrides: dict[str, Any] = {
         "host": args.host,
@@ -515,6 +516,7 @@ def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     collector.start()
+    tune_for_throughput()
     log = logging.getLogger("ragpulse")
     if settings.source == "kafka":
         k = settings.kafka
@@ -628,6 +630,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     from ragpulse.offline_io import batches, count_lines, open_text, read_rows
     from ragpulse.plugins import load_evaluators
     from ragpulse.redaction import Redactor
+    from ragpulse.runtime import tune_for_throughput
 
     settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
     evaluation = settings.evaluation
@@ -637,6 +640,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     with closing(context):
         wanted = load_evaluators(selection, evaluation)
         evaluators = load_evaluators_safely(wanted, context)
+        tune_for_throughput()
         if not evaluators:
             console.print("[red]no evaluator can run[/red] (see the errors above)")
             return 2

@@ -224,7 +224,7 @@ def _every_regex(patterns: PatternSet, text: str) -> dict[int, tuple[tuple[int, 
 
 
 def _engine_finds(patterns: PatternSet, text: str) -> dict[int, tuple[tuple[int, int], str]]:
-    found = patterns.first_matches(text, range(len(patterns.patterns)))
+    found = patterns.first_matches(text, frozenset(range(len(patterns.patterns))))
     return {i: (m.span(), m.group()) for i, m in found.items()}
 
 

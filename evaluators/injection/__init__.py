@@ -42,7 +42,7 @@ from ragpulse.evaluators.injection.rule import (
     Rule,
 )
 from ragpulse.evaluators.injection.rules import RULES
-from ragpulse.evaluators.injection.scan import EXCERPT_CHARS, ScanMemo, TextScan, scan_text
+from ragpulse.evaluators.injection.scan import EXCERPT_CHARS, TextScan, scan_text
 
 __all__ = [
     "DELIMITER",
@@ -58,7 +58,6 @@ __all__ = [
     "RULES",
     "TOOL",
     "Rule",
-    "ScanMemo",
     "TextScan",
     "scan_text",
 ]

@@ -34,7 +34,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -219,11 +220,13 @@ class PatternSet:
 
     def _scan(self, data: str, ascii_text: bool) -> set[int]:
         found = set(self._always)
-        db = self._databases[0 if ascii_text else 1]
+        variant = 0 if ascii_text else 1
+        db = self._databases[variant]
         if db is None:
             return found
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
+        try:
+            scratch = self._local.scratch
+        except AttributeError:  # this thread's first scan
             scratch = self._local.scratch = tuple(
                 hs.Scratch(d) if d is not None else None for d in self._databases
             )
@@ -231,7 +234,7 @@ class PatternSet:
             data.encode("utf-8", "replace"),  # lone surrogates: "?", a non-word character too
             match_event_handler=_on_match,
             context=found,
-            scratch=scratch[0 if ascii_text else 1],
+            scratch=scratch[variant],
         )
         return found
 
@@ -239,13 +242,15 @@ class PatternSet:
         """Indices of the patterns that may match somewhere in ``text`` (one scan)."""
         return self._scan(text, text.isascii())
 
-    def first_matches(self, text: str, wanted: Iterable[int]) -> dict[int, re.Match[str]]:
+    def first_matches(self, text: str, wanted: AbstractSet[int]) -> dict[int, re.Match[str]]:
         """The first match (as ``pattern.search(text)`` finds it) of each wanted pattern
         that matches ``text``; Hyperscan decides which to search, and in which chunks."""
         n, ascii_text = len(text), text.isascii()
         if n <= CHUNK:
-            flagged = self._scan(text, ascii_text).intersection(wanted)
-            found = {i: self.patterns[i].search(text) for i in sorted(flagged)}
+            flagged = self._scan(text, ascii_text)
+            if not flagged:
+                return {}
+            found = {i: self.patterns[i].search(text) for i in sorted(flagged & wanted)}
             return {i: m for i, m in found.items() if m is not None}
         pending = set(wanted)
         matches: dict[int, re.Match[str]] = {}

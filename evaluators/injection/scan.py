@@ -10,9 +10,6 @@ what excerpt, is always its own regex's answer.
 from __future__ import annotations
 
 import functools
-import hashlib
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ragpulse.evaluators.injection.engine import PatternSet
@@ -54,7 +51,7 @@ class _Space:
         self.patterns = PatternSet(f"injection-{space}", [r.pattern for r in self.rules])
         # The rules that apply to a question (False) or a document (True).
         self.wanted = {
-            document: tuple(
+            document: frozenset(
                 i
                 for i, r in enumerate(self.rules)
                 if r.where != ("question" if document else "document")
@@ -88,7 +85,7 @@ def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nes
     for space, text in zip(_spaces(), (norm.folded, norm.plain), strict=True):
         wanted = space.wanted[document]
         if hits:
-            wanted = tuple(i for i in wanted if space.rules[i].name not in hits)
+            wanted = frozenset(i for i in wanted if space.rules[i].name not in hits)
         for i, m in space.patterns.first_matches(text, wanted).items():
             hits[space.rules[i].name] = m.group()
     if norm.mixed_script is not None:
@@ -136,47 +133,3 @@ def scan_text(text: str, *, document: bool = False) -> TextScan:
         excerpt=_excerpt(hits[names[0]]),
         weights=weights,
     )
-
-
-class ScanMemo:
-    """Recent scans, because the same documents are retrieved again and again.
-
-    By value up to ``max_chars`` characters; longer texts up to ``max_digest_chars``
-    by a 16-byte digest (the memo never keeps those texts); beyond, never (documents that
-    large rarely repeat, floods never). Thread-safe. One per plug-in context (the
-    injection evaluators share it), so that two collectors in one process never share one.
-    """
-
-    def __init__(
-        self, size: int = 4096, max_chars: int = 8_000, max_digest_chars: int = 65_536
-    ) -> None:
-        self._by_value = functools.lru_cache(maxsize=size)(_scan_positional)
-        self._max_chars, self._max_digest_chars = max_chars, max_digest_chars
-        self._by_digest: OrderedDict[bytes, TextScan] = OrderedDict()
-        self._digest_size = max(1, size // 16)
-        self._lock = threading.Lock()
-
-    def scan(self, text: str, *, document: bool = False) -> TextScan:
-        """:func:`scan_text`, remembered."""
-        if len(text) <= self._max_chars:
-            return self._by_value(text, document)
-        if len(text) > self._max_digest_chars:
-            return scan_text(text, document=document)
-        key = hashlib.blake2b(
-            text.encode("utf-8", "surrogatepass"), digest_size=16, person=b"d" if document else b"q"
-        ).digest()
-        with self._lock:
-            found = self._by_digest.get(key)
-            if found is not None:
-                self._by_digest.move_to_end(key)
-                return found
-        found = scan_text(text, document=document)
-        with self._lock:
-            self._by_digest[key] = found
-            while len(self._by_digest) > self._digest_size:
-                self._by_digest.popitem(last=False)
-        return found
-
-
-def _scan_positional(text: str, document: bool) -> TextScan:
-    return scan_text(text, document=document)
