@@ -49,7 +49,7 @@ _ASCII_NON_WORD = str.maketrans(
 
 
 def _words(normalized: str) -> list[str]:
-    """The ``\w+`` runs of a normalised text, apostrophes splitting words ("it's": it, s)."""
+    """The ``\\w+`` runs of a normalised text, apostrophes splitting words ("it's": it, s)."""
     if normalized.isascii():
         return normalized.translate(_ASCII_NON_WORD).split()
     return _TOKEN.findall(normalized.replace("'", " "))
