@@ -49,12 +49,14 @@ LOOKAROUND = 256
 """Characters a lookahead may read past the end of a match (the rules' are under 60)."""
 _UNBOUNDED = 1 << 30
 
+hs: Any  # the hyperscan module, or None where it cannot load
 try:
-    import hyperscan as hs
+    import hyperscan
 except ImportError as exc:  # pragma: no cover - no wheel for this platform
     hs = None
     _NO_HYPERSCAN = f"hyperscan unavailable ({exc}); every pattern runs on every text"
 else:
+    hs = hyperscan
     _NO_HYPERSCAN = ""
 
 
@@ -180,6 +182,13 @@ def _build(
     return (databases[0], databases[1]), unexpressed
 
 
+def _load(blobs: tuple[bytes | None, bytes | None]) -> tuple[Any, Any]:
+    ascii_db, any_db = (
+        hs.loadb(blob, hs.HS_MODE_BLOCK) if blob is not None else None for blob in blobs
+    )
+    return ascii_db, any_db
+
+
 class PatternSet:
     """Patterns compiled once; which may match a text, and where the first match is.
 
@@ -202,9 +211,12 @@ class PatternSet:
             blobs, self.unexpressed = cached(
                 f"hyperscan-{name}", key, lambda: _build(sources, anchored), tuple
             )
-            self._databases = tuple(
-                hs.loadb(blob, hs.HS_MODE_BLOCK) if blob is not None else None for blob in blobs
-            )
+            try:
+                self._databases = _load(blobs)
+            except hs.error as exc:  # stored by a machine of another CPU kind: build anew
+                log.info("%s: rebuilding the stored pattern databases (%s)", name, exc)
+                blobs, self.unexpressed = _build(sources, anchored)
+                self._databases = _load(blobs)
         for i, why in sorted(self.unexpressed.items()):
             log.info("%s: pattern %d runs on every text (%s)", name, i, why)
         self._always = frozenset(self.unexpressed)
