@@ -16,6 +16,7 @@ from typing import Literal
 
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection.engine import PatternSet
+from ragpulse.evaluators.injection.vocabulary import LazyPattern
 from ragpulse.evaluators.text import sentences
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Direction, EvalResult, RagRecord
@@ -37,8 +38,9 @@ _CONTEXT = (
 )
 
 # "I don't know" and "the context does not say": the app lacks the information.
-_DONT_KNOW: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p)
+# Compiled on first use (LazyPattern): Hyperscan lets a typical answer run none of them.
+_DONT_KNOW: tuple[LazyPattern, ...] = tuple(
+    LazyPattern(p)
     for p in (
         rf"\b{_I} (?:really |honestly |simply |just )?(?:don't|do not) know\b",
         rf"\b{_I} (?:have no|don't have any|do not have any) (?:idea|information|knowledge|"
@@ -82,8 +84,8 @@ _DONT_KNOW: tuple[re.Pattern[str], ...] = tuple(
 )
 
 # "I can't help with that": the app will not answer.
-_DECLINE: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p)
+_DECLINE: tuple[LazyPattern, ...] = tuple(
+    LazyPattern(p)
     for p in (
         rf"\b{_I}\s?{_CANT} (?:\w+ ){{0,2}}?(?:help|assist|provide|comply|answer|do|fulfil|"
         r"fulfill|share|discuss|give|generate|create|write|support|engage|participate|offer|"
@@ -126,7 +128,7 @@ def _fold(nfkc: str) -> str:
     return " ".join(text.split())
 
 
-_PATTERNS: tuple[tuple[Kind, re.Pattern[str]], ...] = (
+_PATTERNS: tuple[tuple[Kind, LazyPattern], ...] = (
     *(("dont_know", p) for p in _DONT_KNOW),
     *(("decline", p) for p in _DECLINE),
 )

@@ -33,6 +33,7 @@ STOP_WORDS: frozenset[str] = frozenset(
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SHORT = 1_000  # characters: see TextView.token_set
 T = TypeVar("T")
 
 
@@ -115,10 +116,12 @@ class TextView:
 
     @property
     def token_set(self) -> frozenset[str]:
-        """The set of :attr:`tokens` (made without them: documents need only the set)."""
+        """The set of :attr:`tokens`. A long text's set is made without the tokens
+        (documents need only the set); a short one's from them (questions and answers
+        are asked for both)."""
         if self._token_set is None:
-            if self._tokens is not None:
-                self._token_set = frozenset(self._tokens)
+            if self._tokens is not None or len(self.text) < _SHORT:
+                self._token_set = frozenset(self.tokens)
             else:
                 self._token_set = frozenset(_words(self.normalized)).difference(STOP_WORDS)
         return self._token_set

@@ -285,9 +285,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _harness_flags(parser: argparse.ArgumentParser) -> None:
-    from ragpulse.harness import parse_conditions
+def _parse_conditions(value: str) -> list[str]:
+    from ragpulse.harness import parse_conditions  # only when the flag is given
 
+    return parse_conditions(value)
+
+
+def _harness_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "test harness (a labelled test set through a retriever and generator, under "
         "adversarial conditions; --concurrency, --max-drop, --report-dir, --html apply)"
@@ -302,7 +306,7 @@ def _harness_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--conditions",
-        type=parse_conditions,
+        type=_parse_conditions,
         help="comma-separated: retrieved,gold,counterfactual,injected,gold_removed,"
         "irrelevant_only (default: all six; retrieved and gold_removed need --retriever)",
     )

@@ -200,14 +200,15 @@ class PatternSet:
         too (``^`` and ``$`` are not held to the text's ends)."""
         self.name = name
         self.patterns = tuple(patterns)
-        sources = tuple(p.pattern for p in self.patterns)
+        self._sources = sources = tuple(p.pattern for p in self.patterns)
+        version = hs.__version__ if hs is not None else "-"
+        self._key = key = digest([version, Path(__file__).read_bytes(), str(anchored), *sources])
         self.unexpressed: dict[int, str] = {}
         """Index -> why Hyperscan cannot take the pattern: ``re`` runs it on every text."""
         self._databases: tuple[Any, Any] = (None, None)
         if hs is None:
             self.unexpressed = dict.fromkeys(range(len(sources)), _NO_HYPERSCAN)
         else:
-            key = digest([hs.__version__, Path(__file__).read_bytes(), str(anchored), *sources])
             blobs, self.unexpressed = cached(
                 f"hyperscan-{name}", key, lambda: _build(sources, anchored), tuple
             )
@@ -225,9 +226,14 @@ class PatternSet:
 
     @property
     def reach(self) -> tuple[int, ...]:
-        """The longest text each pattern can match (parsed once, on first use)."""
+        """The longest text each pattern can match: parsed on first use, and kept on disk
+        with the databases (parsing them all costs ~0.1 s, a short run's share)."""
         if self._reach is None:
-            self._reach = tuple(max_width(p.pattern) for p in self.patterns)
+            sources = self._sources
+            self._reach = cached(
+                f"pattern-widths-{self.name}", self._key, lambda: tuple(map(max_width, sources)),
+                tuple,
+            )  # fmt: skip
         return self._reach
 
     def _scan(self, data: str, ascii_text: bool) -> set[int]:

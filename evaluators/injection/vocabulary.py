@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cached_property
 
 
@@ -24,6 +25,9 @@ class LazyPattern:
 
     def search(self, text: str, pos: int = 0, endpos: int = 1 << 62) -> re.Match[str] | None:
         return self.compiled.search(text, pos, endpos)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text)
 
 
 def _rx(pattern: str) -> LazyPattern:
