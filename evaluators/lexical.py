@@ -13,8 +13,9 @@ from ragpulse.evaluators.text import TextAnalyses
 from ragpulse.record import EvalResult, RagRecord
 
 
-def _coverage(tokens: Sequence[str], vocabulary: frozenset[str]) -> float:
-    return sum(tok in vocabulary for tok in tokens) / len(tokens)
+def _share_in(unique: Sequence[str], vocabulary: frozenset[str]) -> float:
+    """The share of ``unique`` (distinct tokens) found in ``vocabulary``."""
+    return len(vocabulary.intersection(unique)) / len(unique)
 
 
 class _Lexical(Evaluator):
@@ -50,9 +51,12 @@ class LexicalFaithfulness(_Lexical):
         if not answer:
             return self.not_applicable("answer has no content words")
         view = texts.view
-        vocabulary = frozenset().union(*[view(d.content).token_set for d in record.documents])
-        score = _coverage(answer, vocabulary)
-        unsupported = sorted({tok for tok in answer if tok not in vocabulary})
+        # The answer's tokens that no document has (set operations in C, no union built).
+        missing = frozenset(answer).difference(
+            *[view(d.content).token_set for d in record.documents]
+        )
+        score = (len(answer) - sum(map(missing.__contains__, answer))) / len(answer)
+        unsupported = sorted(missing)
         return self.result(
             score,
             explanation=f"{score:.0%} of {len(answer)} answer content tokens are in the documents",
@@ -76,7 +80,7 @@ class LexicalContextRelevance(_Lexical):
             return self.not_applicable("question has no content words")
         unique = tuple(dict.fromkeys(question))
         view = texts.view
-        per_doc = [round(_coverage(unique, view(d.content).token_set), 4) for d in record.documents]
+        per_doc = [round(_share_in(unique, view(d.content).token_set), 4) for d in record.documents]
         best = max(range(len(per_doc)), key=per_doc.__getitem__)
         return self.result(
             per_doc[best],
@@ -100,7 +104,7 @@ class LexicalAnswerRelevance(_Lexical):
             return self.not_applicable("question has no content words")
         if not record.answer.strip():
             return self.result(0.0, label="empty_answer", explanation="the answer is empty")
-        score = _coverage(question, texts.view(record.answer).token_set)
+        score = _share_in(question, texts.view(record.answer).token_set)
         return self.result(
             score,
             explanation=f"the answer repeats {score:.0%} of the question's content tokens",

@@ -33,7 +33,6 @@ STOP_WORDS: frozenset[str] = frozenset(
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_SHORT = 1_000  # characters: see TextView.token_set
 T = TypeVar("T")
 
 
@@ -116,12 +115,11 @@ class TextView:
 
     @property
     def token_set(self) -> frozenset[str]:
-        """The set of :attr:`tokens`. A long text's set is made without the tokens
-        (documents need only the set); a short one's from them (questions and answers
-        are asked for both)."""
+        """The set of :attr:`tokens` (made without them when they are not there yet:
+        documents need only the set)."""
         if self._token_set is None:
-            if self._tokens is not None or len(self.text) < _SHORT:
-                self._token_set = frozenset(self.tokens)
+            if self._tokens is not None:
+                self._token_set = frozenset(self._tokens)
             else:
                 self._token_set = frozenset(_words(self.normalized)).difference(STOP_WORDS)
         return self._token_set
