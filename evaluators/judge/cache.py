@@ -193,6 +193,18 @@ class DiskCache:
                 self._db.close()
                 self._db = None
 
+    def prune(self) -> None:
+        """Apply the age and size bounds now (they are applied on open and every
+        :data:`PRUNE_EVERY` writes)."""
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return
+            try:
+                self._prune(db)
+            except sqlite3.Error as exc:
+                self._disable(f"cannot prune it: {exc}")
+
     def _prune(self, db: sqlite3.Connection) -> None:
         """Delete entries past the age bound, then the oldest past the size bound."""
         with db:
