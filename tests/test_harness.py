@@ -141,7 +141,14 @@ def test_missing_gold_shows_the_demo_inventing_answers(
     assert mean(by_condition(rows, "gold", "recall@5/ids")) == 1.0
     # Unanswerable rows should refuse in every condition; the demo sometimes invents.
     unanswerable = [r for r in rows if r["metadata"]["question_type"] == "unanswerable"]
-    assert 0.0 < mean([scores(r)["expected_refusal/rules"] for r in unanswerable]) < 1.0
+    answered = [r for r in unanswerable if "skipped" not in r]
+    assert 0.0 < mean([scores(r)["expected_refusal/rules"] for r in answered]) < 1.0
+    # They have no gold text: gold and counterfactual are skipped for them, never run on
+    # zero documents.
+    skipped = {(r["condition"], r["skipped"]) for r in unanswerable if "skipped" in r}
+    assert {c for c, _ in skipped} >= {"gold", "counterfactual"}
+    assert all("reference_contexts" in why for c, why in skipped if c == "gold")
+    assert all(r["contexts"] for r in rows if "skipped" not in r and r["condition"] != "retrieved")
 
 
 def test_the_same_seed_gives_the_same_cases(
@@ -241,15 +248,17 @@ def test_failures_and_bad_input_become_rows(tmp_path: Path) -> None:
     assert {r["line"] for r in got if r.get("raw", "").strip() == "{not json"} == {13}
     assert any(r.get("error") == "no question" for r in got)
     # A row without references: the reference-less metrics only.
-    bare = [r for r in got if r.get("line") == 14]
-    assert len(bare) == 2
-    for row in bare:
-        results = scores(row)
-        needs_reference = {n for n in results if evaluator_class(n).requires_reference}
-        assert needs_reference and all(results[n] is None for n in needs_reference)
-        assert any(v is not None for n, v in results.items() if n not in needs_reference)
+    # Under gold it has no documents to answer from: skipped, said, never generated.
+    bare = {r["condition"]: r for r in got if r.get("line") == 14}
+    assert set(bare) == {"retrieved", "gold"}
+    assert "reference_contexts" in bare["gold"]["skipped"] and "answer" not in bare["gold"]
+    results = scores(bare["retrieved"])
+    needs_reference = {n for n in results if evaluator_class(n).requires_reference}
+    assert needs_reference and all(results[n] is None for n in needs_reference)
+    assert any(v is not None for n, v in results.items() if n not in needs_reference)
     said = done.stdout + done.stderr
     assert "1 unreadable lines" in said and "lack reference_contexts" in said
+    assert "skipped 1 gold case: no reference_contexts" in said
 
 
 def test_usage_problems_exit_2_before_any_call(tmp_path: Path) -> None:
