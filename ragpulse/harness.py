@@ -48,6 +48,7 @@ from rich.markup import escape
 from ragpulse.conditions import (
     CONDITIONS,
     EXPECT_REFUSAL,
+    NO_REFERENCE_CONTEXTS,
     NO_RETRIEVAL,
     USES_RETRIEVAL,
     Case,
@@ -374,8 +375,8 @@ def read_set(path: Path) -> TestSet:
 
 
 def inputs_problem(data: TestSet, conditions: Sequence[str], retriever: bool) -> str | None:
-    """One line when some condition cannot be built for any row (naming what is missing);
-    None when every condition has at least one row (the others are skipped per row)."""
+    """One line when some condition cannot be built for any row (naming what is missing
+    and the conditions that can run); None when each has a row (the rest are skipped)."""
     impossible: dict[str, list[str]] = {}
     for condition in conditions:
         reasons = [
@@ -383,9 +384,13 @@ def inputs_problem(data: TestSet, conditions: Sequence[str], retriever: bool) ->
             for n in data.questions
         ]
         if data.questions and all(reasons):
-            impossible.setdefault(str(Counter(reasons).most_common(1)[0][0]), []).append(condition)
+            why = str(Counter(reasons).most_common(1)[0][0])
+            impossible.setdefault(why, []).append(condition)
     if not impossible:
         return None
+    ids_only = sum(
+        1 for r in data.refs.values() if r is not None and r.context_ids and not r.contexts
+    )
     parts = []
     for why, names in impossible.items():
         if why == NO_RETRIEVAL:
@@ -393,13 +398,13 @@ def inputs_problem(data: TestSet, conditions: Sequence[str], retriever: bool) ->
                 f"--conditions {','.join(names)} need --retriever or rows with a recorded run "
                 "(contexts); no row has contexts"
             )
-        else:
-            parts.append(f"--conditions {','.join(names)}: no row can be built ({why})")
-    ids_only = sum(
-        1 for r in data.refs.values() if r is not None and r.context_ids and not r.contexts
-    )
-    hint = f" ({ids_only} rows have reference_context_ids only)" if ids_only else ""
-    return "; ".join(parts) + hint + "; add what is missing or leave those conditions out"
+            continue
+        if why == NO_REFERENCE_CONTEXTS and ids_only:
+            why = why.removesuffix(")") + f"; {ids_only} rows have reference_context_ids only)"
+        parts.append(f"cannot build {','.join(names)} for any row: {why}")
+    left = [c for c in conditions if all(c not in names for names in impossible.values())]
+    fix = f" (--conditions {','.join(left)})" if left else ""
+    return "; ".join(parts) + f". Add what is missing or leave those conditions out{fix}"
 
 
 # --- The command -------------------------------------------------------------------------

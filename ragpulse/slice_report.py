@@ -143,11 +143,17 @@ def _columns(summary: Mapping[str, Any], group: str) -> list[Column]:
         )
         by_values.setdefault((_higher(summary, key), values), []).append(key)
     out = []
-    for key in names:
-        same = next(keys for keys in by_values.values() if key in keys)
-        if key == same[0]:
-            out.append((" = ".join(same), key))
-    return out
+    for keys in by_values.values():
+        keys = sorted(keys, key=_rank)  # the name a column goes by leads its label
+        out.append((" = ".join(keys), keys[0]))
+    return sorted(out, key=lambda column: _natural(column[1]))
+
+
+def _rank(key: str) -> tuple[int, int, tuple[Any, ...]]:
+    """ids before content, the judge before lexical; recall@5 before the other cut-offs."""
+    metric, _, method = key.rpartition("/")
+    rank = PRIMARY_METHODS.index(method) if method in PRIMARY_METHODS else len(PRIMARY_METHODS)
+    return rank, metric in CONSOLE_SKIP, _natural(key)
 
 
 # A method a metric is shown by on the console when it has several (ids beats content: ids
@@ -230,18 +236,20 @@ def _higher(summary: Mapping[str, Any], key: str) -> bool:
 
 
 def moved(summary: Mapping[str, Any], worse: bool) -> list[dict[str, Any]]:
-    """Figures that changed from the baseline (by more than rounding), worst (or best)
-    first; a merged duplicate is listed once."""
-    merged = {key for group in GROUPS for label, key in _columns(summary, group)}
+    """Figures that changed from the baseline (by more than rounding), broad slices and
+    the largest moves first; a merged duplicate is listed once."""
+    labels = {key: label for group in GROUPS for label, key in _columns(summary, group)}
     out = []
     for name, info in summary["slices"].items():
         for key, fig in info["metrics"].items():
             change = fig.get("change")
-            if change is None or key not in merged or abs(fig["delta"]) < 5e-4:
+            if change is None or key not in labels or abs(fig["delta"]) < 5e-4:
                 continue
             if (change < 0) == worse:
-                out.append({"slice": name, "figure": key, **fig})
-    out.sort(key=lambda m: (m["change"] if worse else -m["change"], m["slice"]))
+                out.append({**fig, "slice": name, "figure": labels[key], "where": info["where"]})
+    # Broad slices first (all, then one key, then crossed), each largest move first: a
+    # small crossed slice moving by 1.0 must not hide `all` moving by 0.2.
+    out.sort(key=lambda m: (len(m["where"]), m["change"] if worse else -m["change"], m["slice"]))
     return out
 
 
