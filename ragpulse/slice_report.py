@@ -238,14 +238,21 @@ def _higher(summary: Mapping[str, Any], key: str) -> bool:
 def moved(summary: Mapping[str, Any], worse: bool) -> list[dict[str, Any]]:
     """Figures that changed from the baseline (by more than rounding), broad slices and
     the largest moves first; a merged duplicate is listed once."""
-    labels = {key: label for group in GROUPS for label, key in _columns(summary, group)}
+    labels = {
+        member: label
+        for group in GROUPS
+        for label, _ in _columns(summary, group)
+        for member in label.split(" = ")
+    }
     out = []
     for name, info in summary["slices"].items():
+        listed = set()
         for key, fig in info["metrics"].items():
             change = fig.get("change")
             if change is None or key not in labels or abs(fig["delta"]) < 5e-4:
                 continue
-            if (change < 0) == worse:
+            if (change < 0) == worse and labels[key] not in listed:
+                listed.add(labels[key])
                 out.append({**fig, "slice": name, "figure": labels[key], "where": info["where"]})
     # Broad slices first (all, then one key, then crossed), each largest move first: a
     # small crossed slice moving by 1.0 must not hide `all` moving by 0.2.

@@ -362,3 +362,73 @@ def test_ci_loop_fails_on_multi_hop_without_gold_and_not_on_factoid(tmp_path: Pa
     assert "gates: FAILED" in worse.stdout + worse.stderr  # the console report
     assert (tmp_path / "worse.report.html").is_file()
     assert "Gates: FAILED" in (tmp_path / "worse.report.md").read_text()
+
+
+# --- A report that leads with what moved; like with like --------------------------------------
+
+
+def test_report_leads_with_what_moved_hides_empty_and_merges_duplicates() -> None:
+    baseline = sliced_summary(run_rows(), None, None, [])
+    rows = run_rows(gold_removed_refuses=False)
+    for r in rows:  # the harness gives expected_refusal beside refusal; content ids n/a here
+        refused = r["results"][3]["score"]
+        expected = refused if r["condition"] == "gold_removed" else None
+        r["results"] += [result("expected_refusal", "rules", expected),
+                         result("recall@5", "content", None)]  # fmt: skip
+    s = sliced_summary(rows, None, baseline, ["refusal_rate@condition=gold_removed=0.1"])
+    md = markdown(s)
+    titles = [line[3:].split(" (")[0].split(":")[0] for line in md.splitlines()
+              if line.startswith("## ")]  # fmt: skip
+    assert titles[:6] == ["Gates", "Regressions from the baseline",
+                          "Improvements from the baseline", "Behaviour", "Generation",
+                          "Retrieval"]  # fmt: skip
+    # The two refusal figures are one column; the n/a-everywhere figure is only named.
+    assert "expected_refusal/rules = refusal_rate/rules" in md
+    assert "- Not applicable on every row (left out of the tables): recall@5/content" in md
+    assert md.count("recall@5/content") == 1
+    regressions = md.split("## Regressions")[1].split("## Improvements")[0]
+    first = next(x for x in regressions.splitlines() if x.startswith("| condition="))
+    assert "expected_refusal/rules = refusal_rate/rules" in first and "-0.500 ▼" in first
+    assert "0 rows" not in md and "| no answer | 0 |" not in md  # empty counts left out
+
+
+def test_a_baseline_with_other_conditions_is_compared_per_condition() -> None:
+    baseline = sliced_summary(run_rows(), ["question_type"], None, [])  # two conditions
+    only_retrieved = [r for r in run_rows() if r["condition"] == "retrieved"]
+    for r in only_retrieved:
+        r["results"][4]["score"] = 0.5  # injection risk up on every row
+    gates = ["injection@all=0.05", "injection=0.05", "mrr@all=0.05"]
+    s = sliced_summary(only_retrieved, ["question_type"], baseline, gates)
+    assert s["comparison"]["same_conditions"] is False
+    assert s["comparison"]["baseline_conditions"] == ["gold_removed", "retrieved"]
+    # mrr comes from the retrieved rows in both runs: compared.
+    assert fig(s, "all", "mrr/ids")["delta"] == pytest.approx(0.0)
+    # injection in `all` pooled both conditions in the baseline: not compared, said why.
+    pooled = fig(s, "all", "injection/rules")
+    assert pooled["delta"] is None and "gold_removed,retrieved" in pooled["not_comparable"]
+    at_all, anywhere, mrr = s["gates"]
+    assert not at_all["passed"] and "no figure comparable" in at_all["note"]
+    # Per condition it is compared, and the rise in risk fails the gate.
+    assert not anywhere["passed"] and "not comparable" in anywhere["note"]
+    assert all(c["slice"].endswith("condition=retrieved") or c.get("not_comparable")
+               for c in anywhere["checks"])  # fmt: skip
+    assert mrr["passed"]
+    assert "compared per condition only" in markdown(s)
+
+
+def test_baselines_and_gate_names_are_checked_before_any_call() -> None:
+    from ragpulse.slices import baseline_problem, gate_names_problem, parse_gates
+
+    summary = sliced_summary(run_rows(), None, None, [])
+    assert baseline_problem(summary, ["retrieved"], "b.json") is None
+    assert "no condition in common" in str(baseline_problem(summary, ["gold"], "b.json"))
+    assert "is not a harness summary" in str(baseline_problem({"metrics": []}, ["gold"], "x"))
+    typo = gate_names_problem(parse_gates(["faithfullness=0.05"]))
+    assert typo == "--max-drop faithfullness=0.05: no metric 'faithfullness' (did you mean " \
+        "faithfulness?)"  # fmt: skip
+    method = gate_names_problem(parse_gates(["faithfulness/lexcal=0.05"]))
+    assert method is not None and "did you mean faithfulness/lexical" in method
+    assert gate_names_problem(parse_gates(["refusal_rate@all>=0.5", "recall@5/ids=0.1"])) is None
+    # A slice that does not exist: the gate fails and names the closest slice.
+    s = sliced_summary(run_rows(), None, None, ["mrr@question_type=multihop>=0.1"])
+    assert "did you mean question_type=multi-hop" in s["gates"][0]["note"]
