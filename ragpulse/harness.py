@@ -69,6 +69,7 @@ from ragpulse.replay import (
     answer_of,
     documents_of,
     error_text,
+    in_thread,
     load_function,
 )
 from ragpulse.testset import FieldReport, canonical_row
@@ -112,29 +113,6 @@ def parse_conditions(value: str) -> list[str]:
 # --- Calls ---------------------------------------------------------------------------------
 
 
-async def _in_thread(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """``fn(*args)`` on a daemon thread: a call abandoned at its timeout cannot block exit."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            (future.set_result if ok else future.set_exception)(value)
-
-    def work() -> None:
-        try:
-            ok, value = True, _materialize_sync(fn(*args))
-        except BaseException as exc:
-            ok, value = False, exc
-        try:
-            loop.call_soon_threadsafe(settle, ok, value)
-        except RuntimeError:  # the run ended (it timed out long ago): nobody waits
-            pass
-
-    threading.Thread(target=work, name="ragpulse-harness", daemon=True).start()
-    return await future
-
-
 @dataclass
 class Outcome:
     value: Any = None
@@ -152,7 +130,7 @@ async def _call(
             if _is_async(fn):
                 work = _materialize_async(fn(*args))
             else:
-                work = _in_thread(fn, args)
+                work = in_thread(lambda: _materialize_sync(fn(*args)))
             out.value = await asyncio.wait_for(work, timeout)
         except TimeoutError:
             out.error = f"timeout: no answer within {timeout:g} s"
@@ -450,10 +428,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             return _run(args, conditions, data, console, stop, state)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        return _interrupted(args, console, state, signum)
+        return _interrupted(args, state, signum)
 
 
-def _interrupted(args: argparse.Namespace, console: Console, state: _Progress, signum: int) -> int:
+def _interrupted(args: argparse.Namespace, state: _Progress, signum: int) -> int:
     """Keep what was done: the answers in hand and ready are written without results."""
     import logging
 
@@ -475,6 +453,7 @@ def _interrupted(args: argparse.Namespace, console: Console, state: _Progress, s
         state.out.write(lines)
         state.out.close()
     written = state.out.written if state.out is not None else 0
+    console = Console(stderr=True)  # where plain eval says it, beside the progress bar
     kept = f" ({len(unscored)} answered but not scored, written with not_scored)" * bool(unscored)
     console.print(
         f"[red]interrupted ({signal.Signals(signum).name}):[/red] {written} of {state.cases} "

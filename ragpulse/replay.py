@@ -32,6 +32,7 @@ import inspect
 import json
 import logging
 import os
+import queue
 import re
 import statistics
 import sys
@@ -39,7 +40,6 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -448,24 +448,56 @@ def _replay_threads(
     finished: Callable[[ReplayRow], None],
     capture: _Capture | None,
 ) -> None:
-    pool = ThreadPoolExecutor(concurrency, thread_name_prefix="ragpulse-replay")
-    try:
-        futures = {pool.submit(_call_sync, fn, row, capture): row for row in rows}
-        for row in rows:
-            if control is not None and row.control is not None:
-                futures[pool.submit(_call_sync, control, row.control, capture)] = row
-        calls_left = {id(row): 1 + (row.control is not None) for row in rows}
-        for future in as_completed(futures):
-            row = futures[future]
-            calls_left[id(row)] -= 1
-            if not calls_left[id(row)]:
-                finished(row)
-    except BaseException:
-        # Ctrl-C / SIGTERM: drop the queued calls instead of running them all
-        # (the calls already running cannot be interrupted; they finish alone).
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    """Sync calls on ``concurrency`` daemon threads: a call that never returns cannot
+    hold the process at exit (an interrupted run leaves it behind)."""
+    jobs: queue.SimpleQueue[tuple[Callable[..., Any], ReplayRow, ReplayRow]] = queue.SimpleQueue()
+    for row in rows:
+        jobs.put((fn, row, row))
+        if control is not None and row.control is not None:
+            jobs.put((control, row.control, row))
+    calls_left = {id(row): 1 + (row.control is not None) for row in rows}
+    settled: queue.SimpleQueue[ReplayRow] = queue.SimpleQueue()
+
+    def work() -> None:
+        while True:
+            try:
+                f, target, owner = jobs.get_nowait()
+            except queue.Empty:
+                return
+            _call_sync(f, target, capture)
+            settled.put(owner)
+
+    for i in range(min(concurrency, jobs.qsize())):
+        threading.Thread(target=work, name=f"ragpulse-replay-{i}", daemon=True).start()
+    for _ in range(sum(calls_left.values())):
+        row = settled.get()
+        calls_left[id(row)] -= 1
+        if not calls_left[id(row)]:
+            finished(row)
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a daemon thread, awaited: a call abandoned (a timeout, an
+    interrupt) cannot block the exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+
+    def work() -> None:
+        try:
+            ok, value = True, fn(*args)
+        except BaseException as exc:
+            ok, value = False, exc
+        try:
+            loop.call_soon_threadsafe(settle, ok, value)
+        except RuntimeError:  # the run ended (it timed out long ago): nobody waits
+            pass
+
+    threading.Thread(target=work, name="ragpulse-call", daemon=True).start()
+    return await future
 
 
 async def _replay_async(
@@ -483,7 +515,7 @@ async def _replay_async(
             if _is_async(f):
                 await _call_async(f, row, capture)
             else:  # a sync control beside an async pipeline: on a thread
-                await asyncio.to_thread(_call_sync, f, row, capture)
+                await in_thread(_call_sync, f, row, capture)
 
     async def one(row: ReplayRow) -> None:
         calls = [call(fn, row)]
