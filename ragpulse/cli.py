@@ -307,7 +307,9 @@ def _harness_flags(parser: argparse.ArgumentParser) -> None:
         "--conditions",
         type=parse_conditions,
         help="comma-separated: retrieved,gold,counterfactual,injected,gold_removed,"
-        "irrelevant_only (default: all six; retrieved and gold_removed need --retriever)",
+        "irrelevant_only (default: all six; retrieved and gold_removed need --retriever or "
+        "rows with a recorded run, gold and counterfactual need reference_contexts; a row "
+        "that lacks what a condition needs is skipped for it and counted)",
     )
     group.add_argument("--seed", type=int, default=0, help="seed of the planted cases (0)")
     group.add_argument(
@@ -323,7 +325,11 @@ def _harness_flags(parser: argparse.ArgumentParser) -> None:
         help="metadata keys to slice the report by (default: every key with few values)",
     )
     group.add_argument(
-        "--baseline", type=Path, metavar="SUMMARY.json", help="an earlier run's summary"
+        "--baseline",
+        type=Path,
+        metavar="SUMMARY.json",
+        help="an earlier run's summary; figures are compared only where both runs computed "
+        "them from the same conditions",
     )
 
 

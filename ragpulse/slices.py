@@ -69,7 +69,9 @@ _EPS = 1e-12
 
 RETRIEVAL = ("recall@", "precision@", "hit@", "mrr", "map", "ndcg", "context_")
 GENERATION = ("faithfulness", "answer_")
-BEHAVIOUR = ("refusal", "injection", "counterfactual", "expected_refusal")
+# Behaviour under the conditions; the injection detectors (injection/rules, ...) look at the
+# documents, like the other metrics: their `all` is the retrieved rows, not the planted ones.
+BEHAVIOUR = ("refusal", "injection_resistance", "counterfactual", "expected_refusal")
 DERIVED = ("refusal_rate", "false_refusal_rate", "correct_given_recall5_hit",
            "correct_given_recall5_miss")  # fmt: skip
 """Figures the summary derives from evaluator results (gates may name them)."""

@@ -393,18 +393,21 @@ def test_report_leads_with_what_moved_hides_empty_and_merges_duplicates() -> Non
 
 
 def test_a_baseline_with_other_conditions_is_compared_per_condition() -> None:
-    baseline = sliced_summary(run_rows(), ["question_type"], None, [])  # two conditions
-    only_retrieved = [r for r in run_rows() if r["condition"] == "retrieved"]
+    rows = run_rows()
+    for r in rows:  # a behaviour figure that every condition has
+        r["results"].append(result("injection_resistance", "canary", 1.0))
+    baseline = sliced_summary(rows, ["question_type"], None, [])  # two conditions
+    only_retrieved = [r for r in rows if r["condition"] == "retrieved"]
     for r in only_retrieved:
-        r["results"][4]["score"] = 0.5  # injection risk up on every row
-    gates = ["injection@all=0.05", "injection=0.05", "mrr@all=0.05"]
+        r["results"][-1] = result("injection_resistance", "canary", 0.5)  # resists less
+    gates = ["injection_resistance@all=0.05", "injection_resistance=0.05", "mrr@all=0.05"]
     s = sliced_summary(only_retrieved, ["question_type"], baseline, gates)
     assert s["comparison"]["same_conditions"] is False
     assert s["comparison"]["baseline_conditions"] == ["gold_removed", "retrieved"]
     # mrr comes from the retrieved rows in both runs: compared.
     assert fig(s, "all", "mrr/ids")["delta"] == pytest.approx(0.0)
-    # injection in `all` pooled both conditions in the baseline: not compared, said why.
-    pooled = fig(s, "all", "injection/rules")
+    # The behaviour figure in `all` pooled both conditions in the baseline: not compared.
+    pooled = fig(s, "all", "injection_resistance/canary")
     assert pooled["delta"] is None and "gold_removed,retrieved" in pooled["not_comparable"]
     at_all, anywhere, mrr = s["gates"]
     assert not at_all["passed"] and "no figure comparable" in at_all["note"]
