@@ -73,6 +73,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/cheap_tier.py
+	$(BIN)/python bench/cheap_tier_ratio.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
