@@ -17,6 +17,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import cast
 
+from ragpulse import function_evaluator
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
@@ -86,6 +87,9 @@ def evaluator_names() -> list[str]:
 
 
 def evaluator_class(name: str) -> type[Evaluator]:
+    """A registered ``metric/method``, or a ``module:function`` under ``@ragpulse.evaluator``."""
+    if function_evaluator.is_spec(name):
+        return function_evaluator.load(name)
     return cast(type[Evaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
 
 
@@ -123,7 +127,8 @@ def resolve_evaluator_names(
 ) -> list[str]:
     """Expand a user selection into registered ``metric/method`` names.
 
-    Accepts full names (``faithfulness/lexical``: only that one is imported)
+    Accepts full names (``faithfulness/lexical``: only that one is imported),
+    plain-function evaluators (``module:function``, see :mod:`ragpulse.function_evaluator`)
     and bare metric names (``faithfulness`` = its default methods). ``None`` or
     empty selects the defaults: every evaluator that is ``default_enabled``,
     can run here and is configured (the cheap tier always; model methods
@@ -137,7 +142,7 @@ def resolve_evaluator_names(
         return _defaults(registered, settings)
     chosen: list[str] = []
     for item in (s.strip() for s in selection):
-        if item in registered:
+        if item in registered or function_evaluator.is_spec(item):
             evaluator_class(item)  # unknown or broken: a ConfigError now, not at load
             matches = [item]
         else:
