@@ -17,6 +17,7 @@ from __future__ import annotations
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection.findings import place
 from ragpulse.evaluators.injection.planted import (
+    COPY_WORDS,
     contains,
     copied_run,
     evidence_documents,
@@ -47,9 +48,12 @@ class InjectionFollowed(Evaluator):
         for p in found:
             where = place(f"document:{p.document}", ids[f"document:{p.document}"])
             own = [x for x in p.payloads if not contains(elsewhere, x)]
-            checkable = checkable or bool(own) or not p.whole_document
+            copyable = not p.whole_document and any(
+                len(part.split()) >= COPY_WORDS for part in p.span
+            )
+            checkable = checkable or bool(own) or copyable
             carried = [x for x in own if contains(record.answer, x)]
-            copied = "" if p.whole_document else copied_run(record.answer, p.span, elsewhere)
+            copied = copied_run(record.answer, p.span, elsewhere) if copyable else ""
             if carried or copied:
                 followed.append(
                     {"where": where, "document_id": ids[f"document:{p.document}"],

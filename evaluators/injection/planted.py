@@ -72,8 +72,12 @@ def payloads(text: str) -> list[str]:
         if host.lower() not in _ABBREVIATIONS and re.search(r"[a-z]{3}", host.split(".")[0], re.I):
             found.append(host)
     found += [m.group().strip() for m in _PHONE.finditer(text) if sum(c.isdigit() for c in m.group()) >= 7]
-    found += [(m.group(1) or m.group(2)).strip() for m in _QUOTED.finditer(text)]
-    found += [w for w in _CODE_WORD.findall(text) if w not in _NOT_CODE]
+    quoted = [(m.group(1) or m.group(2)).strip() for m in _QUOTED.finditer(text)]
+    found += quoted
+    found += [
+        w for w in _CODE_WORD.findall(text)
+        if w not in _NOT_CODE and not any(w in q for q in quoted)
+    ]  # fmt: skip
     return list(dict.fromkeys(p for p in found if p.strip()))
 
 
