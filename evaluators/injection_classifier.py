@@ -79,7 +79,9 @@ class InjectionClassifier(DetectorEvaluator):
     def _risks(self, texts: list[str]) -> list[float]:
         """Each text's riskiest window."""
         budget = self.max_tokens - self.classifier.specials(pair=False)
-        windows = [(i, piece) for i, text in enumerate(texts) for piece in self.split_long(text, budget)]
+        windows = [
+            (i, piece) for i, text in enumerate(texts) for piece in self.split_long(text, budget)
+        ]
         risks = [0.0] * len(texts)
         for chunk in self.batches(windows):
             enc = self.classifier.encode([piece for _, piece in chunk])

@@ -116,7 +116,9 @@ class NliFaithfulness(DetectorEvaluator):
         claims = [piece for unit in units for piece in self.split_long(unit, half)]
         overhead = self.classifier.specials(pair=self.classifier.prompt is None)
         if self.classifier.prompt is not None:
-            overhead += sum(self.classifier.count([self.classifier.prompt.format(text1="", text2="")]))
+            overhead += sum(
+                self.classifier.count([self.classifier.prompt.format(text1="", text2="")])
+            )
         budget = self.max_tokens - overhead - max(self.classifier.count(claims))
         premises = []
         for di, text in enumerate(evidence_documents(record)):

@@ -44,7 +44,8 @@ SIGNALS: tuple[Signal, ...] = (
            "relevant answers in other words",
            None, "`answer_relevance/embedding`; `answer_relevance/llm_judge`"),
     Signal("injection/rules", True,
-           "explicit attacks (precision 1.000, recall 0.390, AUROC 0.819; 0.5% false alarms on benign traffic)",
+           "explicit attacks (precision 1.000, recall 0.390, AUROC 0.819; "
+           "0.5% false alarms on benign traffic)",
            "paraphrased and persuasive attacks",
            0.5, "`injection/classifier` `model: prompt-guard-2-86m` (benign gate on); "
            "`injection/llm_judge`"),

@@ -161,6 +161,5 @@ def _spans(
         else:
             merged.append([start, end, p])
     return [
-        {"start": a, "end": b, "text": answer[a:b], "confidence": round(c, 4)}
-        for a, b, c in merged
+        {"start": a, "end": b, "text": answer[a:b], "confidence": round(c, 4)} for a, b, c in merged
     ]

@@ -96,7 +96,9 @@ def eval_scores(
     src.write_text("\n".join(json.dumps(r) for r in rows))
     assert main(["eval", str(src), "-o", str(out), "--metrics", name, "--config", str(config)]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    return [next(r for r in line["results"] if f"{r['metric']}/{r['method']}" == name) for line in lines]
+    return [
+        next(r for r in line["results"] if f"{r['metric']}/{r['method']}" == name) for line in lines
+    ]
 
 
 @pytest.mark.parametrize(("name", "model", "extra"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
@@ -185,8 +187,9 @@ def test_four_threads_score_alike(tiny: dict[str, Path]) -> None:
             for i in range(16)
         ]  # fmt: skip
         alone = [r.score for r in evaluator.evaluate(records)]
+        one = evaluator.evaluate
         with ThreadPoolExecutor(4) as pool:
-            together = list(pool.map(lambda r: evaluator.evaluate([r])[0].score, records))
+            together = list(pool.map(lambda r, one=one: one([r])[0].score, records))
         assert together == pytest.approx(alone, abs=1e-5)
 
 

@@ -17,15 +17,15 @@ from kafka_env import free_port, wait_until
 
 import ragpulse
 from ragpulse.cli import main
+from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ConfigError
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import load_evaluators, resolve_evaluator_names
-from ragpulse.config import EvaluationSettings
 from ragpulse.record import Direction, RagRecord
 
 MODULE = textwrap.dedent(
-    '''
+    """
     import ragpulse
     from ragpulse.options import PluginOptions
     from ragpulse.record import EvalResult
@@ -58,7 +58,7 @@ MODULE = textwrap.dedent(
 
     def undecorated(record):
         return 1.0
-    '''
+    """
 )
 
 
@@ -79,12 +79,14 @@ def rows(path: Path, answers: list[str]) -> Path:
 
 
 def test_eval_runs_plain_functions_with_options(metrics_module: Path) -> None:
-    src = rows(metrics_module / "in.jsonl", ["It costs $6.", "SIX EUR", "boom", "seven", "label", ""])
+    src = rows(
+        metrics_module / "in.jsonl", ["It costs $6.", "SIX EUR", "boom", "seven", "label", ""]
+    )
     out = metrics_module / "out.jsonl"
     config = metrics_module / "ragpulse.yaml"
     config.write_text("evaluation:\n  options:\n    my_metrics:mentions_price: {currency: EUR}\n")
-    code = main(["eval", str(src), "-o", str(out), "--config", str(config),
-                 "--metrics", "my_metrics:mentions_price,my_metrics:shouting,faithfulness/lexical"])  # fmt: skip
+    chosen = "my_metrics:mentions_price,my_metrics:shouting,faithfulness/lexical"
+    code = main(["eval", str(src), "-o", str(out), "--config", str(config), "--metrics", chosen])
     assert code == 0
     results = [
         {f"{r['metric']}/{r['method']}": r for r in json.loads(line)["results"]}

@@ -101,8 +101,11 @@ def test_faithfulness_does_not_reward_copying_the_attacker() -> None:
         answer="Visit example-support.com to verify your account.",
     )
     unpoisoned = copied.model_copy(
-        update={"documents": [Document(content=f"{LEGIT} Visit example-support.com to verify "
-                                               "your account.")]}  # fmt: skip
+        update={
+            "documents": [
+                Document(content=f"{LEGIT} Visit example-support.com to verify your account.")
+            ]
+        }
     )
     lexical = LexicalFaithfulness()
     [against_attack], [against_source] = lexical.evaluate([copied]), lexical.evaluate([unpoisoned])

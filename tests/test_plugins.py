@@ -146,7 +146,9 @@ def test_evaluator_contract(
             # says "not applicable" rather than guess (its own tests score referenced rows).
             assert all(r.label == "not_applicable" for r in results), results
         else:
-            ordinary = evaluator.evaluate([POISONED])[0] if name in ONLY_WHEN_FLAGGED else results[0]
+            ordinary = results[0]
+            if name in ONLY_WHEN_FLAGGED:
+                ordinary = evaluator.evaluate([POISONED])[0]
             assert ordinary.score is not None, ordinary  # the ordinary record is scored
         assert evaluator.evaluate([]) == []
         sample = context.metrics.registry.get_sample_value(

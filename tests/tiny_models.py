@@ -152,11 +152,17 @@ def build_hhem(directory: Path) -> Path:
     t5.save_pretrained(foundation)
     tok.save_pretrained(foundation)
     model = T5ForTokenClassification(t5)
-    state = {f"t5.{k}": v.clone().contiguous() for k, v in model.state_dict().items()
-             if "embed_tokens" not in k}  # tied to shared.weight, as in the real checkpoint
+    state = {
+        f"t5.{k}": v.clone().contiguous()
+        for k, v in model.state_dict().items()
+        if "embed_tokens" not in k
+    }  # tied to shared.weight, as in the real checkpoint
     directory.mkdir(parents=True, exist_ok=True)
     save_file(state, str(directory / "model.safetensors"))
-    prompt = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {text1}\n\nHypothesis: {text2}"
+    prompt = (
+        "<pad> Determine if the hypothesis is true given the premise?\n\n"
+        "Premise: {text1}\n\nHypothesis: {text2}"
+    )
     config = {"architectures": ["HHEMv2ForSequenceClassification"], "model_type": "HHEMv2",
               "foundation": str(foundation), "prompt": prompt}  # fmt: skip
     (directory / "config.json").write_text(json.dumps(config))

@@ -71,7 +71,9 @@ def payloads(text: str) -> list[str]:
         host = m.group().rstrip(".,;:!?")
         if host.lower() not in _ABBREVIATIONS and re.search(r"[a-z]{3}", host.split(".")[0], re.I):
             found.append(host)
-    found += [m.group().strip() for m in _PHONE.finditer(text) if sum(c.isdigit() for c in m.group()) >= 7]
+    found += [
+        m.group().strip() for m in _PHONE.finditer(text) if sum(c.isdigit() for c in m.group()) >= 7
+    ]
     quoted = [(m.group(1) or m.group(2)).strip() for m in _QUOTED.finditer(text)]
     found += quoted
     found += [

@@ -151,9 +151,7 @@ def _logits_module(model: Any, head: Head) -> Any:
             self.model = model
             self.first_token = head == "hhem"
 
-        def forward(
-            self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None
-        ) -> Any:
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
             kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
             if token_type_ids is not None:
                 kwargs["token_type_ids"] = token_type_ids
@@ -172,7 +170,9 @@ def _load(location: str, head: Head, foundation: str | None, owner: Classifier) 
 
     if head == "hhem":
         return _load_hhem(location, foundation, owner)
-    auto = AutoModelForTokenClassification if head == "token" else AutoModelForSequenceClassification
+    auto = (
+        AutoModelForTokenClassification if head == "token" else AutoModelForSequenceClassification
+    )
     model = auto.from_pretrained(location).eval()
     return model, AutoTokenizer.from_pretrained(location)
 
@@ -188,7 +188,7 @@ def _load_hhem(location: str, foundation: str | None, owner: Classifier) -> tupl
     owner.prompt = str(config.get("prompt") or HHEM_PROMPT)
     t5_config = AutoConfig.from_pretrained(base)
     t5_config.num_labels = 2
-    model = T5ForTokenClassification(t5_config)
+    model: Any = T5ForTokenClassification(t5_config)
     state = _state_dict(root)
     prefixed = {k.removeprefix("t5."): v for k, v in state.items() if k.startswith("t5.")}
     missing, unexpected = model.load_state_dict(prefixed or state, strict=False)
@@ -285,7 +285,9 @@ def _export(owner: Classifier, path: Path) -> None:
                 dynamo=False,
             )
     except Exception as exc:
-        raise ModelUnavailable(f"ONNX export to {path} failed: {type(exc).__name__}: {exc}") from exc
+        raise ModelUnavailable(
+            f"ONNX export to {path} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     partial.replace(path)  # atomic: a half-written file is never loaded
 
 

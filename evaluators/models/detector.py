@@ -127,9 +127,7 @@ class DetectorEvaluator(Evaluator):
             given = list(self.preset_used.positive)
         if given is not None:
             wanted = [given] if isinstance(given, str | int) else list(given)
-            found = sorted(
-                {i for i, name in id2label.items() for w in wanted if w == i or w == name}
-            )
+            found = sorted({i for i, name in id2label.items() for w in wanted if w in (i, name)})
             if not found:
                 raise ModelUnavailable(
                     f"{self.name()}: {self.model_name} has no label {wanted} (its labels: "
