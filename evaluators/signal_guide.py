@@ -26,43 +26,38 @@ class Signal:
 
 SIGNALS: tuple[Signal, ...] = (
     Signal("faithfulness/lexical", True,
-           "invented words and numbers (ARES NQ 0.971)",
-           "paraphrases and subtle edits (SummEdits 0.495, HaluEval dialogue 0.473)",
-           None, "`faithfulness/nli` `model: hhem-2.1-open` or `minicheck-roberta-large`; "
-           "`faithfulness/llm_judge`"),
+           "invented words, numbers (ARES 0.97)",
+           "paraphrase, subtle edits (SummEdits 0.50, HaluEval 0.47)",
+           None, "`faithfulness/nli` `hhem-2.1-open`; `llm_judge`"),
     Signal("faithfulness/probe", False,
-           "a little of the subtle edits (SummEdits 0.591, HaluEval 0.615, ARES 0.931)",
-           "most of them: near chance on hard sets",
-           0.41, "as above; labels `faithful` from P 0.41 (trained), not 0.5"),
+           "some subtle edits (SummEdits 0.59, HaluEval 0.62)",
+           "most of them",
+           0.41, "as above"),
     Signal("context_relevance/lexical", True,
-           "off-topic documents (ARES NQ 0.999)",
-           "on-topic documents that lack the answer",
-           None, "`context_relevance/cross_encoder` `model: ms-marco-minilm-l6` or "
-           "`bge-reranker-base`; `context_relevance/llm_judge`"),
+           "off-topic documents (ARES 1.00)",
+           "on-topic documents without the answer",
+           None, "`cross_encoder` `ms-marco-minilm-l6`; `llm_judge`"),
     Signal("answer_relevance/lexical", True,
-           "answers that ignore the question (ARES NQ 0.642; embedding 0.919)",
-           "relevant answers in other words",
-           None, "`answer_relevance/embedding`; `answer_relevance/llm_judge`"),
+           "ignored questions (ARES 0.64)",
+           "answers in other words",
+           None, "`embedding` (ARES 0.92); `llm_judge`"),
     Signal("injection/rules", True,
-           "explicit attacks (precision 1.000, recall 0.390, AUROC 0.819; "
-           "0.5% false alarms on benign traffic)",
-           "paraphrased and persuasive attacks",
-           0.5, "`injection/classifier` `model: prompt-guard-2-86m` (benign gate on); "
-           "`injection/llm_judge`"),
+           "explicit attacks (0.82; precision 1.00, recall 0.39)",
+           "paraphrased, persuasive attacks",
+           0.5, "`classifier` `prompt-guard-2-86m`; `llm_judge`"),
     Signal("injection_followed/rules", True,
-           "answers that carry a flagged document's link, contact or code word",
-           "obedience with nothing checkable; documents the rules do not flag",
-           0.5, "the offline canary `injection_resistance/canary` in `ragpulse eval`"),
+           "answers carrying a flagged document's link, contact, code word",
+           "obedience that leaves nothing to check",
+           0.5, "the canary in `ragpulse eval`"),
 )  # fmt: skip
 
-COLUMNS = ("method", "on", "separates (dev AUROC)", "blind to", "label line", "for real accuracy")
+COLUMNS = ("method", "separates (dev AUROC)", "misses", "label line", "switch on")
 
 
 def rows() -> list[tuple[str, ...]]:
     return [
         (
-            s.method,
-            "yes" if s.default else "opt-in",
+            s.method + ("" if s.default else " (opt-in)"),
             s.sees,
             s.misses,
             "score only" if s.label_line is None else f"{s.label_line:g}",
@@ -75,5 +70,7 @@ def rows() -> list[tuple[str, ...]]:
 def markdown() -> str:
     """The table in Markdown (the README's quick start)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| `" + r[0] + "` | " + " | ".join(r[1:]) + " |" for r in rows()]
+    for method, *rest in rows():
+        name, _, note = method.partition(" ")
+        lines.append(f"| `{name}`{' ' + note if note else ''} | " + " | ".join(rest) + " |")
     return "\n".join(lines)

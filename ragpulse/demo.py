@@ -138,7 +138,7 @@ def signal_table() -> Table:
 
     table = Table(title="what these scores can see (dev AUROC; alerts read scores at 0.5)")
     for col in COLUMNS:
-        table.add_column(col, no_wrap=col == "method")
+        table.add_column(col, overflow="fold")  # names are never cut
     for row in rows():
         table.add_row(*(cell.replace("`", "") for cell in row))
     return table
