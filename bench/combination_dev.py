@@ -1,7 +1,7 @@
 """Would a local combination of the cheap and probe signals beat the best single method?
 
-Scores every dev row with the local methods that ship (faithfulness: lexical,
-embedding, probe; injection: rules, probe), then combines them two ways, both
+Scores every dev row with the local methods that ship (faithfulness: lexical and
+probe; injection: rules and probe), then combines them two ways, both
 without looking at the set they are measured on:
 
 - ``mean``: the plain average of the methods' scores (nothing fitted);
@@ -42,7 +42,9 @@ FAITH_SETS = [
     "faithfulness_halueval_dialogue.jsonl",
     "faithfulness_ares_nq.jsonl",
 ]
-FAITH = ["faithfulness/lexical", "faithfulness/embedding", "faithfulness/probe"]
+# faithfulness/embedding is left out: it is the weakest of the three on every set
+# (README: 0.527 / 0.450 / 0.695) and doubles the run (its sentences overflow the cache).
+FAITH = ["faithfulness/lexical", "faithfulness/probe"]
 INJECTION = ["injection/rules", "injection/probe"]
 CACHE = Path(os.environ.get("RAGPULSE_CACHE_DIR") or tempfile.gettempdir()) / "combination.json"
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import new_trace_id, rag_request, start_serve, stop_process
+from helpers import new_trace_id, post_rag_trace, start_serve, stop_process
 from kafka_env import free_port, wait_until
 from tiny_models import (
     CORPUS,
@@ -254,15 +253,7 @@ def test_serve_runs_every_family_on_onnx(tmp_path: Path, tiny: dict[str, Path]) 
     proc, _ = start_serve("--config", str(config), "--otlp-http-port", str(port))
     try:
         trace_id = new_trace_id()
-        body = rag_request(
-            [(bytes.fromhex(trace_id), row["question"], row["contexts"], row["answer"])]
-        ).SerializeToString()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/traces", data=body,
-            headers={"Content-Type": "application/x-protobuf"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=60) as response:
-            assert response.status == 200
+        post_rag_trace(port, trace_id, row["question"], row["contexts"], row["answer"])
 
         def scored() -> dict[str, dict[str, Any]]:
             found: dict[str, dict[str, Any]] = {}

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from helpers import new_trace_id, rag_request, start_serve, stop_process
+from helpers import new_trace_id, post_rag_trace, start_serve, stop_process
 from kafka_env import free_port, wait_until
 
 import ragpulse
@@ -156,15 +155,7 @@ def test_serve_runs_a_plain_function(metrics_module: Path) -> None:
     )  # fmt: skip
     try:
         trace_id = new_trace_id()
-        body = rag_request(
-            [(bytes.fromhex(trace_id), "Price?", ["It costs $6."], "It costs $6.")]
-        ).SerializeToString()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/traces", data=body,
-            headers={"Content-Type": "application/x-protobuf"},
-        )  # fmt: skip
-        with urllib.request.urlopen(request, timeout=60) as response:
-            assert response.status == 200
+        post_rag_trace(port, trace_id, "Price?", ["It costs $6."], "It costs $6.")
         wait_until(lambda: results.exists() and trace_id in results.read_text(), 120,
                    "serve wrote no result for the trace")  # fmt: skip
     finally:

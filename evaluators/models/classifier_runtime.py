@@ -20,7 +20,6 @@ from two threads at once); inference does not, so one instance serves every thre
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import warnings
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ import numpy as np
 
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.models.loading import _quiet_transformers, load_model, resolve
-from ragpulse.evaluators.models.onnx_backend import cache_dir
+from ragpulse.evaluators.models.onnx_backend import cache_dir, read_json
 
 Head = Literal["sequence", "token", "hhem"]
 Backend = Literal["torch", "onnx"]
@@ -183,7 +182,7 @@ def _load_hhem(location: str, foundation: str | None, owner: Classifier) -> tupl
     from transformers import AutoConfig, AutoTokenizer, T5ForTokenClassification
 
     root = Path(location)
-    config = _read_json(root / "config.json")
+    config = read_json(root / "config.json")
     base = resolve(foundation or str(config.get("foundation") or "google/flan-t5-base"))
     owner.prompt = str(config.get("prompt") or HHEM_PROMPT)
     t5_config = AutoConfig.from_pretrained(base)
@@ -291,17 +290,9 @@ def _export(owner: Classifier, path: Path) -> None:
     partial.replace(path)  # atomic: a half-written file is never loaded
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def is_hhem(location: str) -> bool:
     """Whether ``location`` is a local HHEM-2.x checkpoint (its config says so)."""
-    config = _read_json(Path(location) / "config.json")
+    config = read_json(Path(location) / "config.json")
     return config.get("model_type") == "HHEMv2" or any(
         "HHEM" in str(a) for a in config.get("architectures") or []
     )
