@@ -14,7 +14,8 @@ The benign gate (``alone_threshold``, :mod:`ragpulse.evaluators.injection.gate`)
 is the injection probe's: where no injection rule fires on a location, only a
 near-certain call is flagged. Published classifiers flag 13-43% of benign
 prompts full of trigger words; the gate is what keeps their false alarms down.
-``alone_threshold: 1`` turns it off. Findings have the shape of ``injection/rules``.
+``alone_threshold`` equal to ``threshold`` turns it off (1: never flagged without a
+rule cue). Findings have the shape of ``injection/rules``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class InjectionClassifier(DetectorEvaluator):
             gt=0,
             le=1,
             description="risk at which a location with no rule cue (injection/rules risk 0) is "
-            "flagged; 1: the model alone never flags",
+            "flagged; 1: never without a cue; equal to threshold: no gate",
         )
 
     options: Options
