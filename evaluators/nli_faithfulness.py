@@ -119,7 +119,9 @@ class NliFaithfulness(DetectorEvaluator):
             overhead += sum(
                 self.classifier.count([self.classifier.prompt.format(text1="", text2="")])
             )
-        budget = self.max_tokens - overhead - max(self.classifier.count(claims))
+        budget = self.room(
+            self.max_tokens - overhead - max(self.classifier.count(claims)), "the documents"
+        )
         premises = []
         for di, text in enumerate(evidence_documents(record)):
             if not text.strip():

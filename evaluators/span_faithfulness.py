@@ -83,7 +83,7 @@ class SpanFaithfulness(DetectorEvaluator):
             - longest
             - sum(self.classifier.count([self._prompt(record.question, ["" for _ in passages])]))
         )
-        groups = self._groups(passages, budget)
+        groups = self._groups(passages, self.room(budget, "the documents beside the prompt"))
         inputs = [
             (self._prompt(record.question, group), answer[a:b], a)
             for a, b in pieces

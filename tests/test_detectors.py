@@ -201,7 +201,7 @@ def test_presets_resolve_labels_and_say_where_weights_come_from(tiny: dict[str, 
     guard = InjectionClassifier(model=str(tiny["guard"]), preset="prompt-guard-2-22m")
     guard.load(PluginContext())
     assert guard._positive == [1] and guard.max_tokens == 62  # min(preset 512, positions - 2)
-    with pytest.raises(ConfigError, match="injection/classifier model"):
+    with pytest.raises(ConfigError, match="belongs to injection/classifier"):
         NliFaithfulness(model="prompt-guard-2-22m").load(PluginContext())
     unknown = NliFaithfulness(model=str(tiny["nli3"]), entailment_label="supported")
     with pytest.raises(ModelUnavailable, match="entailment_label"):

@@ -13,17 +13,17 @@ that each fit the model with the text they are paired with, never silently cut.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from typing import ClassVar, Literal, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 from pydantic import Field
 
-from ragpulse.errors import ModelUnavailable
+from ragpulse.errors import ConfigError, ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.models.classifier_runtime import Classifier, Head, load_classifier
 from ragpulse.evaluators.models.loading import missing_extra
-from ragpulse.evaluators.models.presets import Preset, preset
+from ragpulse.evaluators.models.presets import Preset, names, preset
 from ragpulse.plugin_context import PluginContext, PluginOptions
 
 T = TypeVar("T")
@@ -73,6 +73,20 @@ class DetectorEvaluator(Evaluator):
     @classmethod
     def missing(cls) -> str | None:
         return missing_extra(("torch", "transformers"))
+
+    @classmethod
+    def validate_options(cls, raw: Mapping[str, Any]) -> PluginOptions:
+        """The options, with a preset of another family or an unknown ``preset:`` refused
+        when the settings load (not when the model does)."""
+        options = super().validate_options(raw)
+        assert isinstance(options, DetectorOptions)
+        preset(options.model, cls.name())
+        if options.preset is not None and preset(options.preset, cls.name()) is None:
+            raise ConfigError(
+                f"evaluator {cls.name()}: unknown preset {options.preset!r}; "
+                f"{cls.name()} presets: {', '.join(names(cls.name()))}"
+            )
+        return options
 
     @property
     def model_name(self) -> str:
@@ -181,6 +195,14 @@ class DetectorEvaluator(Evaluator):
             if last:
                 break
         return out
+
+    def room(self, budget: int, what: str) -> int:
+        """``budget`` when a window of text still fits, else ValueError (an error result)."""
+        if budget < MIN_WINDOW_TOKENS:
+            raise ValueError(
+                f"max_tokens {self.max_tokens} leaves {budget} tokens for {what}: raise it"
+            )
+        return budget
 
     def split_long(self, text: str, budget: int) -> list[str]:
         """``text`` as pieces of at most ``budget`` tokens (whole, when it fits)."""

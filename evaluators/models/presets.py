@@ -13,7 +13,7 @@ The README's presets table is :func:`markdown_table`'s output (a test keeps them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from ragpulse.errors import ConfigError
@@ -36,7 +36,6 @@ class Preset:
     architecture: str
     max_tokens: int = 512
     notes: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {
@@ -44,8 +43,7 @@ PRESETS: dict[str, Preset] = {
     for p in (
         Preset("hhem-2.1-open", "faithfulness/nli", "vectara/hallucination_evaluation_model",
                "hhem", (1,), "Apache-2.0", "flan-t5-base encoder (HHEM-2.1-open)",
-               notes="needs flan-t5-base's tokenizer: option foundation (a local directory)",
-               extra={"foundation": "google/flan-t5-base"}),
+               notes="reads flan-t5-base's config and tokenizer: option foundation"),
         Preset("minicheck-roberta-large", "faithfulness/nli", "lytang/MiniCheck-RoBERTa-Large",
                "sequence", (1,), "MIT", "RoBERTa-large"),
         Preset("minicheck-deberta-v3-large", "faithfulness/nli",
@@ -93,7 +91,7 @@ def preset(name: str | None, family: str) -> Preset | None:
     found = PRESETS[name]
     if found.family != family:
         raise ConfigError(
-            f"preset {name!r} is a {found.family} model, not a {family} one; "
+            f"preset {name!r} belongs to {found.family}, not to {family}; "
             f"{family} presets: {', '.join(names(family))}"
         )
     return found
