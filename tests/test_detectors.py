@@ -78,7 +78,7 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("faithfulness/nli", "hhem", {}),
     ("faithfulness/nli", "nli3", {"entailment_label": "entailment", "aggregate": "mean"}),
     ("faithfulness/nli", "minicheck", {"evidence": "sentences", "evidence_sentences": 2}),
-    ("faithfulness/spans", "spans", {"max_tokens": 64}),
+    ("faithfulness/spans", "spans", {"max_tokens": 128}),
     ("context_relevance/cross_encoder", "reranker", {"top_k": 2}),
     ("context_relevance/cross_encoder", "reranker2", {"relevant_label": "relevant"}),
     ("injection/classifier", "guard", {"preset": "prompt-guard-2-22m", "max_tokens": 24}),
