@@ -136,6 +136,7 @@ def counted(evaluator: Evaluator) -> list[int]:
 
 def measure(name: str, options: dict[str, Any], n: int) -> tuple[float, float, float, float, float]:
     [evaluator] = load_evaluators_safely([evaluator_class(name)(options)], PluginContext())
+    evaluator.evaluate(synthetic_records(1))  # fail here, not per record, if it cannot run
     seen = counted(evaluator)
     records = synthetic_records(n * 2 + 40)
     evaluator.evaluate(records[-2:])  # warm up
@@ -162,6 +163,7 @@ def measure(name: str, options: dict[str, Any], n: int) -> tuple[float, float, f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=48)
+    parser.add_argument("--only", default="", help="comma-separated words a family must contain")
     args = parser.parse_args()
     import torch
 
@@ -173,7 +175,10 @@ def main() -> None:
         models = build(Path(tmp))
         print(f"\n{'family (architecture)':48} {'backend':8} {'pairs/s':>8} {'pairs/rec':>9} "
               f"{'p50 ms':>8} {'p99 ms':>8} {'traces/s':>9}")  # fmt: skip
+        wanted = [w for w in args.only.split(",") if w]
         for label, (name, options) in models.items():
+            if wanted and not any(w in label for w in wanted):
+                continue
             for backend in ("torch", "onnx"):
                 chosen = {**options, "backend": backend, "threads": 1}
                 try:
