@@ -12,21 +12,17 @@ from __future__ import annotations
 from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.injection import TextScan, scan_text
+from ragpulse.evaluators.injection import TextScan
 from ragpulse.evaluators.injection.findings import document_ids, finding, place
-from ragpulse.evaluators.injection.scan import prepare
+from ragpulse.evaluators.injection.scan import (
+    DOCUMENT_SCAN,
+    QUESTION_SCAN,
+    prepare,
+    scan_document,
+    scan_question,
+)
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
-
-_Q, _D = "injection/rules:question", "injection/rules:document"  # keys of the kept scans
-
-
-def _scan_question(text: str) -> TextScan:
-    return scan_text(text)
-
-
-def _scan_document(text: str) -> TextScan:
-    return scan_text(text, document=True)
 
 
 class InjectionRules(Evaluator):
@@ -65,9 +61,10 @@ class InjectionRules(Evaluator):
         view = self.texts.view
         locations: list[tuple[str, TextScan]] = []
         if record.question:
-            locations.append(("question", view(record.question).derived(_Q, _scan_question)))
+            scan = view(record.question).derived(QUESTION_SCAN, scan_question)
+            locations.append(("question", scan))
         for i, doc in enumerate(record.documents):
-            scan = view(doc.content).derived(_D, _scan_document)
+            scan = view(doc.content).derived(DOCUMENT_SCAN, scan_document)
             locations.append((f"document:{i}", scan))
         ids = document_ids(record)
         findings: list[dict[str, object]] = [

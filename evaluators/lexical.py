@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.injection.planted import evidence_documents
 from ragpulse.evaluators.text import TextAnalyses
 from ragpulse.record import EvalResult, RagRecord
 
@@ -38,6 +39,8 @@ class LexicalFaithfulness(_Lexical):
     Reference: Adlakha et al., "Evaluating Correctness and Faithfulness of
     Instruction-Following Models for Question Answering" (2023). Counts token
     occurrences, so a repeated unsupported word weighs as often as it appears.
+    Text of an instruction planted in a document (a span the injection rules
+    flag) is not support: copying an attacker's words is not faithfulness.
     """
 
     metric = "faithfulness"
@@ -50,11 +53,10 @@ class LexicalFaithfulness(_Lexical):
         answer = texts.view(record.answer).tokens
         if not answer:
             return self.not_applicable("answer has no content words")
-        view = texts.view
+        # Planted instructions are not evidence (evaluators/injection/planted.py).
+        evidence = [texts.view(t).token_set for t in evidence_documents(record, texts=texts)]
         # The answer's tokens that no document has (set operations in C, no union built).
-        missing = frozenset(answer).difference(
-            *[view(d.content).token_set for d in record.documents]
-        )
+        missing = frozenset(answer).difference(*evidence)
         score = (len(answer) - sum(map(missing.__contains__, answer))) / len(answer)
         unsupported = sorted(missing)
         return self.result(

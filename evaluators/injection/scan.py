@@ -133,3 +133,17 @@ def scan_text(text: str, *, document: bool = False) -> TextScan:
         excerpt=_excerpt(hits[names[0]]),
         weights=weights,
     )
+
+
+QUESTION_SCAN = "injection/scan:question"
+DOCUMENT_SCAN = "injection/scan:document"
+"""Keys under which a text's scans are kept with its shared analysis
+(``TextView.derived``): every evaluator that scans a document finds it scanned."""
+
+
+def scan_question(text: str) -> TextScan:
+    return scan_text(text)
+
+
+def scan_document(text: str) -> TextScan:
+    return scan_text(text, document=True)
