@@ -42,8 +42,12 @@ def attrs(item: Any) -> dict[str, Any]:
 
 
 def signals(backend: CaptureServer, trace_id: str) -> tuple[list[Any], list[Any]]:
-    """(EVALUATOR spans, evaluation events) of one trace."""
-    spans = [s for s in backend.captured.spans() if s.trace_id.hex() == trace_id]
+    """(EVALUATOR spans linked to one trace, evaluation events in it)."""
+    spans = [
+        s
+        for s in backend.captured.spans()
+        if any(link.trace_id.hex() == trace_id for link in s.links)
+    ]
     logs = [lr for lr in backend.captured.log_records() if lr.trace_id.hex() == trace_id]
     return spans, logs
 
@@ -110,14 +114,16 @@ def test_events_and_evaluator_spans_on_the_evaluated_spans(backend: CaptureServe
     assert by_metric(logs, "injection").span_id.hex() == retrievals[0]  # found in a document
 
     # EVALUATOR carrier spans (OpenInference post-hoc feedback): one Span Link to the
-    # evaluated span, parented to it too, the result as evaluations.0.evaluation.*.
+    # evaluated span, the root of a trace of their own (never parented: the evaluated
+    # trace's duration, project and service stay as the app made them), the result as
+    # evaluations.0.evaluation.*.
     for metric, target in [
         ("faithfulness", generation),
         ("context_relevance", retrievals[0]),
         ("injection", retrievals[0]),
     ]:
         span = by_metric(spans, metric)
-        assert span.parent_span_id.hex() == target
+        assert not span.parent_span_id and span.trace_id.hex() != trace_id
         assert [(link.trace_id.hex(), link.span_id.hex()) for link in span.links] == [
             (trace_id, target)
         ]
@@ -125,6 +131,7 @@ def test_events_and_evaluator_spans_on_the_evaluated_spans(backend: CaptureServe
         assert a["openinference.span.kind"] == "EVALUATOR"
         assert a["evaluations.0.evaluation.name"] == metric
         assert a["ragpulse.evaluation.target_span_id"] == target
+        assert a["ragpulse.evaluation.target_trace_id"] == trace_id
     judged = attrs(by_metric(spans, "context_relevance"))
     assert judged["evaluations.0.evaluation.annotator_kind"] == "LLM"
     assert judged["evaluations.0.evaluation.identifier"] == "ragpulse.llm_judge"
@@ -175,7 +182,7 @@ def test_falls_back_to_the_record_span(backend: CaptureServer) -> None:
     spans, logs = signals(backend, trace_id)
     assert len(spans) == 5 and len(logs) == 5
     assert {log.span_id.hex() for log in logs} == {root}
-    assert {s.parent_span_id.hex() for s in spans} == {root}
+    assert {s.links[0].span_id.hex() for s in spans} == {root}
     relevance = by_metric(logs, "answer_relevance")
     assert attrs(relevance)["gen_ai.response.id"] == "resp-7"
     errored = [s for s in spans if s.status.code == 2]  # ERROR

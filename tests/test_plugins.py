@@ -165,6 +165,10 @@ def test_sink_contract(name: str, tmp_path: Path, judge: JudgeServer) -> None:
         "regression": {"directory": str(tmp_path / "sets")},
         "otel": {"endpoint": judge.base_url.removesuffix("/v1")},  # answers 404: counted
         "prometheus": {},
+        # Tracing tools: the judge double answers 404 to their APIs, counted as failures.
+        "phoenix": {"endpoint": judge.base_url},
+        "mlflow": {"tracking_uri": judge.base_url},
+        "langfuse": {"host": judge.base_url, "public_key": "pk-test", "secret_key": "sk-test"},
     }
     settings = Settings(sinks={name: options.get(name, {})})
     context = PluginContext(settings)
@@ -180,6 +184,11 @@ def test_sink_contract(name: str, tmp_path: Path, judge: JudgeServer) -> None:
     sink.shutdown()
     if name == "jsonl":
         assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(RECORDS)
+    if name in ("phoenix", "mlflow", "langfuse"):
+        failed = context.metrics.registry.get_sample_value(
+            "ragpulse_sink_items_total", {"sink": name, "outcome": "failed"}
+        )
+        assert failed and failed >= sum(len(rs) for rs in results)  # none lost silently
 
 
 def test_default_sinks_need_no_configuration() -> None:
