@@ -196,8 +196,6 @@ class HttpSink(Sink, Generic[Item]):
     new results), and posts each result it is given once.
     """
 
-    Options = DeliveryOptions
-
     def __init__(
         self,
         base_url: str,

@@ -252,7 +252,7 @@ class LogsWhereAccepted(LogRecordExporter):
         return self.inner.force_flush(timeout_millis)
 
     def shutdown(self) -> None:
-        self.inner.shutdown()
+        self.inner.shutdown()  # type: ignore[no-untyped-call]  # the SDK's base is unannotated
 
 
 class OtelEvaluationSink(Sink):

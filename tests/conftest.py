@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from kafka_env import kafka_broker, moto_s3, rotel_agent, s3_kafka_broker  # noqa: F401 (fixtures)
 from llm_server import LlamaServer, unavailable
+from tracing_backends import MlflowServer, PhoenixServer
 
 from ragpulse.disk_cache import CACHE_ENV, cache_root
 from ragpulse.telemetry import CollectorMetrics
@@ -59,3 +60,25 @@ def llm_server() -> Iterator[LlamaServer]:
         pytest.skip(f"no real LLM server: {reason}")
     with LlamaServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
+    """One real Arize Phoenix for the session (tests/tracing_backends.py)."""
+    server = PhoenixServer(tmp_path_factory.mktemp("phoenix"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """One real MLflow tracking server for the session (tests/tracing_backends.py)."""
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

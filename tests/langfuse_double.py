@@ -100,7 +100,9 @@ class LangfuseDouble:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_port}"
 
-    def answer_next(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+    def answer_next(
+        self, status: int, body: Any = None, headers: dict[str, str] | None = None
+    ) -> None:
         """Answer the next valid request with this instead of accepting it."""
         with self._lock:
             self._scripted.append((status, headers or {}, body if body is not None else {}))
