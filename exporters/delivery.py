@@ -13,8 +13,9 @@ exponential backoff and jitter, honouring ``Retry-After``, for up to ``retry_for
 Nothing is lost silently: a request that failed for good counts in
 ``ragpulse_sink_errors_total{sink}``, and every item in
 ``ragpulse_sink_items_total{sink,outcome}`` (delivered, failed, or dropped when the
-queue was full). ``shutdown`` sends what is queued within ``flush_timeout_s``. Request
-headers (credentials) and URLs are never logged.
+queue was full); ``ragpulse_sink_retries_total{sink}`` counts requests sent again.
+``shutdown`` sends what is queued within ``flush_timeout_s``. Request headers
+(credentials) and URLs are never logged.
 """
 
 from __future__ import annotations
@@ -334,6 +335,7 @@ class HttpSink(Sink, Generic[Item]):
             log.exception("%s sink: sending failed", self.name)
             reply, retry_after = Reply(Outcome.FAILED, reason=type(exc).__name__), None
         if reply.outcome is Outcome.RETRY and self._retry(attempt, retry_after):
+            self.metrics.sink_retries.labels(self.name).inc()
             log.debug("%s sink: %s, retrying (try %d)", self.name, reply.reason, attempt.tries)
             return
         if reply.outcome is Outcome.DELIVERED:

@@ -186,6 +186,13 @@ class CollectorMetrics:
             ["sink", "outcome"],
             registry=r,
         )
+        self.sink_retries = Counter(
+            "ragpulse_sink_retries",
+            "Requests a tracing-tool sink sent again (429, 5xx, network errors, the evaluated "
+            "trace not in the tool yet).",
+            ["sink"],
+            registry=r,
+        )
         self.open_traces = Gauge(
             "ragpulse_open_traces", "Traces being assembled right now.", registry=r
         )

@@ -79,11 +79,14 @@ class Captured:
 
 
 class CaptureServer:
-    """Accepts OTLP/HTTP protobuf on /v1/traces and /v1/logs and keeps what it got."""
+    """Accepts OTLP/HTTP protobuf on /v1/traces and /v1/logs and keeps what it got;
+    ``logs_status`` (404, 405) answers /v1/logs as a backend without a logs intake does."""
 
-    def __init__(self) -> None:
+    def __init__(self, logs_status: int | None = None) -> None:
         self.captured = Captured()
         captured = self.captured
+        self.log_requests = 0
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -95,6 +98,11 @@ class CaptureServer:
                     req.ParseFromString(body)
                     captured.traces.append(req)
                     resp = trace_service_pb2.ExportTraceServiceResponse()
+                elif self.path == "/v1/logs" and logs_status is not None:
+                    server.log_requests += 1
+                    self.send_response(logs_status)
+                    self.end_headers()
+                    return
                 elif self.path == "/v1/logs":
                     req = logs_service_pb2.ExportLogsServiceRequest()
                     req.ParseFromString(body)

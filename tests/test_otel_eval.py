@@ -7,15 +7,18 @@ every test tells its own signals apart by trace id.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from helpers import CaptureServer, new_span_id, new_trace_id
+from kafka_env import free_port
 
-from ragpulse.config import load_settings
+from ragpulse.config import Settings, load_settings
 from ragpulse.exporters.eval_targets import METRIC_TARGETS, Target
 from ragpulse.exporters.otel_eval import OtelEvaluationSink
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 
 
@@ -25,9 +28,16 @@ def backend() -> Iterator[CaptureServer]:
         yield server
 
 
-def export(backend: CaptureServer, record: RagRecord, results: list[EvalResult]) -> None:
-    settings = load_settings(otlp_export_endpoint=backend.url, service_name="rp-test")
-    sink = OtelEvaluationSink.from_settings(settings)
+def export(
+    backend: CaptureServer | str,
+    record: RagRecord,
+    results: list[EvalResult],
+    context: PluginContext | None = None,
+    **settings: Any,
+) -> None:
+    url = backend if isinstance(backend, str) else backend.url
+    loaded = load_settings(otlp_export_endpoint=url, service_name="rp-test", **settings)
+    sink = OtelEvaluationSink.from_settings(loaded, context)
     assert sink is not None
     sink.export(record, results)
     sink.shutdown()  # flushes both providers
@@ -216,3 +226,65 @@ def test_redaction_still_applies(backend: CaptureServer) -> None:
 
 def test_disabled_without_endpoint() -> None:
     assert OtelEvaluationSink.from_settings(load_settings()) is None
+
+
+def test_carriers_are_filed_in_the_evaluated_traces_project(backend: CaptureServer) -> None:
+    """Phoenix files a trace by its resource's project name: the carrier names the app's."""
+    trace_id = new_trace_id()
+    record = RagRecord(
+        trace_id=trace_id,
+        span_id=new_span_id(),
+        question="q",
+        answer="a",
+        attributes={"openinference.project.name": "shop-assistant"},
+    )
+    export(backend, record, [EvalResult(metric="faithfulness", method="lexical", score=1.0)])
+    [span], _ = signals(backend, trace_id)
+    [resource] = [
+        {kv.key: kv.value.string_value for kv in rs.resource.attributes}
+        for req in backend.captured.traces
+        for rs in req.resource_spans
+        if any(s.span_id == span.span_id for ss in rs.scope_spans for s in ss.spans)
+    ]
+    assert resource["openinference.project.name"] == "shop-assistant"
+    assert resource["service.name"] == "rp-test"  # the carrier's own trace: ragpulse's
+
+
+@pytest.mark.parametrize("status", [404, 405])
+def test_events_off_where_the_endpoint_has_no_logs_intake(
+    status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """MLflow answers 404 and Phoenix 405 on /v1/logs: one warning, then no more events;
+    the EVALUATOR spans still go, and nothing counts as failed."""
+    context = PluginContext(Settings())
+    with CaptureServer(logs_status=status) as server, caplog.at_level(logging.WARNING):
+        settings = load_settings(otlp_export_endpoint=server.url)
+        sink = OtelEvaluationSink.from_settings(settings, context)
+        assert sink is not None
+        trace_id = new_trace_id()
+        result = EvalResult(metric="refusal", method="rules", score=0.0)
+        for _ in range(3):
+            record = RagRecord(trace_id=trace_id, span_id=new_span_id(), question="q", answer="a")
+            sink.export(record, [result])
+            sink._logger_provider.force_flush()  # type: ignore[union-attr]  # one batch each
+        sink.shutdown()
+        spans, logs = signals(server, trace_id)
+    assert len(spans) == 3 and logs == []
+    assert len([r for r in caplog.records if "no logs intake" in r.getMessage()]) == 1
+    assert server.log_requests == 1  # probed once, then no event sent
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors_of(context)
+
+
+def errors_of(context: PluginContext) -> float | None:
+    return context.metrics.registry.get_sample_value("ragpulse_sink_errors_total", {"sink": "otel"})
+
+
+def test_every_failed_export_is_counted() -> None:
+    """Nothing listening: the span and event exports fail, and each failure is counted."""
+    context = PluginContext(Settings())
+    record = RagRecord(trace_id=new_trace_id(), span_id=new_span_id(), question="q", answer="a")
+    url = f"http://127.0.0.1:{free_port()}"
+    result = EvalResult(metric="refusal", method="rules", score=0.0)
+    export(url, record, [result], context, otel_export={"timeout_s": 0.5})
+    assert errors_of(context) == 2  # the carrier span batch and the event batch

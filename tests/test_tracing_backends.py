@@ -33,6 +33,11 @@ from kafka_env import free_port, wait_until
 from tracing_backends import MlflowServer, PhoenixServer, request
 
 from ragpulse import semconv as sc
+from ragpulse.config import Settings
+from ragpulse.exporters.mlflow import MlflowSink
+from ragpulse.exporters.phoenix import PhoenixSink
+from ragpulse.plugin_context import PluginContext
+from ragpulse.record import EvalResult, RagRecord
 
 pytestmark = pytest.mark.integration
 
@@ -249,6 +254,77 @@ def test_phoenix_per_document_relevance(phoenix_server: PhoenixServer, phoenix_r
     assert checked > 0
 
 
+def chat_trace(backend: str, headers: dict[str, str] | None = None) -> tuple[RagRecord, Any]:
+    """One app trace (pipeline -> chat span), recorded but not sent yet: its record (with
+    an e-mail address in the question, for redaction to find) and a function that sends
+    it to ``backend``."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    resource = Resource.create({"service.name": APP, sc.OPENINFERENCE_PROJECT_NAME: APP})
+    provider = TracerProvider(resource=resource)
+    recorded = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(recorded))
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("answer") as root, tracer.start_span("chat m") as chat:
+        pass
+
+    def send() -> None:
+        exporter = OTLPSpanExporter(f"{backend}/v1/traces", headers=headers)
+        exporter.export(recorded.get_finished_spans())
+        exporter.shutdown()
+
+    record = RagRecord(
+        trace_id=format(root.get_span_context().trace_id, "032x"),
+        span_id=format(root.get_span_context().span_id, "016x"),
+        generation_span_id=format(chat.get_span_context().span_id, "016x"),
+        question="please write to jane.doe@example.com",
+        answer="a",
+    )
+    return record, send
+
+
+JUDGED = [
+    EvalResult(metric="faithfulness", method="llm_judge", error="TimeoutError: no answer"),
+    EvalResult(
+        metric="answer_relevance",
+        method="llm_judge",
+        score=0.0,
+        label="irrelevant",
+        explanation="it ignores jane.doe@example.com",
+    ),
+]
+
+
+def test_phoenix_failed_evaluations_carry_a_label_and_quotes_are_redacted(
+    phoenix_server: PhoenixServer,
+) -> None:
+    record, send = chat_trace(phoenix_server.url)
+    send()
+    settings = Settings(sinks={"phoenix": {"endpoint": phoenix_server.url, "max_wait_s": 0}})
+    sink = PhoenixSink.from_settings(settings)
+    assert sink is not None
+    sink.export(record, JUDGED)
+    sink.shutdown()
+    query = urllib.parse.urlencode({"span_ids": record.generation_span_id})
+    url = f"{phoenix_server.url}/v1/projects/{APP}/span_annotations?{query}"
+
+    def landed() -> list[dict[str, Any]] | None:
+        data = list(request(url)["data"])
+        return data if len(data) == 2 else None
+
+    by_name = {a["name"]: a for a in wait_until(landed, 120, "no annotations", 0.5)}
+    failed = by_name["faithfulness"]
+    assert failed["result"]["label"] == "error" and failed["result"]["score"] is None
+    assert failed["result"]["explanation"] == "TimeoutError: no answer"
+    assert failed["annotator_kind"] == "LLM"
+    judged = by_name["answer_relevance"]["result"]
+    assert judged == {"label": "irrelevant", "score": 0.0, "explanation": "it ignores [EMAIL]"}
+
+
 def _iso(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
@@ -301,3 +377,44 @@ def test_mlflow_shows_each_result_on_the_span_it_judges(
         growth.append(_seconds(info["execution_duration"]) - before)
     print(f"\nMLflow trace duration growth: max {max(growth) * 1e3:.3f} ms over {COUNT} traces")
     assert max(growth) <= MAX_LATENCY_GROWTH_S
+
+
+def test_mlflow_failed_evaluations_are_assessment_errors_and_quotes_are_redacted(
+    mlflow_server: MlflowServer,
+) -> None:
+    experiment = mlflow_server.create_experiment("rag-app-judged")
+    record, send = chat_trace(mlflow_server.url, {"x-mlflow-experiment-id": experiment})
+    config = {"tracking_uri": mlflow_server.url, "backoff_s": 0.1, "max_backoff_s": 0.5}
+    context = PluginContext(Settings(sinks={"mlflow": config}))
+    sink = MlflowSink.from_settings(context.settings, context)
+    assert sink is not None
+    sink.export(record, JUDGED)  # before the app's trace reached MLflow: retried
+
+    def retried() -> bool:
+        labels = {"sink": "mlflow"}
+        return bool(
+            context.metrics.registry.get_sample_value("ragpulse_sink_retries_total", labels)
+        )
+
+    wait_until(retried, 60, "the sink did not retry", 0.05)
+    send()
+    sink.shutdown()  # sends what is still waiting for the trace, within the flush timeout
+    assert sample_of(context, "delivered") == 2 and not sample_of(context, "failed")
+    info = request(f"{mlflow_server.url}/api/3.0/mlflow/traces/tr-{record.trace_id}")
+    by_name = {a["assessment_name"]: a for a in info["trace"]["trace_info"]["assessments"]}
+    failed = by_name["faithfulness"]
+    assert failed["source"] == {"source_type": "LLM_JUDGE", "source_id": "ragpulse.llm_judge"}
+    assert failed["feedback"]["error"] == {
+        "error_code": "TimeoutError",
+        "error_message": "no answer",
+    }
+    assert failed["span_id"] == record.generation_span_id
+    judged = by_name["answer_relevance"]
+    assert judged["feedback"]["value"] == 0.0
+    assert judged["rationale"] == "it ignores [EMAIL]"
+    assert judged["metadata"]["label"] == "irrelevant"
+
+
+def sample_of(context: PluginContext, outcome: str) -> float:
+    labels = {"sink": "mlflow", "outcome": outcome}
+    return context.metrics.registry.get_sample_value("ragpulse_sink_items_total", labels) or 0.0
