@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -45,7 +44,6 @@ def main() -> None:
     provider.add_span_processor(SimpleSpanProcessor(recorded))
     ragpulse.configure(endpoint=args.ragpulse, tracer_provider=provider)
 
-    random.seed(7)
     questions = demo_app.corpus()["questions"]
     for i in range(args.count):
         demo_app.answer(questions[i % len(questions)]["question"], ungrounded_rate=0.25)
