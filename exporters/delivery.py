@@ -37,11 +37,12 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import Field
 
-from ragpulse.config import RedactionSettings
+from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.eval_targets import EvaluatedSpan, evaluated_span
 from ragpulse.exporters.otel_eval import annotator_kind, redact_results
 from ragpulse.options import PluginOptions
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import CollectorMetrics
@@ -187,34 +188,43 @@ class _WarnEvery:
         log.warning(message, *args)
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a tool's API is and how to authenticate to it."""
+
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    auth: httpx.Auth | None = None
+
+
 class HttpSink(Sink, Generic[Item]):
     """A sink that posts each result to a tracing tool's HTTP API (see the module doc).
 
-    Subclasses fill three hooks: :meth:`items` (results -> items, called on the
-    evaluation thread), :meth:`requests` (a batch of items -> requests, on a worker
-    thread) and, where the tool answers in its own way, :meth:`reply`. ``export`` is
-    called more than once per record when costly tiers follow (each call carries only
-    new results), and posts each result it is given once.
+    Subclasses declare their ``Options`` (a :class:`DeliveryOptions`) and fill four
+    hooks: :meth:`endpoint` (options -> URL and credentials, at construction),
+    :meth:`items` (results -> items, on the evaluation thread), :meth:`requests` (a
+    batch of items -> requests, on a worker thread) and, where the tool answers in its
+    own way, :meth:`reply`. ``export`` is called more than once per record when costly
+    tiers follow (each call carries only new results), and posts each result it is
+    given once.
     """
 
     def __init__(
         self,
-        base_url: str,
         options: DeliveryOptions,
         *,
-        headers: Mapping[str, str] | None = None,
-        auth: httpx.Auth | None = None,
         metrics: CollectorMetrics | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(options)
         self.settings = options
+        endpoint = self.endpoint(options)
         self.redactor = Redactor.for_path(options.redaction, "otel")
         self.metrics = metrics if metrics is not None else CollectorMetrics()
         self._client = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers={**options.headers, **(headers or {})},
-            auth=auth,
+            base_url=endpoint.base_url.rstrip("/"),
+            headers={**options.headers, **endpoint.headers},
+            auth=endpoint.auth,
             timeout=options.timeout_s,
             transport=transport,
         )
@@ -233,7 +243,21 @@ class HttpSink(Sink, Generic[Item]):
         for worker in self._workers:
             worker.start()
 
+    @classmethod
+    def section(cls, settings: Settings) -> dict[str, Any]:
+        return {"redaction": settings.redaction.model_dump()}
+
+    @classmethod
+    def create(cls, options: PluginOptions, context: PluginContext) -> Sink | None:
+        assert isinstance(options, DeliveryOptions)
+        return cls(options, metrics=context.metrics)
+
     # -- hooks --------------------------------------------------------------------------
+
+    @abstractmethod
+    def endpoint(self, options: DeliveryOptions) -> Endpoint:
+        """The tool's base URL and credentials from ``options`` (and the tool's usual
+        environment variables); raises ConfigError when they are incomplete."""
 
     @abstractmethod
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Item]:

@@ -28,11 +28,11 @@ from typing import Any
 import httpx
 from pydantic import Field, SecretStr
 
-from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.delivery import (
     ApiRequest,
     DeliveryOptions,
+    Endpoint,
     HttpSink,
     Judged,
     Outcome,
@@ -40,7 +40,6 @@ from ragpulse.exporters.delivery import (
     error_label,
     result_metadata,
 )
-from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 
 HOST_ENV = "LANGFUSE_HOST"
@@ -77,16 +76,8 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
             "per request (Langfuse servers that take only that).",
         )
 
-    @classmethod
-    def section(cls, settings: Settings) -> dict[str, Any]:
-        return {"redaction": settings.redaction.model_dump()}
-
-    @classmethod
-    def create(cls, options: PluginOptions, context: PluginContext) -> LangfuseSink:
-        assert isinstance(options, cls.Options)
-        return cls(options, metrics=context.metrics)
-
-    def __init__(self, options: Options, **kwargs: Any) -> None:
+    def endpoint(self, options: DeliveryOptions) -> Endpoint:
+        assert isinstance(options, self.Options)
         host = options.host or os.environ.get(HOST_ENV)
         public = options.public_key or os.environ.get(PUBLIC_KEY_ENV)
         secret = (
@@ -99,9 +90,7 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
                 "sinks.langfuse needs host, public_key and secret_key (or LANGFUSE_HOST, "
                 "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY)"
             )
-        self.batch_scores = options.batch_scores
-        auth = httpx.BasicAuth(public, secret)
-        super().__init__(host, options, auth=auth, **kwargs)
+        return Endpoint(host, auth=httpx.BasicAuth(public, secret))
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[dict[str, Any]]:
         out = []
@@ -126,7 +115,8 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
         return out
 
     def requests(self, batch: list[dict[str, Any]]) -> list[ApiRequest]:
-        if self.batch_scores:
+        assert isinstance(self.settings, self.Options)
+        if self.settings.batch_scores:
             return [ApiRequest(SCORES_PATH, batch, len(batch))]
         return [ApiRequest(SCORES_PATH, score, 1) for score in batch]
 

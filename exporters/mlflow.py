@@ -28,11 +28,11 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.delivery import (
     ApiRequest,
     DeliveryOptions,
+    Endpoint,
     HttpSink,
     Judged,
     Outcome,
@@ -41,7 +41,6 @@ from ragpulse.exporters.delivery import (
     result_metadata,
 )
 from ragpulse.exporters.otel_eval import annotator_kind
-from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.semconv import ANNOTATOR_LLM
 
@@ -89,16 +88,8 @@ class MlflowSink(HttpSink[Assessment]):
         batch_size: int = Field(1, ge=1, description="One assessment per request (MLflow's API).")
         concurrency: int = Field(4, ge=1, description="Requests in flight at once.")
 
-    @classmethod
-    def section(cls, settings: Settings) -> dict[str, Any]:
-        return {"redaction": settings.redaction.model_dump()}
-
-    @classmethod
-    def create(cls, options: PluginOptions, context: PluginContext) -> MlflowSink:
-        assert isinstance(options, cls.Options)
-        return cls(options, metrics=context.metrics)
-
-    def __init__(self, options: Options, **kwargs: Any) -> None:
+    def endpoint(self, options: DeliveryOptions) -> Endpoint:
+        assert isinstance(options, self.Options)
         uri = options.tracking_uri or os.environ.get(TRACKING_URI_ENV)
         if not uri or not uri.startswith(("http://", "https://")):
             raise ConfigError(
@@ -112,7 +103,7 @@ class MlflowSink(HttpSink[Assessment]):
             headers["Authorization"] = f"Bearer {token}"
         elif (user := os.environ.get(USERNAME_ENV)) and (password := os.environ.get(PASSWORD_ENV)):
             auth = httpx.BasicAuth(user, password)
-        super().__init__(uri, options, headers=headers, auth=auth, **kwargs)
+        return Endpoint(uri, headers, auth)
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Assessment]:
         trace_id = f"tr-{record.trace_id}"

@@ -31,10 +31,10 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 
 from ragpulse import semconv as sc
-from ragpulse.config import Settings
 from ragpulse.exporters.delivery import (
     ApiRequest,
     DeliveryOptions,
+    Endpoint,
     HttpSink,
     Judged,
     error_label,
@@ -42,7 +42,6 @@ from ragpulse.exporters.delivery import (
 )
 from ragpulse.exporters.eval_targets import is_span_id
 from ragpulse.exporters.otel_eval import annotator_kind
-from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 
 API_KEY_ENV = "PHOENIX_API_KEY"
@@ -92,19 +91,10 @@ class PhoenixSink(HttpSink[Annotation]):
             None, description=f"Sent as a Bearer token; falls back to {API_KEY_ENV}."
         )
 
-    @classmethod
-    def section(cls, settings: Settings) -> dict[str, Any]:
-        return {"redaction": settings.redaction.model_dump()}
-
-    @classmethod
-    def create(cls, options: PluginOptions, context: PluginContext) -> PhoenixSink:
-        assert isinstance(options, cls.Options)
-        return cls(options, metrics=context.metrics)
-
-    def __init__(self, options: Options, **kwargs: Any) -> None:
+    def endpoint(self, options: DeliveryOptions) -> Endpoint:
+        assert isinstance(options, self.Options)
         key = options.api_key.get_secret_value() if options.api_key else os.environ.get(API_KEY_ENV)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        super().__init__(options.endpoint, options, headers=headers, **kwargs)
+        return Endpoint(options.endpoint, {"Authorization": f"Bearer {key}"} if key else {})
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Annotation]:
         out = []

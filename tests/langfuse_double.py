@@ -20,9 +20,9 @@ import base64
 import json
 import threading
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from helpers import LocalServer, Reply
 from langfuse.api import CreateScoreRequest, CreateScoresRequest
 from langfuse.api.core.pydantic_utilities import parse_obj_as
 from langfuse.api.core.serialization import convert_and_respect_annotation_metadata
@@ -62,10 +62,11 @@ def check_score(score: Any) -> list[str]:
     return problems
 
 
-class LangfuseDouble:
+class LangfuseDouble(LocalServer):
     """``POST /api/public/scores`` with Basic auth; keeps what it accepted."""
 
     def __init__(self, public_key: str = "pk-lf-test", secret_key: str = "sk-lf-test") -> None:
+        super().__init__()
         self.public_key, self.secret_key = public_key, secret_key
         self.scores: list[dict[str, Any]] = []
         self.requests: list[Any] = []  # every body received, valid or not
@@ -73,32 +74,11 @@ class LangfuseDouble:
         self._scripted: deque[tuple[int, dict[str, str], Any]] = deque()
         self._lock = threading.Lock()
         self.received = threading.Condition(self._lock)
-        double = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status, headers, reply = double._handle(
-                    self.path, self.headers.get("Authorization", ""), body
-                )
-                payload = json.dumps(reply).encode()
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}"
+    def respond(self, path: str, headers: Any, body: bytes) -> Reply:
+        status, reply_headers, reply = self._handle(path, headers.get("Authorization", ""), body)
+        reply_headers = {**reply_headers, "Content-Type": "application/json"}
+        return status, reply_headers, json.dumps(reply).encode()
 
     def answer_next(
         self, status: int, body: Any = None, headers: dict[str, str] | None = None
@@ -146,11 +126,3 @@ class LangfuseDouble:
         if batch:
             return 202, {}, {"message": "Accepted"}
         return 200, {}, {"id": body.get("id") or "generated"}
-
-    def __enter__(self) -> LangfuseDouble:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()

@@ -153,6 +153,21 @@ def results_of(run: Run, trace_id: str, metric: str) -> list[dict[str, Any]]:
     return [r for r in run.results[trace_id] if r["metric"] == metric]
 
 
+def judged(
+    run: Run, trace_id: str, shown: list[dict[str, Any]], name: str
+) -> Iterator[tuple[dict[str, Any], dict[str, Any], str]]:
+    """(ragpulse's result, what the tool shows for it, the span it must be on) for every
+    faithfulness and context-relevance result of one trace, once each shown item has
+    been matched: the tool shows each of ragpulse's results exactly once."""
+    assert len(shown) == len(run.results[trace_id])
+    for metric, span in (("faithfulness", "chat"), ("context_relevance", "retrieval")):
+        ours = results_of(run, trace_id, metric)
+        theirs = [item for item in shown if item[name] == metric]
+        assert ours and len(theirs) == len(ours)
+        for result, item in zip(ours, theirs, strict=True):
+            yield result, item, run.traces[trace_id][span]
+
+
 # --- Phoenix -------------------------------------------------------------------------
 
 
@@ -184,18 +199,12 @@ def test_phoenix_shows_each_result_on_the_span_it_judges(
 
     # sync=false: Phoenix inserts in the background (retrying for spans not there yet).
     found = wait_until(landed, 120, f"Phoenix did not show {expected} annotations", 0.5)
-    for trace_id, trace in run.traces.items():
-        annotations = found[trace_id]
-        assert len(annotations) == len(run.results[trace_id])  # each result once
-        for metric, span in (("faithfulness", "chat"), ("context_relevance", "retrieval")):
-            ours = results_of(run, trace_id, metric)
-            theirs = [a for a in annotations if a["name"] == metric]
-            assert ours and len(theirs) == len(ours)
-            for result, annotation in zip(ours, theirs, strict=True):
-                assert annotation["span_id"] == trace[span]
-                assert annotation["identifier"] == f"ragpulse.{result['method']}"
-                assert annotation["annotator_kind"] == "CODE"
-                assert annotation["result"]["score"] == result["score"]
+    for trace_id in run.traces:
+        for result, annotation, span_id in judged(run, trace_id, found[trace_id], "name"):
+            assert annotation["span_id"] == span_id
+            assert annotation["identifier"] == f"ragpulse.{result['method']}"
+            assert annotation["annotator_kind"] == "CODE"
+            assert annotation["result"]["score"] == result["score"]
 
 
 def test_phoenix_trace_keeps_its_latency_and_project(
@@ -359,20 +368,15 @@ def test_mlflow_shows_each_result_on_the_span_it_judges(
         assert info["trace_location"]["mlflow_experiment"]["experiment_id"] == experiment
         assert info["tags"]["service.name"] == APP  # not ragpulse's
         assessments = info.get("assessments", [])
-        assert len(assessments) == len(run.results[trace_id])  # each result once
-        for metric, span in (("faithfulness", "chat"), ("context_relevance", "retrieval")):
-            ours = results_of(run, trace_id, metric)
-            theirs = [a for a in assessments if a["assessment_name"] == metric]
-            assert ours and len(theirs) == len(ours)
-            for result, assessment in zip(ours, theirs, strict=True):
-                assert assessment["span_id"] == trace[span]
-                assert assessment["source"] == {
-                    "source_type": "CODE",
-                    "source_id": f"ragpulse.{result['method']}",
-                }
-                # The score; where there is none (not applicable), the label.
-                value = result["score"] if result["score"] is not None else result["label"]
-                assert assessment["feedback"]["value"] == value
+        for result, assessment, span_id in judged(run, trace_id, assessments, "assessment_name"):
+            assert assessment["span_id"] == span_id
+            assert assessment["source"] == {
+                "source_type": "CODE",
+                "source_id": f"ragpulse.{result['method']}",
+            }
+            # The score; where there is none (not applicable), the label.
+            value = result["score"] if result["score"] is not None else result["label"]
+            assert assessment["feedback"]["value"] == value
         before = (trace["end_ns"] - trace["start_ns"]) / 1e9
         growth.append(_seconds(info["execution_duration"]) - before)
     print(f"\nMLflow trace duration growth: max {max(growth) * 1e3:.3f} ms over {COUNT} traces")
