@@ -2,9 +2,17 @@
 
 A trace is complete when its root span has arrived (spans arrive only once
 ended, so the root has ended) and no new span came for ``grace_s``; or when
-``timeout_s`` has passed since its first span, whatever arrived. Memory is
-bounded by ``max_open_traces`` and ``max_spans_per_trace``; whatever
-overflows is dropped and counted by reason.
+``timeout_s`` has passed since its first span, whatever arrived.
+
+Memory is bounded by ``max_open_traces``, ``max_held_bytes`` (the OTLP bytes of
+open traces and of completed ones waiting for evaluation) and
+``max_spans_per_trace``. A receiver adds a request whole or not at all
+(``admit=True``): while the open traces or held bytes are past 90% of their bound
+(past the bound, for a request that only continues open traces), the request
+raises :class:`~ragpulse.errors.CollectorFull` before any span is kept, so the
+sender retries later and nothing is lost for capacity. What
+is bad in itself (a late span, a trace over ``max_spans_per_trace``) is dropped
+and counted by reason.
 
 OTLP log records (GenAI events, from the receivers' ``/v1/logs`` and gRPC
 LogsService) wait with their trace and are attached, as ``source="log"``
@@ -18,12 +26,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from ragpulse import semconv
 from ragpulse.config import AssemblySettings
+from ragpulse.errors import CollectorFull
 from ragpulse.record import AttributeValue, LogEvent, Span, SpanEvent
 from ragpulse.telemetry import (
     DROP_LATE_SPAN,
@@ -36,7 +45,17 @@ from ragpulse.telemetry import (
     CollectorMetrics,
 )
 
-_T = TypeVar("_T")
+ADMIT_SHARE = 0.9
+"""New traces are admitted up to this share of the bounds: the rest is kept for the spans
+of traces already open, so they are not refused for capacity half-way through."""
+
+
+class _Traced(Protocol):
+    @property
+    def trace_id(self) -> str: ...
+
+
+_T = TypeVar("_T", bound=_Traced)
 
 
 class Ack:
@@ -90,6 +109,7 @@ class CompletedTrace:
     first_seen: float
     acks: list[Ack] = field(default_factory=list)
     annotations: dict[str, AttributeValue] = field(default_factory=dict)
+    nbytes: int = 0  # OTLP bytes its spans came in (a share of each request's)
 
     def release(self) -> None:
         for ack in self.acks:
@@ -106,6 +126,7 @@ class _OpenTrace:
     acks: dict[int, Ack] = field(default_factory=dict)
     annotations: dict[str, AttributeValue] = field(default_factory=dict)
     logs: list[LogEvent] = field(default_factory=list)
+    nbytes: float = 0.0
 
 
 def is_local_root(span: Span) -> bool:
@@ -125,10 +146,14 @@ class Assembler:
         settings: AssemblySettings,
         metrics: CollectorMetrics,
         clock: Callable[[], float] = time.monotonic,
+        held_elsewhere: Callable[[], int] = lambda: 0,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
+        self._held_elsewhere = held_elsewhere  # bytes of completed traces not yet evaluated
+        self._bytes = 0.0  # OTLP bytes of the open traces
+        self._admitted = False  # adding an admitted request now (under the lock)
         # Open traces, least recently added to first: the quiet ones are a prefix.
         self._open: OrderedDict[str, _OpenTrace] = OrderedDict()
         self._timeouts_checked = float("-inf")  # when every open trace was last checked
@@ -139,23 +164,72 @@ class Assembler:
     def __len__(self) -> int:
         return len(self._open)
 
-    def add(self, spans: Iterable[Span], ack: Ack | None = None) -> int:
-        """Add spans; returns how many were rejected (dropped and counted)."""
-        now = self._clock()
-        return self._add_each(spans, lambda span: self._add_one(span, now, ack))
+    @property
+    def held_bytes(self) -> int:
+        """OTLP bytes of the open traces."""
+        return int(self._bytes)
 
-    def _add_each(self, items: Iterable[_T], add_one: Callable[[_T], str | None]) -> int:
+    def add(
+        self, spans: Sequence[Span], ack: Ack | None = None, *, nbytes: int = 0, admit: bool = False
+    ) -> int:
+        """Add spans that came in ``nbytes`` of OTLP; returns how many were rejected
+        (dropped and counted). With ``admit``, all or nothing: raises
+        :class:`~ragpulse.errors.CollectorFull` when the bounds are near."""
+        now = self._clock()
+        share = nbytes / len(spans) if spans else 0.0
+        return self._add_each(
+            spans, lambda span: self._add_one(span, now, ack, share), nbytes, admit
+        )
+
+    def _add_each(
+        self,
+        items: Sequence[_T],
+        add_one: Callable[[_T], str | None],
+        nbytes: int = 0,
+        admit: bool = False,
+    ) -> int:
         """``add_one`` each item under the lock; count the refusals by reason, return how many."""
         rejected: dict[str, int] = {}
         with self._lock:
-            for item in items:
-                reason = add_one(item)
-                if reason:
-                    rejected[reason] = rejected.get(reason, 0) + 1
+            if admit:
+                self._admit(items, nbytes)
+            # An admitted request is taken whole: it may take the open traces past the
+            # bound by what it holds (it is bounded by the body size), never refused half.
+            self._admitted = admit
+            try:
+                for item in items:
+                    reason = add_one(item)
+                    if reason:
+                        rejected[reason] = rejected.get(reason, 0) + 1
+            finally:
+                self._admitted = False
             self._metrics.open_traces.set(len(self._open))
         for reason, n in rejected.items():
             self._metrics.dropped.labels(reason).inc(n)
         return sum(rejected.values())
+
+    def _admit(self, items: Sequence[_T], nbytes: int) -> None:
+        """Raise CollectorFull (counted) when the collector is too full for ``items``;
+        called under the lock.
+
+        As the OpenTelemetry Collector's memory limiter does, what is held now is
+        compared with the bounds, not what would be held with the request: a request
+        larger than the headroom is taken once there is room, never starved, and it
+        takes the usage past the soft bound by at most its own size.
+        """
+        s = self._settings
+        held = self._bytes + self._held_elsewhere()
+        opens = any(i.trace_id not in self._open and i.trace_id not in self._closed for i in items)
+        bound = None
+        if held >= s.max_held_bytes:
+            bound = "held_bytes"
+        elif opens and len(self._open) >= ADMIT_SHARE * s.max_open_traces:
+            bound = "open_traces"
+        elif opens and held >= ADMIT_SHARE * s.max_held_bytes:
+            bound = "held_bytes"
+        if bound is not None:
+            self._metrics.intake_refused.labels(bound).inc()
+            raise CollectorFull(bound)
 
     def _trace(self, trace_id: str, now: float, late: str, full: str) -> _OpenTrace | str:
         """The open trace, opened now if new; else why not (``late``: it was closed; ``full``)."""
@@ -163,7 +237,7 @@ class Assembler:
         if trace is None:
             if trace_id in self._closed:
                 return late
-            if len(self._open) >= self._settings.max_open_traces:
+            if not self._admitted and len(self._open) >= self._settings.max_open_traces:
                 return full
             trace = self._open[trace_id] = _OpenTrace(first_seen=now, last_seen=now)
         return trace
@@ -173,13 +247,15 @@ class Assembler:
             self._open.move_to_end(trace_id)
             trace.last_seen = now
 
-    def _add_one(self, span: Span, now: float, ack: Ack | None) -> str | None:
+    def _add_one(self, span: Span, now: float, ack: Ack | None, nbytes: float) -> str | None:
         trace = self._trace(span.trace_id, now, DROP_LATE_SPAN, DROP_OPEN_TRACES)
         if isinstance(trace, str):
             return trace
         if len(trace.spans) >= self._settings.max_spans_per_trace:
             return DROP_SPANS_PER_TRACE
         trace.spans.append(span)
+        trace.nbytes += nbytes
+        self._bytes += nbytes
         self._touch(span.trace_id, trace, now)
         trace.root_seen = trace.root_seen or is_local_root(span)
         if ack is not None and id(ack) not in trace.acks:
@@ -187,7 +263,7 @@ class Assembler:
             trace.acks[id(ack)] = ack
         return None
 
-    def add_logs(self, events: Iterable[LogEvent]) -> int:
+    def add_logs(self, events: Sequence[LogEvent], *, nbytes: int = 0, admit: bool = False) -> int:
         """Buffer log events with their traces; returns how many were dropped (counted).
 
         A log record may arrive before any span of its trace (separate exporters,
@@ -195,15 +271,18 @@ class Assembler:
         bound. Log events per trace are bounded by ``max_spans_per_trace``.
         """
         now = self._clock()
-        return self._add_each(events, lambda event: self._add_log(event, now))
+        share = nbytes / len(events) if events else 0.0
+        return self._add_each(events, lambda event: self._add_log(event, now, share), nbytes, admit)
 
-    def _add_log(self, event: LogEvent, now: float) -> str | None:
+    def _add_log(self, event: LogEvent, now: float, nbytes: float) -> str | None:
         trace = self._trace(event.trace_id, now, DROP_LOG_LATE, DROP_LOG_OPEN_TRACES)
         if isinstance(trace, str):
             return trace
         if len(trace.logs) >= self._settings.max_spans_per_trace:
             return DROP_LOG_PER_TRACE
         trace.logs.append(event)
+        trace.nbytes += nbytes
+        self._bytes += nbytes
         self._touch(event.trace_id, trace, now)
         return None
 
@@ -263,13 +342,14 @@ class Assembler:
         with self._lock:
             gone = [t for t, trace in self._open.items() if predicate(list(trace.acks.values()))]
             for trace_id in gone:
-                del self._open[trace_id]
+                self._bytes -= self._open.pop(trace_id).nbytes
             self._metrics.open_traces.set(len(self._open))
         return len(gone)
 
     def _close(self, trace_id: str, trigger: str) -> CompletedTrace | None:
         """The finished trace, its log events joined; None when only log records came."""
         trace = self._open.pop(trace_id)
+        self._bytes = max(0.0, self._bytes - trace.nbytes)
         self._closed[trace_id] = None
         while len(self._closed) > self._settings.remember_closed:
             self._closed.popitem(last=False)
@@ -286,6 +366,7 @@ class Assembler:
             first_seen=trace.first_seen,
             acks=list(trace.acks.values()),
             annotations=trace.annotations,
+            nbytes=int(trace.nbytes),
         )
 
     def _join_logs(self, spans: list[Span], logs: list[LogEvent]) -> list[Span]:

@@ -60,15 +60,18 @@ class FeedbackJoiner:
         self._pending: OrderedDict[str, dict[str, AttributeValue]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def split(self, spans: Sequence[Span]) -> list[Span]:
-        """Handle the feedback spans; return the others for assembly."""
-        rest = []
-        for span in spans:
-            if is_feedback(span):
-                self._handle(span)
-            else:
-                rest.append(span)
-        return rest
+    @staticmethod
+    def split(spans: Sequence[Span]) -> tuple[list[Span], Sequence[Span]]:
+        """(the feedback spans, the others for assembly); nothing is handled yet."""
+        feedback = [span for span in spans if is_feedback(span)]
+        if not feedback:
+            return feedback, spans
+        return feedback, [span for span in spans if not is_feedback(span)]
+
+    def handle(self, feedback: Sequence[Span]) -> None:
+        """Join feedback spans to their traces (or queue them as late updates)."""
+        for span in feedback:
+            self._handle(span)
 
     def after_add(self, spans: Sequence[Span]) -> None:
         """Attach waiting feedback to traces that have just opened."""

@@ -3,8 +3,9 @@
 The same rules as the OTLP/HTTP receiver (:mod:`ragpulse.collector.receiver`), in
 gRPC status codes: UNAUTHENTICATED without the bearer token (``authorization``
 metadata), RESOURCE_EXHAUSTED over the size limit, INVALID_ARGUMENT for bodies
-that do not decode, UNAVAILABLE with a ``google.rpc.RetryInfo`` when evaluation
-is behind (OTel exporters retry it), and partial success with rejected counts.
+that do not decode, UNAVAILABLE with a ``google.rpc.RetryInfo`` when the collector
+is near a bound (OTel exporters retry it), and partial success with rejected counts
+for spans bad in themselves.
 Every refusal is counted under the same ``ragpulse_dropped_total`` reasons.
 
 Two choices make the counting exact:
@@ -46,9 +47,10 @@ from ragpulse.collector.receiver import (
     Overloaded,
     accept_logs,
     accept_traces,
+    refuse_nothing,
 )
 from ragpulse.collector.source import Source
-from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
+from ragpulse.errors import CollectorFull, DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.telemetry import (
     DROP_MALFORMED,
     DROP_TOO_DEEP,
@@ -68,7 +70,6 @@ def _method(module: Any, service: str) -> str:
 
 TRACES_METHOD = _method(trace_service_pb2, "TraceService")
 LOGS_METHOD = _method(logs_service_pb2, "LogsService")
-RETRY_AFTER_S = 1
 GRPC_LIMIT_FACTOR = 2
 """grpc's own message limit, in multiples of ``max_body_bytes`` (see the module doc)."""
 _MAX_MESSAGE = 512
@@ -108,7 +109,7 @@ class OtlpGrpcReceiver(Source):
         max_body_bytes: int = 16 * 1024 * 1024,
         auth_token: str | None = None,
         overloaded: Overloaded = lambda: False,
-        ingest_logs: IngestLogs = lambda events: 0,
+        ingest_logs: IngestLogs = refuse_nothing,
         workers: int = 8,
     ) -> None:
         self._ingest = ingest
@@ -175,7 +176,7 @@ class OtlpGrpcReceiver(Source):
     def _export_traces(self, requests: Iterator[bytes], context: Any) -> bytes:
         def handle(raw: bytes) -> bytes:
             decoded = otlp.decode_request(otlp.parse_request(raw, otlp.PROTOBUF))
-            rejected, message = accept_traces(decoded, self._metrics, self._ingest)
+            rejected, message = accept_traces(decoded, self._metrics, self._ingest, len(raw))
             return otlp.encode_response(otlp.PROTOBUF, rejected, message)
 
         return self._export(requests, context, handle)
@@ -183,7 +184,7 @@ class OtlpGrpcReceiver(Source):
     def _export_logs(self, requests: Iterator[bytes], context: Any) -> bytes:
         def handle(raw: bytes) -> bytes:
             decoded = otlp.decode_logs_request(otlp.parse_logs_request(raw, otlp.PROTOBUF))
-            rejected, message = accept_logs(decoded, self._metrics, self._ingest_logs)
+            rejected, message = accept_logs(decoded, self._metrics, self._ingest_logs, len(raw))
             return otlp.encode_logs_response(otlp.PROTOBUF, rejected, message)
 
         return self._export(requests, context, handle)
@@ -199,14 +200,13 @@ class OtlpGrpcReceiver(Source):
                     "missing or invalid bearer token",
                 )
             if self._overloaded():
-                self._metrics.requests.labels("overloaded").inc()
-                context.set_trailing_metadata(_retry_metadata(RETRY_AFTER_S))
-                raise _Refused(
-                    grpc.StatusCode.UNAVAILABLE, None, "evaluation backlog full, retry later"
-                )
+                self._metrics.intake_refused.labels("backlog").inc()
+                raise self._retry_later(context, CollectorFull("backlog"))
             raw = self._read(requests, context)
             try:
                 return handle(raw)
+            except CollectorFull as full:
+                raise self._retry_later(context, full) from None
             except otlp.NestingTooDeep as exc:
                 raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, DROP_TOO_DEEP, str(exc)) from exc
             except DecodeError as exc:
@@ -225,6 +225,12 @@ class OtlpGrpcReceiver(Source):
                 message = message[: _MAX_MESSAGE - 3] + "..."
             context.abort(refused.code, message)
             raise  # abort raises; this line only tells type checkers so
+
+    def _retry_later(self, context: Any, full: CollectorFull) -> _Refused:
+        """UNAVAILABLE with RetryInfo: what OTLP exporters retry (the bound is counted)."""
+        self._metrics.requests.labels("overloaded").inc()
+        context.set_trailing_metadata(_retry_metadata(full.retry_after_s, str(full)))
+        return _Refused(grpc.StatusCode.UNAVAILABLE, None, str(full))
 
     def _read(self, requests: Iterator[bytes], context: Any) -> bytes:
         """The one request message, inflated and bounded as HTTP bodies are."""
@@ -265,7 +271,7 @@ class OtlpGrpcReceiver(Source):
         )
 
 
-def _retry_metadata(seconds: int) -> list[tuple[str, bytes]]:
+def _retry_metadata(seconds: int, message: str) -> list[tuple[str, bytes]]:
     """RetryInfo twice: as a google.rpc.Status detail (``grpc-status-details-bin``, read
     by the Collector and the Go and Java SDKs) and alone (``google.rpc.retryinfo-bin``,
     what the Python SDK's exporter reads)."""
@@ -274,7 +280,7 @@ def _retry_metadata(seconds: int) -> list[tuple[str, bytes]]:
     detail.Pack(info)
     status = status_pb2.Status(
         code=grpc.StatusCode.UNAVAILABLE.value[0],
-        message="evaluation backlog full, retry later",
+        message=message,
         details=[detail],
     )
     return [

@@ -32,13 +32,14 @@ from ragpulse.collector.assembly import Ack
 from ragpulse.collector.offsets import PartitionOffsets
 from ragpulse.collector.source import Intake, Source
 from ragpulse.config import KafkaSettings
-from ragpulse.errors import DecodeError
+from ragpulse.errors import CollectorFull, DecodeError
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
 ERROR_HEADER = "ragpulse.error"
 BOOTSTRAP_TIMEOUT_MS = 5000
+FULL_WAIT_S = 0.1  # a message the collector has no room for is offered again this often
 _MEDIA = {"otlp_proto": otlp.PROTOBUF, "otlp_json": otlp.JSON}
 
 
@@ -252,7 +253,15 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
             self._metrics.dropped.labels("invalid_span").inc(decoded.rejected)
         offset = message.offset
         ack = Ack(lambda: offsets.finished(offset), source=tp)
-        self._intake.ingest(decoded.spans, ack)
+        # Near the collector's bounds the message waits here (fetching is paused by
+        # then); when stopping first, it stays unacknowledged and is read again later.
+        while True:
+            try:
+                self._intake.ingest(decoded.spans, ack, nbytes=len(value), admit=True)
+                return
+            except CollectorFull:
+                if self._stopping.wait(FULL_WAIT_S):
+                    return
 
     def _dead_letter(self, message: Any, error: str) -> None:
         topic = self._settings.dead_letter_topic

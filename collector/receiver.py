@@ -6,8 +6,11 @@ Answers follow the OTLP/HTTP specification: 200 with an
 nested deeper than :data:`ragpulse.safe_json.MAX_DEPTH`, and for any decoder
 failure, so bad input never gets a 5xx), 413 for bodies over the limit,
 415 for other media types, 401 without the bearer token, and 503 with
-``Retry-After`` when evaluation is behind, so senders retry instead of losing
-data. Error bodies are ``google.rpc.Status`` in the request's encoding.
+``Retry-After`` when the collector is near a bound (evaluation backlog, open
+traces, held bytes), decided before anything of the request is kept, so senders
+retry instead of losing data. Partial success is only for spans bad in themselves
+(invalid, late, over the per-trace bound), never for capacity. Error bodies are
+``google.rpc.Status`` in the request's encoding.
 Decompression is done here, chunk by chunk as the body arrives, bounded, so a
 gzip bomb costs at most the limit. ``/v1/logs`` takes OTLP log records (GenAI
 events) under the same rules; the assembler joins them to their spans.
@@ -20,12 +23,13 @@ import hmac
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from aiohttp import web
 
 from ragpulse.collector import otlp
 from ragpulse.collector.source import Source
-from ragpulse.errors import DecodeError, PayloadTooLarge, UnsupportedMediaType
+from ragpulse.errors import CollectorFull, DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.record import LogEvent, Span
 from ragpulse.telemetry import (
     DROP_INVALID_SPAN,
@@ -43,24 +47,40 @@ log = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"
 LOGS_PATH = "/v1/logs"
-Ingest = Callable[[Sequence[Span]], int]
-"""Takes decoded spans, returns how many were refused (already counted by reason)."""
-IngestLogs = Callable[[Sequence[LogEvent]], int]
-"""Takes decoded log events, returns how many were refused (already counted by reason)."""
+
+
+class Ingest(Protocol):
+    def __call__(self, spans: Sequence[Span], *, nbytes: int = 0, admit: bool = False) -> int:
+        """Take decoded spans that came in ``nbytes``; return how many were refused (counted
+        by reason). With ``admit``, all or nothing: raises CollectorFull near the bounds."""
+        ...
+
+
+class IngestLogs(Protocol):
+    def __call__(self, events: Sequence[LogEvent], *, nbytes: int = 0, admit: bool = False) -> int:
+        """As :class:`Ingest`, for decoded log events."""
+        ...
+
+
+def refuse_nothing(items: Sequence[object], *, nbytes: int = 0, admit: bool = False) -> int:
+    return 0
+
+
 Overloaded = Callable[[], bool]
 
 
 def accept_traces(
-    decoded: otlp.DecodedTraces, metrics: CollectorMetrics, ingest: Ingest
+    decoded: otlp.DecodedTraces, metrics: CollectorMetrics, ingest: Ingest, nbytes: int = 0
 ) -> tuple[int, str]:
-    """Count and ingest decoded spans: (spans rejected, partial-success message).
+    """Ingest and count decoded spans: (spans rejected, partial-success message).
 
-    Shared by the HTTP and gRPC receivers so both count the same way.
+    Shared by the HTTP and gRPC receivers so both count the same way. Raises
+    CollectorFull, with nothing kept or counted, when the request must be retried.
     """
+    refused = ingest(decoded.spans, nbytes=nbytes, admit=True) if decoded.spans else 0
     metrics.spans_received.inc(len(decoded.spans) + decoded.rejected)
     if decoded.rejected:
         metrics.dropped.labels(DROP_INVALID_SPAN).inc(decoded.rejected)
-    refused = ingest(decoded.spans) if decoded.spans else 0
     messages = list(decoded.errors)
     if refused:
         messages.append(f"{refused} spans refused by collector limits")
@@ -70,13 +90,15 @@ def accept_traces(
 
 
 def accept_logs(
-    decoded: otlp.DecodedLogs, metrics: CollectorMetrics, ingest: IngestLogs
+    decoded: otlp.DecodedLogs, metrics: CollectorMetrics, ingest: IngestLogs, nbytes: int = 0
 ) -> tuple[int, str]:
-    """Count and ingest decoded log events: (log records rejected, partial-success message).
+    """Ingest and count decoded log events: (log records rejected, partial-success message).
 
     Records without a trace id are valid OTLP but cannot be joined to a span: they
     are reported as rejected (the sender learns they were not kept) and counted.
+    Raises CollectorFull, with nothing kept or counted, when the request must be retried.
     """
+    refused = ingest(decoded.events, nbytes=nbytes, admit=True) if decoded.events else 0
     metrics.log_records_received.inc(len(decoded.events) + decoded.rejected + decoded.without_trace)
     messages = list(decoded.errors)
     if decoded.rejected:
@@ -84,7 +106,6 @@ def accept_logs(
     if decoded.without_trace:
         metrics.dropped.labels(DROP_LOG_WITHOUT_TRACE).inc(decoded.without_trace)
         messages.append(f"{decoded.without_trace} log records without a trace id not kept")
-    refused = ingest(decoded.events) if decoded.events else 0
     if refused:
         messages.append(f"{refused} log records refused by collector limits")
     rejected = decoded.rejected + decoded.without_trace + refused
@@ -112,7 +133,7 @@ class OtlpHttpReceiver(Source):
         max_body_bytes: int = 16 * 1024 * 1024,
         auth_token: str | None = None,
         overloaded: Overloaded = lambda: False,
-        ingest_logs: IngestLogs = lambda events: 0,
+        ingest_logs: IngestLogs = refuse_nothing,
     ) -> None:
         self._ingest = ingest
         self._ingest_logs = ingest_logs
@@ -196,8 +217,8 @@ class OtlpHttpReceiver(Source):
         if self._token is not None and not self._authorized(request):
             return self._refuse(401, mtype, DROP_UNAUTHORIZED, "missing or invalid bearer token")
         if self._overloaded():
-            self._metrics.requests.labels("overloaded").inc()
-            return self._error(503, mtype, "evaluation backlog full, retry later", retry_after=1)
+            self._metrics.intake_refused.labels("backlog").inc()
+            return self._retry_later(mtype, CollectorFull("backlog"))
         if request.content_length is not None and request.content_length > self._max_body:
             return self._refuse(413, mtype, DROP_TOO_LARGE, "body exceeds the size limit")
         try:
@@ -209,6 +230,7 @@ class OtlpHttpReceiver(Source):
         except DecodeError as exc:
             return self._refuse(400, mtype, DROP_MALFORMED, str(exc))
         logs = request.path == LOGS_PATH
+        nbytes = len(raw)
         try:
             if logs:
                 decoded_logs = otlp.decode_logs_request(otlp.parse_logs_request(raw, mtype))
@@ -231,13 +253,23 @@ class OtlpHttpReceiver(Source):
         finally:
             del raw  # the body is not kept past decoding, whatever the outcome
 
-        if logs:
-            rejected, message = accept_logs(decoded_logs, self._metrics, self._ingest_logs)
-            body = otlp.encode_logs_response(mtype, rejected, message)
-        else:
-            rejected, message = accept_traces(decoded, self._metrics, self._ingest)
-            body = otlp.encode_response(mtype, rejected, message)
+        try:
+            if logs:
+                rejected, message = accept_logs(
+                    decoded_logs, self._metrics, self._ingest_logs, nbytes
+                )
+                body = otlp.encode_logs_response(mtype, rejected, message)
+            else:
+                rejected, message = accept_traces(decoded, self._metrics, self._ingest, nbytes)
+                body = otlp.encode_response(mtype, rejected, message)
+        except CollectorFull as full:
+            return self._retry_later(mtype, full)
         return web.Response(status=200, body=body, content_type=mtype)
+
+    def _retry_later(self, mtype: str, full: CollectorFull) -> web.Response:
+        """503 + Retry-After: what OTLP exporters retry (the bound is counted already)."""
+        self._metrics.requests.labels("overloaded").inc()
+        return self._error(503, mtype, str(full), retry_after=full.retry_after_s)
 
     async def _read_body(self, request: web.Request) -> bytes:
         """The decoded body, read as it arrives: bounded on the wire and after inflation.

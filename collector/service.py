@@ -18,7 +18,7 @@ from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.receiver import OtlpHttpReceiver
 from ragpulse.collector.source import Source
 from ragpulse.config import Settings
-from ragpulse.errors import PortUnavailable
+from ragpulse.errors import CollectorFull, PortUnavailable
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.log_redaction import RedactingFilter, install_log_redaction, remove_log_redaction
@@ -69,7 +69,12 @@ class Collector:
     ) -> None:
         self.settings = settings
         self.metrics = CollectorMetrics(registry)
-        self.assembler = Assembler(settings.assembly, self.metrics, clock or time.monotonic)
+        self.assembler = Assembler(
+            settings.assembly,
+            self.metrics,
+            clock or time.monotonic,
+            held_elsewhere=lambda: self.pipeline.backlog_bytes,
+        )
         ev = settings.evaluation
         chosen = list(evaluators) if evaluators is not None else load_evaluators(ev.evaluators, ev)
         self.context = PluginContext(settings, self.metrics)
@@ -113,26 +118,49 @@ class Collector:
         self._log_filter: RedactingFilter | None = None
 
     # -- intake ---------------------------------------------------------------
-    def ingest(self, spans: Sequence[Span], ack: Ack | None = None) -> int:
-        """Add decoded spans; returns how many were refused (counted by reason)."""
+    def ingest(
+        self, spans: Sequence[Span], ack: Ack | None = None, *, nbytes: int = 0, admit: bool = False
+    ) -> int:
+        """Add decoded spans that came in ``nbytes`` of OTLP; returns how many were refused
+        for what they are (late, over the per-trace bound; counted by reason).
+
+        With ``admit`` the request is taken whole or not at all: near the collector's
+        bounds :class:`~ragpulse.errors.CollectorFull` is raised before anything is
+        kept (``ack`` stays unsealed, so its batch can be offered again).
+        """
+        if admit:
+            self._check_backlog()
+        feedback, rest = self.feedback.split(spans)
+        refused = self.assembler.add(rest, ack, nbytes=nbytes, admit=admit)
         try:
-            spans = self.feedback.split(spans)
-            refused = self.assembler.add(spans, ack)
-            self.feedback.after_add(spans)
-            return refused
+            self.feedback.handle(feedback)
+            self.feedback.after_add(rest)
         finally:
             if ack is not None:
                 ack.seal()
+        return refused
 
-    def ingest_logs(self, events: Sequence[LogEvent]) -> int:
+    def ingest_logs(
+        self, events: Sequence[LogEvent], *, nbytes: int = 0, admit: bool = False
+    ) -> int:
         """Add decoded log events (joined to their spans at assembly); returns how many
-        were refused (counted by reason)."""
-        return self.assembler.add_logs(events)
+        were refused for what they are. ``admit`` as for :meth:`ingest`."""
+        if admit:
+            self._check_backlog()
+        return self.assembler.add_logs(events, nbytes=nbytes, admit=admit)
+
+    def _check_backlog(self) -> None:
+        if self.pipeline.overloaded:
+            self.metrics.intake_refused.labels("backlog").inc()
+            raise CollectorFull("backlog")
 
     def pressure(self) -> float:
-        """How full the bounded stages are (0..1): open traces and evaluation backlog."""
+        """How full the bounded stages are (0..1): open traces, held bytes, evaluation
+        backlog."""
+        held = self.assembler.held_bytes + self.pipeline.backlog_bytes
         return max(
             len(self.assembler) / self.settings.assembly.max_open_traces,
+            held / self.settings.assembly.max_held_bytes,
             self.pipeline.backlog / self.settings.evaluation.max_backlog,
         )
 
@@ -243,5 +271,6 @@ class Collector:
                 completed = self.assembler.pop_complete()
                 if completed:
                     self.pipeline.submit(completed)
+                self.metrics.held_bytes.set(self.assembler.held_bytes + self.pipeline.backlog_bytes)
             except Exception:  # the ticker must survive anything
                 log.exception("assembly tick failed")

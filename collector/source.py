@@ -13,8 +13,11 @@ from ragpulse.record import Span
 class Intake(Protocol):
     """The collector, as a source sees it. Every method is thread-safe."""
 
-    def ingest(self, spans: Sequence[Span], ack: Ack | None = None) -> int:
-        """Add decoded spans (sealing ``ack``); returns how many were refused and counted."""
+    def ingest(
+        self, spans: Sequence[Span], ack: Ack | None = None, *, nbytes: int = 0, admit: bool = False
+    ) -> int:
+        """Add decoded spans (sealing ``ack``); returns how many were refused and counted.
+        With ``admit``: all or nothing, CollectorFull (``ack`` unsealed) near the bounds."""
         ...
 
     def pressure(self) -> float:

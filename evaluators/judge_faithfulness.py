@@ -4,8 +4,10 @@ By statement (default): call 1 extracts atomic claims from the answer; call 2
 gives each claim a verdict against the documents (supported, contradicted,
 not_found) with a reason and the supporting document. Score = supported /
 claims; an answer without claims scores 1 and says so. Verdicts are cached per
-(claim, documents), so only claims never judged against these documents are
-sent, all in one call: at most two calls per record, often fewer. Whole-answer mode
+(claim, document), so only claims never judged against these documents are
+sent, all in one call: at most two calls per record, often fewer. A pair the
+judge leaves out of its answer is cached as "no verdict" (not found), so a rerun
+asks nothing again whatever the judge's habits. Whole-answer mode
 (``classify_by_statement=false``): one call, verdict 1 or 0 with reasoning.
 """
 
@@ -16,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ragpulse.evaluators.judge.base import JudgeEvaluator
-from ragpulse.evaluators.judge.cache import cache_key
+from ragpulse.evaluators.judge.cache import NO_VERDICT, cache_key
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.evaluators.judge.usage import Usage
 from ragpulse.plugin_context import PluginContext, PluginOptions
@@ -192,15 +194,19 @@ class JudgeFaithfulness(JudgeEvaluator):
             return cache_key(f"{VERDICTS.id}/pair", client.model, inputs)
 
         pairs: dict[tuple[int, int], PairVerdict] = {}
+        silent: set[tuple[int, int]] = set()  # asked before; the judge gave no verdict
         for ci in range(len(claims)):
             for di in range(len(docs)):
                 hit = client.cache.get(key(ci, di))
-                if hit is not None:
+                if hit == NO_VERDICT:
+                    silent.add((ci, di))
+                elif hit is not None:
                     pairs[(ci, di)] = PairVerdict.model_validate_json(hit)
-        if pairs:
-            client.metrics.cache.labels("hit").inc(len(pairs))
-            usage.add(Usage(cached=len(pairs)))
-        todo = {(ci, di) for ci in range(len(claims)) for di in range(len(docs))} - set(pairs)
+        if hits := len(pairs) + len(silent):
+            client.metrics.cache.labels("hit").inc(hits)
+            usage.add(Usage(cached=hits))
+        every = {(ci, di) for ci in range(len(claims)) for di in range(len(docs))}
+        todo = every - set(pairs) - silent
         if todo:
             claim_ids = sorted({ci for ci, _ in todo})
             doc_ids = sorted({di for _, di in todo})
@@ -211,9 +217,13 @@ class JudgeFaithfulness(JudgeEvaluator):
             answer, used = await client.ask(VERDICTS, batch)
             usage.add(used)
             for v in answer.verdicts:
-                if v.claim_index in claim_ids and v.document_index in doc_ids:
+                if (v.claim_index, v.document_index) in todo:
                     pairs[(v.claim_index, v.document_index)] = v
                     client.cache.put(key(v.claim_index, v.document_index), v.model_dump_json())
+            # The whole answer is kept: a pair the judge left out (a judge that answers
+            # once per claim, say) is cached as no verdict, so a rerun does not ask again.
+            for ci, di in todo - set(pairs):
+                client.cache.put(key(ci, di), NO_VERDICT)
         return [
             _aggregate([pairs.get((ci, di)) for di in range(len(docs))])
             for ci in range(len(claims))

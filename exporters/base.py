@@ -23,11 +23,17 @@ class Sink(ABC):
     ``cls(options, context)``. Built-in sinks also read their own settings
     sections (``prometheus``, ``regression``, ...) through :meth:`section`.
 
-    Contract: ``export`` is called from the collector's evaluation worker
-    thread, one record at a time, in completion order. It should return
-    quickly (buffer and flush in the background where I/O is slow) and must
-    not raise; the pipeline still guards it, counting any exception under
-    ``ragpulse_sink_errors_total{sink}``. ``shutdown`` flushes and releases.
+    Contract: ``export`` is called from the collector's worker threads, one
+    call at a time (never concurrently), and may be called more than once per
+    record: first with the results that exist when the record is exported (its
+    cheap results at least; ``record.attributes["ragpulse.pending"]`` lists the
+    costly tiers still to come), then once per such tier with only that tier's new
+    results (``ragpulse.update`` names it; the results may be empty when the tier
+    skipped the record, ``ragpulse.sampled.<tier>`` says why). Each result is
+    handed over exactly once. ``export`` should return quickly (buffer and flush
+    in the background where I/O is slow) and must not raise; the pipeline still
+    guards it, counting any exception under ``ragpulse_sink_errors_total{sink}``.
+    ``shutdown`` flushes and releases; no ``export`` follows it.
     """
 
     name: ClassVar[str] = "sink"

@@ -1,5 +1,12 @@
 """One JSON line per evaluated record: the record, then its results.
 
+A record whose costly tiers (model, judge) outlast ``evaluation.max_export_delay_s``
+gets more lines: the first with what existed then (``attributes["ragpulse.pending"]``
+lists the tiers to come), then one short update line per such tier
+(``{"trace_id", "span_id", "service", "route", "update": "judge", "attributes",
+"results"}``) with that tier's results, or none and
+``ragpulse.sampled.<tier>: "skipped:<reason>"`` when it did not evaluate the record.
+
 Every string but the record's hex ids is redacted first (the ``redaction``
 section, path ``jsonl``; on by default for e-mails, phone and card numbers).
 """
@@ -14,6 +21,7 @@ from typing import Any, TextIO
 
 from pydantic import Field
 
+from ragpulse import semconv as sc
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
@@ -28,18 +36,44 @@ def result_dict(result: EvalResult) -> dict[str, Any]:
     return out
 
 
+UPDATE_FIELDS = ("trace_id", "span_id", "service", "route")
+"""What an update line keeps of the record: enough to join it to the record's first line."""
+
+
 def record_line(
     record: RagRecord, results: Sequence[EvalResult], redactor: Redactor | None = None
 ) -> str:
+    """The record and its results; for an update (``ragpulse.update``), a short line.
+
+    An update line carries the record's ids, ``update`` (the tier), the record's
+    ``ragpulse.sampled.*`` / ``ragpulse.pending`` attributes and that tier's results:
+    join it to the record's first line by ``trace_id`` and ``span_id``.
+    """
     row = record.model_dump(mode="json")
     row["results"] = [result_dict(r) for r in results]
     if redactor is not None:
+        # The whole record, even for an update: a result may quote a word of a value
+        # redacted in the record, which only the whole row shows.
         row = redactor.redact_record_dump(row)
+    tier = record.attributes.get(sc.RAGPULSE_UPDATE)
+    if tier is not None:
+        attributes = {
+            key: value
+            for key, value in row["attributes"].items()
+            if key.startswith(sc.RAGPULSE_SAMPLED_PREFIX) or key == sc.RAGPULSE_PENDING
+        }
+        row = {
+            **{key: row[key] for key in UPDATE_FIELDS},
+            "update": tier,
+            "attributes": attributes,
+            "results": row["results"],
+        }
     return json.dumps(row, ensure_ascii=False)
 
 
 class JsonlSink(Sink):
-    """``results_jsonl`` (or ``sinks.jsonl.path``): one line per evaluated record."""
+    """``results_jsonl`` (or ``sinks.jsonl.path``): one line per evaluated record, and one
+    per costly tier that reported after the record's first line."""
 
     name = "jsonl"
     default_enabled = True

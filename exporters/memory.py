@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from ragpulse import semconv as sc
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, EvaluatedRecord, RagRecord
 
 
 class InMemorySink(Sink):
+    """Every evaluated record with its results, one item per record (updates joined)."""
+
     name = "memory"
 
     def __init__(self) -> None:
@@ -22,7 +25,24 @@ class InMemorySink(Sink):
         return None  # only ever added programmatically (Collector(extra_sinks=...))
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+        """Keep the record; an update (``ragpulse.update``) joins the record's item: its
+        results are added and its attributes replace the item's."""
         with self._lock:
+            if sc.RAGPULSE_UPDATE in record.attributes:
+                for i in range(len(self._items) - 1, -1, -1):
+                    item = self._items[i]
+                    if (item.record.trace_id, item.record.span_id) == (
+                        record.trace_id,
+                        record.span_id,
+                    ):
+                        attributes = {
+                            k: v for k, v in record.attributes.items() if k != sc.RAGPULSE_UPDATE
+                        }
+                        merged = item.record.model_copy(update={"attributes": attributes})
+                        self._items[i] = EvaluatedRecord(
+                            record=merged, results=[*item.results, *results]
+                        )
+                        return
             self._items.append(EvaluatedRecord(record=record, results=list(results)))
 
     @property

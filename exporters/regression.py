@@ -10,7 +10,9 @@ rule selects, in ``<directory>/<set>/<set>-<UTC timestamp>.jsonl``:
 * ``sampling``: ``{tier: reason}`` from the record's ``ragpulse.sampled.<tier>``
   attributes (why each costly tier evaluated it).
 * ``record``: the :class:`~ragpulse.record.RagRecord` as JSON; ``results``: its
-  results as the JSONL sink writes them.
+  results as the JSONL sink writes them. A costly tier's results that arrive after
+  the record was exported (``ragpulse.update``) are checked against the rules too;
+  a line written then carries the record's earlier results as well.
 
 Every string of ``record`` and ``results`` (question, answer, documents and
 their metadata, attributes, explanations, details) is redacted
@@ -38,6 +40,7 @@ import re
 import threading
 import time
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,7 +54,7 @@ from ragpulse.exporters.jsonl import result_dict
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.semconv import RAGPULSE_SAMPLED_PREFIX
+from ragpulse.semconv import RAGPULSE_PENDING, RAGPULSE_SAMPLED_PREFIX, RAGPULSE_UPDATE
 from ragpulse.signals import feedback_score, trace_fraction
 from ragpulse.telemetry import CollectorMetrics
 
@@ -59,6 +62,9 @@ log = logging.getLogger(__name__)
 
 _SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _STAMP = "%Y%m%dT%H%M%SZ"
+PENDING_KEPT = 10_000
+"""Records awaiting a costly tier whose earlier results are kept, so that a line written
+for an update carries every result of its record."""
 
 
 # --- Rules ------------------------------------------------------------------------------
@@ -230,6 +236,8 @@ class RegressionSink(Sink):
         self.duplicates = 0
         self.errors = 0
         self._seen: dict[str, set[bytes]] = {n: self._load_index(n) for n in self.sets}
+        # Results of records exported while a costly tier is pending, by (trace, span) id.
+        self._pending: OrderedDict[tuple[str, str], list[EvalResult]] = OrderedDict()
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
@@ -257,6 +265,8 @@ class RegressionSink(Sink):
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         try:
+            # A rule looks at the new results; a line written carries all of the record's.
+            every = self._with_earlier(record, results)
             chosen = [
                 (set_name, reason)
                 for set_name, rule in self.sets.items()
@@ -264,7 +274,7 @@ class RegressionSink(Sink):
             ]
             if not chosen:
                 return
-            body = self._body(record, results)
+            body = self._body(record, every)
             key = question_key(body["record"].get("question") or "")
         except Exception:
             self._failed(f"cannot select or redact the record of trace {record.trace_id}")
@@ -288,6 +298,21 @@ class RegressionSink(Sink):
                     continue
                 seen.add(key)
                 self.written += 1
+
+    def _with_earlier(
+        self, record: RagRecord, results: Sequence[EvalResult]
+    ) -> Sequence[EvalResult]:
+        """``results`` after those the record was exported with before (an update joins
+        its record's earlier results, kept while a costly tier is pending)."""
+        key = (record.trace_id, record.span_id)
+        with self._lock:
+            earlier = self._pending.pop(key, []) if RAGPULSE_UPDATE in record.attributes else []
+            every = [*earlier, *results]
+            if record.attributes.get(RAGPULSE_PENDING):
+                self._pending[key] = every
+                while len(self._pending) > PENDING_KEPT:
+                    self._pending.popitem(last=False)
+        return every
 
     def _body(self, record: RagRecord, results: Sequence[EvalResult]) -> dict[str, Any]:
         # One row, so that a word of a value redacted in the record is also caught

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ragpulse.errors import ConfigError
@@ -35,12 +35,29 @@ class _Section(PluginOptions):
 class AssemblySettings(_Section):
     grace_s: float = Field(1.0, gt=0, description="Quiet period after the root span arrives.")
     timeout_s: float = Field(30.0, gt=0, description="Hard limit from a trace's first span.")
-    max_open_traces: int = Field(10_000, ge=1)
-    max_spans_per_trace: int = Field(1_000, ge=1)
+    max_open_traces: int = Field(
+        10_000,
+        ge=1,
+        description="Traces being assembled. While 90% of it are open, requests that open new "
+        "traces are refused with a retryable answer (HTTP 503, gRPC UNAVAILABLE).",
+    )
+    max_held_bytes: int = Field(
+        128 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="OTLP bytes held by open traces and completed traces waiting for "
+        "evaluation. Past 90% of it requests that open new traces, past 100% all requests, "
+        "are refused with a retryable answer.",
+    )
+    max_spans_per_trace: int = Field(
+        1_000, ge=1, description="Spans kept per trace; further spans are refused (partial)."
+    )
     remember_closed: int = Field(
         10_000, ge=0, description="Closed trace ids kept to count stragglers as late spans."
     )
     tick_s: float = Field(0.1, gt=0, description="How often completion is checked.")
+
+
+_MOVED_JUDGE_KEYS = ("escalate_faithfulness_below", "escalate_on_injection")
 
 
 class JudgeSettings(_Section):
@@ -50,12 +67,6 @@ class JudgeSettings(_Section):
     model: str | None = None
     api_key: SecretStr | None = Field(None, description="Falls back to OPENAI_API_KEY.")
     rate: float = Field(0.01, ge=0, le=1, description="Sampled share of records, by trace id.")
-    escalate_faithfulness_below: float | None = Field(
-        0.5, description="Also judge records whose cheap faithfulness is below this."
-    )
-    escalate_on_injection: bool = Field(
-        True, description="Also judge when an injection rule fired."
-    )
     calls_per_minute: int = Field(60, ge=1)
     tokens_per_minute: int = Field(100_000, ge=1)
     over_budget: Literal["auto", "skip", "wait"] = Field(
@@ -80,10 +91,39 @@ class JudgeSettings(_Section):
         "$RAGPULSE_CACHE_DIR, kept between runs), disk:PATH, or a redis:// URL.",
         pattern=r"^(auto|memory|disk|disk:.+|(redis|rediss|unix)://.+)$",
     )
-    cache_size: int = Field(10_000, ge=0)
+    cache_size: int = Field(10_000, ge=0, description="Entries kept in memory.")
+    cache_max_mb: int = Field(
+        512, ge=1, description="The disk cache's bound; past it the oldest entries go."
+    )
+    cache_max_age_days: float = Field(
+        30.0, gt=0, description="Disk cache entries older than this are deleted."
+    )
     batch_size: int = Field(8, ge=1)
     max_wait_s: float = Field(0.5, ge=0)
-    max_queue: int = Field(128, ge=1)
+    max_queue: int = Field(
+        128, ge=1, description="Records waiting for the judge; beyond it the tier is skipped."
+    )
+    max_delay_s: float = Field(
+        60.0,
+        gt=0,
+        description="Longest a record waits in the judge's queue; past it the judge is skipped "
+        "for the record (counted, reason deadline). Calls in flight are bounded by timeout_s.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        """Settings of earlier releases that now live elsewhere: say where."""
+        if isinstance(data, dict):
+            moved = [key for key in _MOVED_JUDGE_KEYS if key in data]
+            if moved:
+                raise ValueError(
+                    f"{', '.join(moved)}: no longer a judge setting; which records the judge "
+                    "sees beyond its rate is set by evaluation.sampling.priorities (rules "
+                    "'low_score' with metric faithfulness and below, and 'injection'); "
+                    "remove the key"
+                )
+        return data
 
     @property
     def configured(self) -> bool:
@@ -173,6 +213,14 @@ class EvaluationSettings(_Section):
         gt=0,
         description="Longest a record waits in the model tier's queue (a load in progress "
         "included); past it the tier is skipped for the record (counted, reason deadline).",
+    )
+    max_export_delay_s: float = Field(
+        2.0,
+        ge=0,
+        description="Longest a record sampled for a costly tier waits before its results go "
+        "to the sinks: what exists then is exported (ragpulse.pending names the tiers still "
+        "running) and each costly tier's results follow as an update of the record "
+        "(ragpulse.update names the tier). 0 = export the cheap results at once.",
     )
     judge: JudgeSettings = JudgeSettings()
     sampling: SamplingSettings = SamplingSettings()

@@ -25,6 +25,22 @@ class UnsupportedMediaType(DecodeError):
     """The Content-Type / Content-Encoding is not one OTLP/HTTP allows."""
 
 
+class CollectorFull(RagpulseError):
+    """The collector holds as much as its bounds allow: nothing of the request was
+    accepted, and the sender should retry after ``retry_after_s`` (HTTP 503 with
+    Retry-After, gRPC UNAVAILABLE with RetryInfo; a Kafka message waits).
+
+    ``bound`` names what is full: ``open_traces``, ``held_bytes`` or ``backlog``.
+    """
+
+    RETRY_AFTER_S = 1
+
+    def __init__(self, bound: str) -> None:
+        super().__init__(f"collector full ({bound}), retry later")
+        self.bound = bound
+        self.retry_after_s = self.RETRY_AFTER_S
+
+
 class ModelUnavailable(RagpulseError):
     """A model (or the extra it needs) cannot be loaded; the message says the fix."""
 

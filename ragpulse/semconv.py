@@ -178,6 +178,12 @@ the recorded answer is partial."""
 
 RAGPULSE_SAMPLED_PREFIX = "ragpulse.sampled."
 """Record attribute ``ragpulse.sampled.<tier>`` = why that tier evaluated the record."""
+RAGPULSE_PENDING = "ragpulse.pending"
+"""Record attribute on an export made before every sampled tier finished: the costly
+tiers still to come (``["judge"]``); their results follow as updates."""
+RAGPULSE_UPDATE = "ragpulse.update"
+"""Record attribute on a follow-up export: the costly tier (``model``, ``judge``) whose
+results it carries (only those); the record was exported before with its other results."""
 ROLE_FEEDBACK = "feedback"
 RAGPULSE_FEEDBACK_TRACE_ID = "ragpulse.feedback.trace_id"
 """On a feedback span: the trace the feedback is about (hex)."""

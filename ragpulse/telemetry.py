@@ -155,8 +155,8 @@ class CollectorMetrics:
         )
         self.sampled = Counter(
             "ragpulse_sampled",
-            "Records each tier evaluated, by why it was chosen (all, base_rate, route_rate, "
-            "priority:<rule>, skipped:queue_full).",
+            "Records each tier was chosen for, by why (all, base_rate, route_rate, "
+            "priority:<rule>), or skipped:<reason> when the tier did not evaluate it.",
             ["tier", "reason"],
             registry=r,
         )
@@ -171,6 +171,26 @@ class CollectorMetrics:
             "ragpulse_tier_skipped",
             "Records a tier was chosen for but did not evaluate, by reason.",
             ["tier", "reason"],
+            registry=r,
+        )
+        self.tier_pending = Gauge(
+            "ragpulse_tier_pending",
+            "Records a costly tier has now, queued or being evaluated (their cheap results "
+            "are exported within evaluation.max_export_delay_s; the tier's follow).",
+            ["tier"],
+            registry=r,
+        )
+        self.intake_refused = Counter(
+            "ragpulse_intake_refused",
+            "Export requests (and Kafka messages, held back) refused before acceptance "
+            "because a bound was near, by bound (open_traces, held_bytes, backlog): the "
+            "sender was told to retry (HTTP 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo).",
+            ["bound"],
+            registry=r,
+        )
+        self.held_bytes = Gauge(
+            "ragpulse_held_bytes",
+            "OTLP bytes held by open traces and completed traces waiting for evaluation.",
             registry=r,
         )
         self.sink_errors = Counter(

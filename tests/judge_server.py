@@ -37,6 +37,9 @@ class Behaviour:
     ignore_schema: int = 0  # next N answers are JSON of the wrong shape
     reject_json_schema: bool = False
     times: int = 0  # how many requests get ``status``
+    # Faithfulness verdicts: one per claim (against the first document that supports
+    # it, else the first), not one per claim x document, as some judges answer.
+    one_verdict_per_claim: bool = False
 
 
 @dataclass
@@ -77,13 +80,21 @@ def _supported(claim: str, documents: list[dict[str, Any]]) -> tuple[str, int | 
     return "not_found", None
 
 
-def answer(prompt: str, data: dict[str, Any]) -> dict[str, Any]:
+def answer(prompt: str, data: dict[str, Any], per_claim: bool = False) -> dict[str, Any]:
     """The deterministic judge: enough signal for tests to tell good from bad."""
     if prompt == "faithfulness.claims":
         parts = re.split(r"(?<=[.!?])\s+", data["answer"].strip())
         return {
             "claims": [p for p in parts if p and not p.lower().startswith(("i don't", "sorry"))]
         }
+    if prompt == "faithfulness.verdicts" and per_claim:
+        out = []
+        for claim in data["claims"]:
+            verdict, index = _supported(claim["text"], data["documents"])
+            out.append({"claim_index": claim["index"], "verdict": verdict, "reason": "one",
+                        "document_index": data["documents"][0]["index"] if index is None
+                        else index})  # fmt: skip
+        return {"verdicts": out}
     if prompt == "faithfulness.verdicts":
         out = []
         for claim in data["claims"]:
@@ -211,7 +222,7 @@ class JudgeServer:
             b.ignore_schema -= 1
             content = json.dumps({"result": "looks fine"})
         else:
-            content = json.dumps(answer(prompt, _data(body["messages"])))
+            content = json.dumps(answer(prompt, _data(body["messages"]), b.one_verdict_per_claim))
         prompt_tokens = sum(len(x["content"]) for x in body["messages"]) // 4
         return web.json_response({
             "id": f"chatcmpl-{len(self.seen.requests)}", "object": "chat.completion", "created": 0,

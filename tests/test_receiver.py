@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import secrets
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -190,16 +191,34 @@ def test_backpressure_answers_retryable_503(
     assert count == 1
 
 
-def test_open_trace_limit_reported_as_partial_success() -> None:
-    settings = load_settings(otlp_http_port=0, assembly={"max_open_traces": 1})
+def _spans(*traces: int) -> bytes:
+    """A request with one span of each trace number (no root: the traces stay open)."""
+    req = trace_service_pb2.ExportTraceServiceRequest()
+    ss = req.resource_spans.add().scope_spans.add()
+    for i in traces:
+        span: trace_pb2.Span = ss.spans.add()
+        span.trace_id, span.span_id = bytes([i] * 16), secrets.token_bytes(8)
+        span.parent_span_id = bytes([i] * 8)
+    return bytes(req.SerializeToString())
+
+
+def test_open_trace_limit_refuses_new_traces_retryably_never_by_partial_success() -> None:
+    settings = load_settings(otlp_http_port=0, assembly={"max_open_traces": 2})
     with Collector(settings, evaluators=[], sinks=[], metrics_server=False) as c:
-        req = trace_service_pb2.ExportTraceServiceRequest()
-        ss = req.resource_spans.add().scope_spans.add()
-        for i in range(3):
-            span: trace_pb2.Span = ss.spans.add()
-            span.trace_id, span.span_id = bytes([i + 1] * 16), bytes([i + 1] * 8)
-        status, _, body = post(c.otlp_url or "", bytes(req.SerializeToString()))
+        url = c.otlp_url or ""
+        # Room: the request is taken whole, even past the bound (by its own size at most).
+        status, _, body = post(url, _spans(1, 2, 3))
         assert status == 200
         resp = trace_service_pb2.ExportTraceServiceResponse.FromString(body)
-        assert resp.partial_success.rejected_spans == 2
-        assert dropped(c, "open_traces_limit") == 2
+        assert resp.partial_success.rejected_spans == 0
+        # Full: a request opening a new trace is refused before anything is kept.
+        status, headers, body = post(url, _spans(3, 4))
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert status_pb2.Status.FromString(body).code == 14  # UNAVAILABLE
+        # Spans of traces already open still get in.
+        status, _, body = post(url, _spans(1, 2))
+        assert status == 200
+        assert len(c.assembler) == 3
+        assert dropped(c, "open_traces_limit") == 0
+        refused = {"bound": "open_traces"}
+        assert c.metrics.registry.get_sample_value("ragpulse_intake_refused_total", refused) == 1

@@ -10,7 +10,7 @@ from ragpulse.config import EvaluationSettings, JudgeSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.judge.budget import OverBudget, record_reservation
-from ragpulse.evaluators.judge.cache import make_cache
+from ragpulse.evaluators.judge.cache import cache_for
 from ragpulse.evaluators.judge.usage import JudgeError, Usage
 from ragpulse.evaluators.models.loading import missing_extra
 from ragpulse.plugin_context import PluginContext
@@ -26,7 +26,7 @@ def shared_client(context: PluginContext, judge: JudgeSettings) -> JudgeClient:
 
     def make() -> JudgeClient:
         # cache "auto": on disk offline (a second `ragpulse eval` calls nothing), memory online
-        cache = make_cache(judge.cache, judge.cache_size, offline=context.offline)
+        cache = cache_for(judge, offline=context.offline)
         client = JudgeClient(judge, context.metrics.judge, cache=cache)
         client.probe()  # one warning naming the URL now if it cannot be reached; no wait
         return client

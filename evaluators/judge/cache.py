@@ -10,7 +10,10 @@ file with the same judge makes no judge call at all. It is one SQLite file
 (default ``$RAGPULSE_CACHE_DIR/judge-cache.sqlite3``), in WAL mode with a busy
 timeout, so concurrent processes read and write it safely. A file that cannot
 be opened or read (corrupt, not SQLite, foreign-owned, read-only disk) costs a
-single warning and the run goes on with the in-memory cache only.
+single warning and the run goes on with the in-memory cache only. It is bounded:
+entries older than ``max_age_s`` and, past ``max_bytes``, the oldest entries are
+deleted when it opens and every :data:`PRUNE_EVERY` writes; closing it checkpoints
+the write-ahead log into the file, so no ``-wal`` file is left behind.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol
+
+from ragpulse.config import JudgeSettings
 
 log = logging.getLogger(__name__)
 DISK_FILE = "judge-cache.sqlite3"
@@ -47,9 +52,16 @@ def _normalise(value: Any) -> Any:
     return value
 
 
+NO_VERDICT = "null"
+"""Cached for what a judge was asked and left out of its answer: asking again would
+cost a call per run for the same silence."""
+PRUNE_EVERY = 1_000  # disk cache writes between two prunes
+
+
 class JudgeCache(Protocol):
     def get(self, key: str) -> str | None: ...
     def put(self, key: str, value: str) -> None: ...
+    def close(self) -> None: ...
 
 
 class MemoryCache:
@@ -72,6 +84,9 @@ class MemoryCache:
             self._data[key] = value
             while len(self._data) > self._size:
                 self._data.popitem(last=False)
+
+    def close(self) -> None:
+        pass
 
 
 class RedisCache:
@@ -98,6 +113,9 @@ class RedisCache:
         except Exception:
             pass
 
+    def close(self) -> None:
+        self._redis.close()
+
 
 class DiskCache:
     """An in-memory LRU in front of a SQLite file that outlives the process.
@@ -107,9 +125,17 @@ class DiskCache:
     part for the rest of the process after one warning; the memory part goes on.
     """
 
-    def __init__(self, path: Path, size: int = 10_000) -> None:
+    def __init__(
+        self,
+        path: Path,
+        size: int = 10_000,
+        max_bytes: int = 512 * 1024 * 1024,
+        max_age_s: float = 30 * 24 * 3600.0,
+    ) -> None:
         self.path = path
         self._memory = MemoryCache(size)
+        self._max_bytes, self._max_age_s = max_bytes, max_age_s
+        self._writes = 0
         self._db: sqlite3.Connection | None = None
         self._broken = False
         self._lock = threading.Lock()  # one connection, used from any thread, one at a time
@@ -150,14 +176,54 @@ class DiskCache:
                         "INSERT OR REPLACE INTO judge (key, value, created) VALUES (?, ?, ?)",
                         (key, value, time.time()),
                     )
+                self._writes += 1
+                if self._writes % PRUNE_EVERY == 0:
+                    self._prune(db)
             except sqlite3.Error as exc:
                 self._disable(f"cannot write it: {exc}")
 
     def close(self) -> None:
+        """Checkpoint the write-ahead log into the file and close it (no -wal file stays)."""
         with self._lock:
             if self._db is not None:
+                try:
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error as exc:  # another process reads it: it checkpoints later
+                    log.debug("judge cache checkpoint: %s", exc)
                 self._db.close()
                 self._db = None
+
+    def prune(self) -> None:
+        """Apply the age and size bounds now (they are applied on open and every
+        :data:`PRUNE_EVERY` writes)."""
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return
+            try:
+                self._prune(db)
+            except sqlite3.Error as exc:
+                self._disable(f"cannot prune it: {exc}")
+
+    def _prune(self, db: sqlite3.Connection) -> None:
+        """Delete entries past the age bound, then the oldest past the size bound."""
+        with db:
+            db.execute("DELETE FROM judge WHERE created < ?", (time.time() - self._max_age_s,))
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        used = (pages - free) * page_size
+        if used > self._max_bytes:
+            rows = db.execute("SELECT count(*) FROM judge").fetchone()[0]
+            # Down to 90% of the bound, so that the next prune is not due at once.
+            excess = int(rows * (1 - 0.9 * self._max_bytes / used)) + 1
+            with db:
+                db.execute(
+                    "DELETE FROM judge WHERE key IN "
+                    "(SELECT key FROM judge ORDER BY created LIMIT ?)",
+                    (excess,),
+                )
+        db.execute("PRAGMA incremental_vacuum")  # give freed pages back (new files only)
 
     def _connection(self) -> sqlite3.Connection | None:
         if self._db is not None or self._broken:
@@ -176,6 +242,7 @@ class DiskCache:
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, check_same_thread=False)
         try:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect in a new file only
             db.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
             db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable enough for a cache
             with db:
@@ -183,7 +250,9 @@ class DiskCache:
                     "CREATE TABLE IF NOT EXISTS judge "
                     "(key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
                 )
+                db.execute("CREATE INDEX IF NOT EXISTS judge_created ON judge (created)")
             db.execute("SELECT count(*) FROM judge WHERE key = ''").fetchone()  # readable?
+            self._prune(db)
         except sqlite3.Error:
             db.close()
             raise
@@ -230,10 +299,27 @@ def resolve(spec: str, offline: bool) -> str:
     return spec
 
 
-def make_cache(spec: str, size: int, offline: bool = False) -> JudgeCache:
+def cache_for(settings: JudgeSettings, offline: bool = False) -> JudgeCache:
+    """The cache the judge settings ask for (``cache``, ``cache_size`` and the disk bounds)."""
+    return make_cache(
+        settings.cache,
+        settings.cache_size,
+        offline,
+        max_bytes=settings.cache_max_mb * 1024 * 1024,
+        max_age_s=settings.cache_max_age_days * 24 * 3600.0,
+    )
+
+
+def make_cache(
+    spec: str,
+    size: int,
+    offline: bool = False,
+    max_bytes: int = 512 * 1024 * 1024,
+    max_age_s: float = 30 * 24 * 3600.0,
+) -> JudgeCache:
     spec = resolve(spec, offline)
     if spec.startswith(("redis://", "rediss://", "unix://")):
         return RedisCache(spec)
     if spec == "disk" or spec.startswith("disk:"):
-        return DiskCache(disk_path(spec), size)
+        return DiskCache(disk_path(spec), size, max_bytes, max_age_s)
     return MemoryCache(size)

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from ragpulse.config import JudgeSettings
 from ragpulse.evaluators.judge.budget import Budget, before_call
-from ragpulse.evaluators.judge.cache import JudgeCache, cache_key, make_cache
+from ragpulse.evaluators.judge.cache import JudgeCache, cache_for, cache_key
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.evaluators.judge.usage import JudgeError, Usage
 from ragpulse.telemetry import JudgeMetrics
@@ -48,6 +48,9 @@ T = TypeVar("T")
 PROBE_TIMEOUT_S = 5.0
 """The start-up probe's bound (GET {base_url}/models, no retry); it only ever logs."""
 _UNREACHABLE = ("connection_error", "timeout", "auth_error")
+FAILURES_BEFORE_WARNING = 3
+"""Calls in a row that must fail (unreachable, timeout, refused key) before the judge is
+reported unusable: one slow answer among good ones is not an outage."""
 
 
 def display_url(url: str | None) -> str:
@@ -76,10 +79,11 @@ class JudgeClient:
         self.settings = settings
         self.model = str(settings.model)
         self.url = display_url(settings.base_url)
-        self._warned = False  # "cannot be used" is said once, not per record
+        self._warned = False  # "cannot be used" is said once per outage, not per record
+        self._failures = 0  # calls failed in a row for an unreachable judge
         self._warn_lock = threading.Lock()  # the probe's thread and the loop's may race
         self.metrics = metrics
-        self.cache = cache if cache is not None else make_cache(settings.cache, settings.cache_size)
+        self.cache = cache if cache is not None else cache_for(settings)
         self.budget = budget or Budget(settings.calls_per_minute, settings.tokens_per_minute)
         self._mode = "json_object" if settings.structured == "json_object" else "json_schema"
         self._loop = asyncio.new_event_loop()
@@ -122,8 +126,12 @@ class JudgeClient:
                 max_retries=0,
             ) as client:
                 offered = [m.id for m in client.models.list().data]
-        except openai.APITimeoutError:
-            self._unreachable(f"no answer to GET /models within {PROBE_TIMEOUT_S:.0f}s")
+        except openai.APITimeoutError:  # slow, not absent: the calls will tell
+            log.info(
+                "LLM judge at %s did not list its models within %.0fs; judge calls will tell "
+                "whether it answers",
+                self.url, PROBE_TIMEOUT_S,
+            )  # fmt: skip
             return
         except openai.APIConnectionError as exc:
             self._unreachable(_cause(exc))
@@ -153,10 +161,21 @@ class JudgeClient:
             self.url, why,
         )  # fmt: skip
 
+    def _answered(self) -> None:
+        """A call got an answer: the judge is usable (again)."""
+        with self._warn_lock:
+            self._failures = 0
+            if not self._warned:
+                return
+            self._warned = False
+        log.warning("LLM judge at %s answers again", self.url)
+
     def close(self) -> None:
-        """Stop the client's event loop (the plug-in context closes shared clients)."""
+        """Stop the client's event loop and close the cache (the plug-in context closes
+        shared clients)."""
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
+        self.cache.close()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the client's loop from a worker thread; blocks."""
@@ -243,6 +262,7 @@ class JudgeClient:
             self.metrics.latency.labels(self.model, prompt.name).observe(
                 time.perf_counter() - start
             )
+        self._answered()
         prompt_tokens = response.usage.prompt_tokens if response.usage else 0
         completion_tokens = response.usage.completion_tokens if response.usage else 0
         cached_tokens = _cached_prompt_tokens(response)
@@ -282,8 +302,14 @@ class JudgeClient:
     def _failed(self, prompt: Prompt[Any, Any], reason: str, exc: Exception) -> JudgeError:
         self.metrics.calls.labels(self.model, prompt.name, reason).inc()
         detail = f"{type(exc).__name__}: {_cause(exc)[:300]}"
-        if reason in _UNREACHABLE:  # the probe passed, or has not answered yet
-            self._unreachable(detail)
+        if reason in _UNREACHABLE:
+            with self._warn_lock:
+                self._failures += 1
+                failing = self._failures >= FAILURES_BEFORE_WARNING
+            if failing:
+                self._unreachable(
+                    f"{FAILURES_BEFORE_WARNING} calls in a row failed, the last with {detail}"
+                )
         return JudgeError(reason, f"{prompt.id}: judge at {self.url}: {detail}")
 
 
