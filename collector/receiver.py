@@ -50,14 +50,16 @@ LOGS_PATH = "/v1/logs"
 
 
 class Ingest(Protocol):
-    def __call__(self, spans: Sequence[Span], *, nbytes: int = 0, admit: bool = False) -> int:
+    def __call__(self, spans: Sequence[Span], /, *, nbytes: int = 0, admit: bool = False) -> int:
         """Take decoded spans that came in ``nbytes``; return how many were refused (counted
         by reason). With ``admit``, all or nothing: raises CollectorFull near the bounds."""
         ...
 
 
 class IngestLogs(Protocol):
-    def __call__(self, events: Sequence[LogEvent], *, nbytes: int = 0, admit: bool = False) -> int:
+    def __call__(
+        self, events: Sequence[LogEvent], /, *, nbytes: int = 0, admit: bool = False
+    ) -> int:
         """As :class:`Ingest`, for decoded log events."""
         ...
 
