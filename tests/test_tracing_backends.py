@@ -19,6 +19,7 @@ import json
 import re
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -179,10 +180,16 @@ def phoenix_run(
     yield run(tmp_path_factory.mktemp("phoenix-run"), phoenix_server.url, sinks, {})
 
 
-def phoenix_annotations(server: PhoenixServer, trace: dict[str, Any]) -> list[dict[str, Any]]:
-    spans = [trace["root"], trace["chat"], trace["retrieval"]]
-    query = urllib.parse.urlencode([("span_ids", s) for s in spans] + [("limit", "1000")])
-    answer = request(f"{server.url}/v1/projects/{APP}/span_annotations?{query}")
+def phoenix_annotations(server: PhoenixServer, *span_ids: str) -> list[dict[str, Any]]:
+    """The annotations of these spans; none while Phoenix has not inserted them yet (it
+    answers 404 for spans it does not have)."""
+    query = urllib.parse.urlencode([("span_ids", s) for s in span_ids] + [("limit", "1000")])
+    try:
+        answer = request(f"{server.url}/v1/projects/{APP}/span_annotations?{query}")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return []
+        raise
     return list(answer["data"])
 
 
@@ -194,7 +201,10 @@ def test_phoenix_shows_each_result_on_the_span_it_judges(
     expected = sum(len(r) for r in run.results.values())
 
     def landed() -> dict[str, list[dict[str, Any]]] | None:
-        found = {t: phoenix_annotations(phoenix_server, run.traces[t]) for t in run.traces}
+        found = {
+            t: phoenix_annotations(phoenix_server, s["root"], s["chat"], s["retrieval"])
+            for t, s in run.traces.items()
+        }
         return found if sum(map(len, found.values())) >= expected else None
 
     # sync=false: Phoenix inserts in the background (retrying for spans not there yet).
@@ -318,11 +328,10 @@ def test_phoenix_failed_evaluations_carry_a_label_and_quotes_are_redacted(
     assert sink is not None
     sink.export(record, JUDGED)
     sink.shutdown()
-    query = urllib.parse.urlencode({"span_ids": record.generation_span_id})
-    url = f"{phoenix_server.url}/v1/projects/{APP}/span_annotations?{query}"
 
     def landed() -> list[dict[str, Any]] | None:
-        data = list(request(url)["data"])
+        assert record.generation_span_id is not None
+        data = phoenix_annotations(phoenix_server, record.generation_span_id)
         return data if len(data) == 2 else None
 
     by_name = {a["name"]: a for a in wait_until(landed, 120, "no annotations", 0.5)}
