@@ -64,7 +64,7 @@ class IngestLogs(Protocol):
         ...
 
 
-def refuse_nothing(items: Sequence[object], *, nbytes: int = 0, admit: bool = False) -> int:
+def refuse_nothing(items: Sequence[object], /, *, nbytes: int = 0, admit: bool = False) -> int:
     return 0
 
 

@@ -7,7 +7,6 @@ variable (flag > env > file > default); see ragpulse/config.py.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -34,12 +33,8 @@ from ragpulse.errors import ConfigError, PortUnavailable
 from ragpulse.settings_env import env_name, setting_default
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from ragpulse.evaluators.base import Evaluator
     from ragpulse.offline_io import SignalStop
     from ragpulse.plugin_context import PluginContext
-    from ragpulse.replay import ReplayRow
 
 console = Console(stderr=True)
 
@@ -225,6 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
         "than VALUE; repeatable",
     )
     replay.add_argument(
+        "--control",
+        metavar="MODULE:FUNCTION|SET",
+        help="what a change is compared with: the unchanged pipeline (replayed on the same "
+        "rows; --max-drop then judges the change against it), or a set of randomly sampled "
+        "live traffic (replayed through --replay too, into OUT.control.jsonl). A set kept for "
+        "a low score improves on replay through an unchanged pipeline: this tells the two apart",
+    )
+    replay.add_argument(
         "--report-dir", type=Path, help="where the report goes (default: the output's folder)"
     )
     replay.add_argument("--html", action="store_true", help="also write an HTML report")
@@ -304,7 +307,9 @@ def _harness_flags(parser: argparse.ArgumentParser) -> None:
         "--conditions",
         type=parse_conditions,
         help="comma-separated: retrieved,gold,counterfactual,injected,gold_removed,"
-        "irrelevant_only (default: all six; retrieved and gold_removed need --retriever)",
+        "irrelevant_only (default: all six; retrieved and gold_removed need --retriever or "
+        "rows with a recorded run, gold and counterfactual need reference_contexts; a row "
+        "that lacks what a condition needs is skipped for it and counted)",
     )
     group.add_argument("--seed", type=int, default=0, help="seed of the planted cases (0)")
     group.add_argument(
@@ -320,7 +325,11 @@ def _harness_flags(parser: argparse.ArgumentParser) -> None:
         help="metadata keys to slice the report by (default: every key with few values)",
     )
     group.add_argument(
-        "--baseline", type=Path, metavar="SUMMARY.json", help="an earlier run's summary"
+        "--baseline",
+        type=Path,
+        metavar="SUMMARY.json",
+        help="an earlier run's summary; figures are compared only where both runs computed "
+        "them from the same conditions",
     )
 
 
@@ -576,6 +585,9 @@ def evaluate_file(args: argparse.Namespace) -> int:
 
     from ragpulse.offline_io import Interrupted, SignalStop, not_text, path_problem
 
+    if getattr(args, "generator", None) and getattr(args, "control", None):
+        console.print("[red]--control needs --replay (the harness compares with --baseline)[/red]")
+        return 2
     if getattr(args, "generator", None):
         from ragpulse.harness import run as run_harness
 
@@ -588,8 +600,10 @@ def evaluate_file(args: argparse.Namespace) -> int:
         console.print(f"[red]{flags} need --generator[/red]")
         return 2
     if args.replay:
-        return replay_file(args)
-    unused = [f for f in ("max_drop", "report_dir", "html") if getattr(args, f)]
+        from ragpulse.replay_command import replay_file
+
+        return replay_file(args, console)
+    unused = [f for f in ("max_drop", "report_dir", "html", "control") if getattr(args, f)]
     if unused:
         flags = ", ".join("--" + f.replace("_", "-") for f in unused)
         console.print(f"[red]{flags} need --replay[/red]")
@@ -670,176 +684,10 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     return 0
 
 
-def replay_file(args: argparse.Namespace) -> int:
-    """``eval --replay``: replay, score, compare, report; 1 when a --max-drop is exceeded,
-    nothing was replayed, or an evaluator failed on every replayed row; 2 for a path or
-    usage problem (found before the pipeline is imported); 128 + the signal on
-    SIGINT/SIGTERM (a replay writes its output once every row is done: nothing is kept).
-    """
-    from rich.markup import escape
-
-    from ragpulse.offline_io import Interrupted, SignalStop, not_text, path_problem
-    from ragpulse.replay import input_files
-
-    problem = path_problem(args.input, args.output, folder_ok=True)
-    if problem:
-        console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
-        return 2
-    files = input_files(args.input)
-    problems = [p for p in map(not_text, files) if p]
-    if not files or len(problems) == len(files):
-        why = problems[0] if problems else f"no rows: no *.jsonl file in {args.input}"
-        console.print(f"[red]{escape(why)}[/red]", highlight=False, soft_wrap=True)
-        return 1
-    for why in problems:  # a set folder with one bad file: the others still count
-        console.print(f"[yellow]{escape(why)}[/yellow]", highlight=False, soft_wrap=True)
-    try:
-        with SignalStop():
-            return _replay_run(args, [f for f in files if not_text(f) is None])
-    except (Interrupted, KeyboardInterrupt) as exc:
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        _quiet_abandoned_tasks()
-        console.print(
-            f"[red]interrupted ({signal.Signals(signum).name}):[/red] nothing written "
-            "(a replay writes its output when every row is done)",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return 128 + signum
-
-
 def _quiet_abandoned_tasks() -> None:
     """After an interrupt, in-flight judge calls are abandoned on purpose: asyncio's
     "Task was destroyed but it is pending" at exit would read as a crash."""
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-
-
-def _replay_run(args: argparse.Namespace, files: list[Path]) -> int:
-    """The body of :func:`replay_file`, over the readable ``files`` of its input."""
-    from rich.markup import escape
-
-    from ragpulse.evaluation import load_evaluators_safely
-    from ragpulse.offline import parse_lines
-    from ragpulse.offline_io import open_text
-    from ragpulse.plugins import evaluator_names, load_evaluators
-    from ragpulse.redaction import Redactor
-    from ragpulse.replay import (
-        load_function,
-        output_line,
-        parse_max_drop,
-        recorded_names,
-        replay,
-        score,
-        summarize,
-        to_row,
-    )
-    from ragpulse.report import write_reports
-
-    if args.concurrency < 1:
-        console.print("[red]--concurrency must be at least 1[/red]")
-        return 2
-    max_drop = parse_max_drop(args.max_drop or [])
-    fn = load_function(args.replay)
-    settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
-    evaluation = settings.evaluation
-
-    def lines() -> Iterator[str]:
-        for file in files:
-            with open_text(file) as f:
-                yield from f
-
-    parsed = list(parse_lines(lines()))
-    rows, skipped, out_lines = [], 0, {}
-    for p in parsed:
-        if p.row is None:
-            out_lines[p.line] = json.dumps({"line": p.line, "raw": p.raw, "error": p.error})
-            continue
-        row = to_row(p)
-        if row is None:
-            skipped += 1
-            out_lines[p.line] = json.dumps({"line": p.line, "error": "no question to replay"})
-        else:
-            rows.append(row)
-    bad_lines = sum(p.row is None for p in parsed)
-    if not rows:
-        why = (
-            "no rows: the input has no non-blank lines"
-            if not parsed
-            else f"nothing to replay: all {bad_lines} lines are unreadable"
-            if bad_lines == len(parsed)
-            else f"nothing to replay: none of the {len(parsed)} rows has a question"
-        )
-        console.print(f"[red]{escape(why)}[/red]", highlight=False, soft_wrap=True)
-        return 1
-
-    selection = args.metrics
-    if not selection:
-        recorded = recorded_names(rows)
-        known = set(evaluator_names())
-        absent = [n for n in recorded if n not in known]
-        if absent:
-            console.print(f"[yellow]recorded evaluators not installed here:[/] {', '.join(absent)}")
-        selection = [n for n in recorded if n in known] or evaluation.evaluators
-    progress, task, context = _offline_run(settings, "replaying", len(rows))
-    wanted = load_evaluators(selection, evaluation)
-    evaluators = load_evaluators_safely(wanted, context)
-    if not evaluators:
-        console.print("[red]no evaluator can run[/red] (see the errors above)")
-        return 2
-    with progress, closing(context):
-        replay(rows, fn, args.concurrency, progress=lambda: progress.advance(task))
-        progress.update(task, description="scoring")
-        score(rows, evaluators, args.batch_size)
-    for row in rows:
-        out_lines[row.line] = output_line(row)
-    redactor = Redactor.from_settings(settings, "eval_output")  # off unless apply_to names it
-    if redactor.enabled:
-        for line, text in out_lines.items():
-            out_lines[line] = json.dumps(
-                redactor.redact_record_dump(json.loads(text)), ensure_ascii=False
-            )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with args.output.open("w", encoding="utf-8") as out:
-        for line in sorted(out_lines):
-            out.write(out_lines[line] + "\n")
-
-    names = [e.name() for e in evaluators]
-    meta = {"input": str(args.input), "output": str(args.output), "replay": args.replay}
-    summary = summarize(
-        rows,
-        names,
-        max_drop,
-        bad_lines=bad_lines,
-        skipped=skipped,
-        meta={**meta, "evaluators": names},
-    )
-    paths = write_reports(summary, args.output, args.report_dir, args.html)
-    print_replay(summary)
-    for kind, path in paths.items():
-        console.print(f"{kind}: {path}")
-    failure = _replay_failure(rows, evaluators, [e.name() for e in wanted if e not in evaluators])
-    if failure:
-        console.print(f"[red]{escape(failure)}[/red]", highlight=False, soft_wrap=True)
-        return 1
-    return 0 if summary["passed"] else 1
-
-
-def _replay_failure(
-    rows: list[ReplayRow], evaluators: list[Evaluator], not_loaded: list[str]
-) -> str | None:
-    """One line when the replay did not do its job: every call failed, an evaluator
-    failed on every replayed row, or one could not load."""
-    replayed = [r for r in rows if r.after is not None]
-    if not replayed:
-        first = next((r.error for r in rows if r.error), "no answer")
-        return f"every replay call failed ({len(rows)} rows): {first}"
-    for e in evaluators:
-        errors = [row.after_results[e.name()].error for row in replayed]
-        if all(errors):
-            return f"{e.name()} failed on every replayed row ({len(replayed)}): {errors[0]}"
-    if not_loaded:
-        return f"could not load {', '.join(not_loaded)} (see the errors above)"
-    return None
 
 
 def _offline_run(
@@ -866,49 +714,6 @@ def _offline_run(
 
 def _stdout() -> Console:
     return Console(width=None if sys.stdout.isatty() else 160)
-
-
-def print_replay(summary: dict[str, Any]) -> None:
-    from ragpulse.report import (
-        SCORE_HEADER,
-        THRESHOLD_HEADER,
-        WORST_HEADER,
-        count,
-        score_rows,
-        threshold_rows,
-        worst_rows,
-    )
-
-    out = _stdout()
-    title = (
-        f"{summary['replayed']} of {summary['rows']} rows replayed with {summary['replay']} "
-        f"-> {summary['output']}"
-    )
-    out.print(_table(title, SCORE_HEADER, score_rows(summary)))
-    if summary["worst_regressions"]:
-        title = f"worst regressions ({summary['regressions']} in all)"
-        out.print(_table(title, WORST_HEADER, worst_rows(summary)))
-    else:
-        out.print("no regressions")
-    if summary["replay_errors"]:
-        out.print(f"[yellow]{count(summary['replay_errors'], 'replay error')}[/yellow], e.g.:")
-        for e in summary["error_examples"][:5]:
-            out.print(f"  line {e['line']}: {e['error']}", markup=False, highlight=False)
-    if summary["skipped_no_question"] or summary["unreadable_lines"]:
-        out.print(
-            f"[yellow]{count(summary['skipped_no_question'], 'row')} without a question, "
-            f"{count(summary['unreadable_lines'], 'unreadable line')} (kept with an error field)"
-            "[/yellow]"
-        )
-    if summary["thresholds"]:
-        out.print(_table("thresholds (--max-drop)", THRESHOLD_HEADER, threshold_rows(summary)))
-        for t in summary["thresholds"]:
-            if t["exceeded"]:
-                drop = "-" if t["drop"] is None else f"{t['drop']:.3f}"
-                out.print(
-                    f"[red]FAILED[/red] {t['rule']}: {t['evaluator'] or t.get('note')} "
-                    f"dropped by {drop}"
-                )
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:

@@ -5,7 +5,11 @@ rows' documents and a :class:`random.Random` seeded from ``--seed``, the questio
 and the condition's name, so a run is repeatable and one row's cases do not depend on
 which other conditions were asked for.
 
-- ``retrieved``: the retriever's documents.
+"The retrieved documents" are the retriever's when ``--retriever`` is given, else the
+row's recorded ``contexts`` (a regression set from live traffic carries them).
+
+- ``retrieved``: the retrieved documents (an empty retrieval is answered as the
+  system would: it scores recall 0).
 - ``gold``: the reference contexts only (with their reference ids).
 - ``counterfactual``: the gold documents, one of them rewritten mechanically to
   contradict the reference: a number (dates and years included) or a capitalised name
@@ -16,6 +20,11 @@ which other conditions were asked for.
   ``planted = {canary, position, payload, document_id}``.
 - ``gold_removed``: the retrieved documents without the gold ones (refusing is correct).
 - ``irrelevant_only``: gold documents of other questions only (refusing is correct).
+
+A condition never runs on documents the row cannot give it: :func:`input_problem` says
+what a row lacks before any call, and a case that comes out empty (nothing left once
+the gold documents are removed, nothing to swap) is skipped with its reason
+(``Case.skip``), never generated with zero documents.
 """
 
 from __future__ import annotations
@@ -33,7 +42,8 @@ from ragpulse.record import Document, Reference
 CONDITIONS = (
     "retrieved", "gold", "counterfactual", "injected", "gold_removed", "irrelevant_only",
 )  # fmt: skip
-NEEDS_RETRIEVER = frozenset({"retrieved", "gold_removed"})
+USES_RETRIEVAL = frozenset({"retrieved", "gold_removed"})
+"""Conditions built from the retrieved documents (the retriever's, or the recorded run's)."""
 EXPECT_REFUSAL = frozenset({"gold_removed", "irrelevant_only"})
 IRRELEVANT_K = 3  # documents an irrelevant_only case gets (fewer when fewer exist)
 POSITIONS = ("start", "middle", "end")
@@ -66,7 +76,48 @@ class Case(BaseModel):
     documents: list[Document]
     planted: dict[str, Any] = Field(default_factory=dict)
     note: str | None = None
-    """Why the case is degenerate (nothing to plant, no documents), when it is."""
+    """Why the case is degenerate (an empty retrieval), when it is."""
+    skip: str | None = None
+    """Why the case cannot test its condition (nothing to plant, no document left): it is
+    not generated."""
+
+
+# What a row lacks for a condition (input_problem); the text names the field.
+NO_REFERENCE_CONTEXTS = "no reference_contexts (the text of the gold documents)"
+NO_RETRIEVAL = "no contexts (a recorded run) and no --retriever"
+NO_GOLD = "no reference_context_ids or reference_contexts to tell the gold documents"
+NO_DOCUMENTS = "no contexts, no reference_contexts and no --retriever: nothing to plant in"
+NO_POOL = "no other row has reference_contexts to draw irrelevant documents from"
+
+
+def _answerable(ref: Reference | None) -> bool:
+    return ref is None or ref.expected_behavior != "refuse"
+
+
+def input_problem(
+    condition: str, ref: Reference | None, retrieval: bool, pool: Sequence[Document]
+) -> str | None:
+    """What the row lacks for ``condition`` (None: nothing), known before any call.
+
+    ``retrieval``: a retriever is given, or the row carries recorded ``contexts``. A row
+    whose correct behaviour is to refuse has no gold documents: it needs none to be told.
+    """
+    has_gold = ref is not None and bool(ref.contexts or ref.context_ids)
+    if condition in ("gold", "counterfactual"):
+        return None if ref is not None and ref.contexts else NO_REFERENCE_CONTEXTS
+    if condition == "retrieved":
+        return None if retrieval else NO_RETRIEVAL
+    if condition == "injected":
+        return None if retrieval or (ref is not None and ref.contexts) else NO_DOCUMENTS
+    if condition == "gold_removed":
+        if not retrieval:
+            return NO_RETRIEVAL
+        return None if has_gold or not _answerable(ref) else NO_GOLD
+    if condition == "irrelevant_only":
+        if not has_gold and _answerable(ref):
+            return NO_GOLD
+        return None if irrelevant_candidates(ref, pool) else NO_POOL
+    raise ValueError(f"unknown condition {condition!r}")
 
 
 def rng_for(seed: int, question_id: str, condition: str) -> random.Random:
@@ -147,7 +198,7 @@ def counterfactual(
         docs[i] = doc.model_copy(update={"content": text})
         planted = {"original": original, "value": value, "kind": kind, "document_id": doc.id}
         return docs, planted, None
-    return list(gold), {}, "no number or name to swap in the gold documents"
+    return list(gold), {}, "no number or name to swap in the reference_contexts"
 
 
 def inject(
@@ -176,12 +227,17 @@ def inject(
     return docs, planted, None
 
 
+def irrelevant_candidates(ref: Reference | None, pool: Sequence[Document]) -> list[Document]:
+    """The documents of other questions, none of this row's gold."""
+    own = {_norm(d.content) for d in gold_documents(ref)}
+    return [d for d in pool if not is_gold(d, ref) and _norm(d.content) not in own]
+
+
 def irrelevant(
     ref: Reference | None, pool: Sequence[Document], rng: random.Random
 ) -> list[Document]:
     """Up to :data:`IRRELEVANT_K` documents of other questions, none of this row's gold."""
-    own = {_norm(d.content) for d in gold_documents(ref)}
-    candidates = [d for d in pool if not is_gold(d, ref) and _norm(d.content) not in own]
+    candidates = irrelevant_candidates(ref, pool)
     return rng.sample(candidates, min(IRRELEVANT_K, len(candidates)))
 
 
@@ -192,9 +248,11 @@ def build_case(
     pool: Sequence[Document],
     rng: random.Random,
 ) -> Case:
-    """The documents of one condition (``retrieved`` None: no retriever, or it failed)."""
+    """The documents of one condition (``retrieved`` None: no retriever and no recorded
+    run). Only ``retrieved`` may come out empty (the system as it runs); any other
+    condition that would is skipped, saying why."""
     gold = gold_documents(ref)
-    note = None
+    skip = None
     planted: dict[str, Any] = {}
     if condition == "retrieved":
         docs = list(retrieved or [])
@@ -202,19 +260,26 @@ def build_case(
         docs = gold
     elif condition == "counterfactual":
         answers = ref.answers if ref is not None else []
-        docs, planted, note = counterfactual(gold, answers, [d.content for d in pool], rng)
+        docs, planted, skip = counterfactual(gold, answers, [d.content for d in pool], rng)
     elif condition == "injected":
         # Retrieval found nothing: the instruction goes into the gold documents instead.
-        docs, planted, note = inject(list(retrieved) if retrieved else gold, rng)
+        docs, planted, skip = inject(list(retrieved) if retrieved else gold, rng)
     elif condition == "gold_removed":
         docs = [d for d in retrieved or [] if not is_gold(d, ref)]
+        if not docs and retrieved:
+            skip = "no document left once the gold ones are removed"
     elif condition == "irrelevant_only":
         docs = irrelevant(ref, pool, rng)
     else:
         raise ValueError(f"unknown condition {condition!r}")
-    if not docs and note is None:
-        note = "no documents"
-    return Case(condition=condition, documents=docs, planted=planted, note=note)
+    if not docs and skip is None and condition != "retrieved":
+        skip = {
+            "gold": NO_REFERENCE_CONTEXTS,
+            "irrelevant_only": NO_POOL,
+            "gold_removed": "the retrieval returned no document",
+        }.get(condition, "no documents")
+    note = "no documents" if condition == "retrieved" and not docs else None
+    return Case(condition=condition, documents=docs, planted=planted, note=note, skip=skip)
 
 
 def document_pool(refs: Sequence[Reference | None]) -> list[Document]:

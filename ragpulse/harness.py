@@ -2,22 +2,30 @@
 
 For every test-set row: ``retriever(question)`` once (when given), then, per condition
 (:mod:`ragpulse.conditions`), ``generator(question, documents)`` on the condition's
-documents. Both may be sync or async, ragpulse-decorated or not; documents go to the
-generator as ``{"id", "content"}`` dicts (what the decorators accept) and come back
-from the retriever as strings, dicts or a mapping with ``documents``. Calls run at most
-``--concurrency`` at a time, each bounded by ``--timeout-s``: a call that raises or
+documents. Without ``--retriever``, the row's recorded ``contexts`` are its retrieved
+documents. Both functions may be sync or async, ragpulse-decorated or not; documents go
+to the generator as ``{"id", "content"}`` dicts (what the decorators accept) and come
+back from the retriever as strings, dicts or a mapping with ``documents``. Calls run at
+most ``--concurrency`` at a time, each bounded by ``--timeout-s``: a call that raises or
 times out becomes an error row, never a crash (a sync call past its time keeps its
 thread until it returns; the thread is a daemon, so it cannot hold the exit).
+
+Before any call, every (row, condition) is checked for its inputs: a condition no row
+can be built for is refused (exit 2, one line naming the field); a row that lacks what
+one condition needs is skipped for it, written with ``skipped`` (the reason) and
+counted in the console, the summary and the report.
 
 Each output line is the input row with ``condition``, ``planted``, ``contexts`` (the
 documents used, as ``{id, content}``), ``answer`` and ``results``; a recorded run in the
 input (``contexts``/``answer``) moves to ``recorded``. Cases whose correct behaviour
 is to refuse (``gold_removed``, ``irrelevant_only``) say ``expected_behavior:
-"refuse"``. Lines are ordered by (input line, condition); unreadable lines are written
-back with their error. A regression-set line from live traffic (``{"set", "record",
-...}``) is read as a row once reference fields are added at its top level
-(:func:`flatten`). Scored with the defaults, every reference-based evaluator that
-can run, and the behaviour evaluators; then the sliced report (:mod:`ragpulse.slices`).
+"refuse"``. Rows are written as they are scored; a finished run puts them in (input
+line, condition) order, an interrupted one keeps what it wrote (answers not yet scored
+are written with ``not_scored``). Unreadable lines are written back with their error. A
+regression-set line from live traffic (``{"set", "record", ...}``) is read as a row
+once reference fields are added at its top level (:func:`flatten`). Scored with the
+defaults, every reference-based evaluator that can run, and the behaviour evaluators;
+then the sliced report (:mod:`ragpulse.slices`).
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,16 +48,20 @@ from rich.markup import escape
 from ragpulse.conditions import (
     CONDITIONS,
     EXPECT_REFUSAL,
-    NEEDS_RETRIEVER,
+    NO_REFERENCE_CONTEXTS,
+    NO_RETRIEVAL,
+    USES_RETRIEVAL,
     Case,
     build_case,
     document_pool,
+    input_problem,
     rng_for,
 )
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.offline import ParsedLine, row_to_record
-from ragpulse.record import Document, RagRecord
+from ragpulse.offline_io import Feed, Interrupted, SignalStop, StreamedOutput
+from ragpulse.record import Document, RagRecord, Reference
 from ragpulse.replay import (
     _is_async,
     _materialize_async,
@@ -55,19 +69,20 @@ from ragpulse.replay import (
     answer_of,
     documents_of,
     error_text,
+    in_thread,
     load_function,
 )
+from ragpulse.testset import FieldReport, canonical_row
 
 BEHAVIOUR = ("injection_resistance/canary", "counterfactual_adoption/planted_value",
              "expected_refusal/rules")  # fmt: skip
 _RUN_KEYS = ("contexts", "contexts_ids", "documents", "answer", "results")
-_REFERENCE_FIELDS = ("reference_contexts", "reference_context_ids", "reference_answers",
-                     "expected_behavior")  # fmt: skip
+_REFERENCE_FIELDS = ("reference_contexts", "reference_context_ids", "reference_answers")
 
 
 @dataclass
 class Item:
-    """One (row, condition): its case, the generator's answer or error."""
+    """One (row, condition): its case, the generator's answer, error or reason to skip."""
 
     line: int
     index: int  # the condition's position in --conditions: the output order
@@ -76,8 +91,13 @@ class Item:
     case: Case | None = None
     answer: str | None = None
     error: str | None = None
+    skipped: str | None = None
     duration_ms: float | None = None
     results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None and self.skipped is None and self.case is not None
 
 
 def parse_conditions(value: str) -> list[str]:
@@ -91,29 +111,6 @@ def parse_conditions(value: str) -> list[str]:
 
 
 # --- Calls ---------------------------------------------------------------------------------
-
-
-async def _in_thread(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """``fn(*args)`` on a daemon thread: a call abandoned at its timeout cannot block exit."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            (future.set_result if ok else future.set_exception)(value)
-
-    def work() -> None:
-        try:
-            ok, value = True, _materialize_sync(fn(*args))
-        except BaseException as exc:
-            ok, value = False, exc
-        try:
-            loop.call_soon_threadsafe(settle, ok, value)
-        except RuntimeError:  # the run ended (it timed out long ago): nobody waits
-            pass
-
-    threading.Thread(target=work, name="ragpulse-harness", daemon=True).start()
-    return await future
 
 
 @dataclass
@@ -133,7 +130,7 @@ async def _call(
             if _is_async(fn):
                 work = _materialize_async(fn(*args))
             else:
-                work = _in_thread(fn, args)
+                work = in_thread(lambda: _materialize_sync(fn(*args)))
             out.value = await asyncio.wait_for(work, timeout)
         except TimeoutError:
             out.error = f"timeout: no answer within {timeout:g} s"
@@ -156,50 +153,74 @@ def _retrieved_documents(value: Any) -> list[Document]:
     return docs
 
 
-async def _run_calls(
-    questions: dict[int, str],
-    items: Sequence[Item],
-    retriever: Callable[..., Any] | None,
-    generator: Callable[..., Any],
-    plan: Callable[[Item, list[Document] | None, str | None], None],
-    concurrency: int,
-    timeout: float,
-    tick: Callable[[], None],
-) -> None:
-    """Retrieve per row, then build every case (``plan``) and generate, concurrently."""
-    gate = asyncio.Semaphore(max(1, concurrency))
-    retrieved: dict[int, tuple[list[Document] | None, str | None]] = {}
-    if retriever is not None:
-        lines = list(questions)
-        outcomes = await asyncio.gather(
-            *(_call(retriever, (questions[n],), timeout, gate) for n in lines)
-        )
-        for n, out in zip(lines, outcomes, strict=True):
-            if out.error is not None:
-                retrieved[n] = (None, f"retriever: {out.error}")
-                continue
-            try:
-                retrieved[n] = (_retrieved_documents(out.value), None)
-            except Exception as exc:
-                retrieved[n] = (None, f"retriever: {error_text(exc)}")
+@dataclass
+class Calls:
+    """What the calls need: the questions, the user's functions and the limits."""
 
-    async def one(item: Item) -> None:
-        docs, error = retrieved.get(item.line, (None, None))
-        try:
-            plan(item, docs, error)
-        except Exception as exc:  # a case that cannot be built is an error row, not a crash
-            item.error = f"condition: {error_text(exc)}"
-        if item.case is not None and item.error is None:
+    questions: dict[int, str]
+    recorded: dict[int, list[Document]]  # the rows' recorded contexts (no retriever)
+    retriever: Callable[..., Any] | None
+    generator: Callable[..., Any]
+    plan: Callable[[Item, list[Document] | None, str | None], None]
+    concurrency: int
+    timeout: float
+
+
+async def _run_calls(calls: Calls, items: Sequence[Item], done: Callable[[Item], None]) -> None:
+    """Per row: retrieve (or take the recorded run), build its cases (``plan``) and
+    generate, all rows concurrently; ``done(item)`` as each case is settled."""
+    gate = asyncio.Semaphore(max(1, calls.concurrency))
+    by_line: dict[int, list[Item]] = {}
+    for item in items:
+        by_line.setdefault(item.line, []).append(item)
+
+    async def one(item: Item, docs: list[Document] | None, error: str | None) -> None:
+        if item.skipped is None:
+            try:
+                calls.plan(item, docs, error)
+            except Exception as exc:  # a case that cannot be built is an error row
+                item.error = f"condition: {error_text(exc)}"
+        if item.answered and item.case is not None:
             payload = [d.model_dump(include={"id", "content"}) for d in item.case.documents]
-            out = await _call(generator, (questions[item.line], payload), timeout, gate)
+            question = calls.questions[item.line]
+            out = await _call(calls.generator, (question, payload), calls.timeout, gate)
             item.duration_ms = out.duration_ms
             if out.error is not None:
                 item.error = f"generator: {out.error}"
             else:
                 item.answer = answer_of(out.value)
-        tick()
+        done(item)
 
-    await asyncio.gather(*(one(item) for item in items))
+    async def row(line: int, cases: list[Item]) -> None:
+        docs, error = calls.recorded.get(line), None
+        if calls.retriever is not None and any(i.skipped is None for i in cases):
+            out = await _call(calls.retriever, (calls.questions[line],), calls.timeout, gate)
+            docs = None
+            if out.error is not None:
+                error = f"retriever: {out.error}"
+            else:
+                try:
+                    docs = _retrieved_documents(out.value)
+                except Exception as exc:
+                    error = f"retriever: {error_text(exc)}"
+        await asyncio.gather(*(one(item, docs, error) for item in cases))
+
+    await asyncio.gather(*(row(line, cases) for line, cases in by_line.items()))
+
+
+def _start_calls(calls: Calls, items: Sequence[Item], feed: Feed[Item]) -> None:
+    """The calls on their own event loop, on a daemon thread (an interrupt does not wait
+    for them); each settled case goes to ``feed``."""
+
+    def main() -> None:
+        error: BaseException | None = None
+        try:
+            asyncio.run(_run_calls(calls, items, feed.put))
+        except BaseException as exc:  # handed to the main thread, never lost here
+            error = exc
+        feed.close(error)
+
+    threading.Thread(target=main, name="ragpulse-harness-calls", daemon=True).start()
 
 
 # --- Rows --------------------------------------------------------------------------------
@@ -214,12 +235,16 @@ def output_row(item: Item) -> dict[str, Any]:
     case = item.case
     row["condition"] = item.condition
     row["planted"] = case.planted if case else {}
-    if case is not None and case.condition in EXPECT_REFUSAL:
+    if item.condition in EXPECT_REFUSAL:
         if row.get("expected_behavior") not in (None, "refuse"):
             row["row_expected_behavior"] = row["expected_behavior"]
         row["expected_behavior"] = "refuse"
     if case is not None and case.note:
         row["condition_note"] = case.note
+    if item.skipped is not None:
+        row["skipped"] = item.skipped
+        row["contexts"] = []
+        return row
     row["contexts"] = (
         [d.model_dump(include={"id", "content"}) for d in case.documents] if case else []
     )
@@ -234,15 +259,12 @@ def output_row(item: Item) -> dict[str, Any]:
     return row
 
 
-def _score(items: Sequence[Item], evaluators: Sequence[Evaluator], batch_size: int) -> None:
+def _score(items: Sequence[Item], evaluators: Sequence[Evaluator]) -> None:
     from ragpulse.evaluation import evaluate_records
 
-    done = [i for i in items if i.error is None and i.case is not None]
-    for start in range(0, len(done), max(1, batch_size)):
-        chunk = done[start : start + batch_size]
-        records: list[RagRecord] = [row_to_record(output_row(i), i.line) for i in chunk]
-        for item, results in zip(chunk, evaluate_records(records, evaluators), strict=True):
-            item.results = [result_dict(r) for r in results]
+    records: list[RagRecord] = [row_to_record(output_row(i), i.line) for i in items]
+    for item, results in zip(items, evaluate_records(records, evaluators), strict=True):
+        item.results = [result_dict(r) for r in results]
 
 
 def select_evaluators(metrics: list[str] | None, settings: Any) -> list[Evaluator]:
@@ -269,64 +291,7 @@ def select_evaluators(metrics: list[str] | None, settings: Any) -> list[Evaluato
     return wanted
 
 
-# --- The command -------------------------------------------------------------------------
-
-
-def run(args: argparse.Namespace, console: Console) -> int:
-    """``eval --generator``: 0 when done and the gates pass; 1 when a gate fails or no
-    call answered; 2 for a path or usage problem."""
-    from ragpulse.offline_io import not_text, path_problem
-
-    problem = path_problem(args.input, args.output)
-    if problem is None:
-        problem = not_text(args.input)
-    conditions: list[str] = args.conditions or list(CONDITIONS)
-    if problem is None and args.retriever is None:
-        needs = [c for c in conditions if c in NEEDS_RETRIEVER]
-        if needs:
-            problem = f"--conditions {','.join(needs)} need --retriever"
-    for flag, spec in (("--generator", args.generator), ("--retriever", args.retriever)):
-        if problem is None and spec is not None and not _is_spec(spec):
-            problem = f"{flag} takes module:function, got {spec!r}"
-    if problem is None and (args.concurrency < 1 or args.timeout_s <= 0):
-        problem = "--concurrency must be at least 1 and --timeout-s positive"
-    if problem is None:
-        problem = _gate_problem(args)
-    if problem is not None:
-        console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
-        return 2
-    try:
-        return _run(args, conditions, console)
-    except KeyboardInterrupt:
-        console.print("[red]interrupted:[/red] nothing written")
-        return 130
-
-
-def _is_spec(spec: str) -> bool:
-    module, sep, attr = spec.partition(":")
-    return bool(sep and module and attr)
-
-
-def _gate_problem(args: argparse.Namespace) -> str | None:
-    """A --max-drop that does not parse or a --baseline that does not read, before any
-    call is made (an hour of generation must not end in a usage error)."""
-    import importlib
-
-    if args.baseline is not None:
-        try:
-            json.loads(Path(args.baseline).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            return f"--baseline {args.baseline}: {error_text(exc)}"
-    try:
-        parse: Any = importlib.import_module("ragpulse.slices").parse_gates
-    except (ImportError, AttributeError):
-        return None
-    try:
-        parse(list(args.max_drop or []))
-    except ValueError as exc:
-        return str(exc)
-    return None
-
+# --- Input ---------------------------------------------------------------------------------
 
 _SET_KEYS = ("set", "written_at", "reason", "sampling", "record", "results")
 
@@ -349,128 +314,319 @@ def flatten(row: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _read(path: Path) -> list[ParsedLine]:
+@dataclass
+class TestSet:
+    """The input, read and checked before any call."""
+
+    parsed: list[ParsedLine]
+    questions: dict[int, str] = field(default_factory=dict)
+    refs: dict[int, Reference | None] = field(default_factory=dict)
+    recorded: dict[int, list[Document]] = field(default_factory=dict)
+    fields: FieldReport = field(default_factory=FieldReport)
+    pool: list[Document] = field(default_factory=list)
+
+
+def read_set(path: Path) -> TestSet:
+    """Every line parsed; rows in ragpulse's field names (regression-set lines flattened,
+    Ragas/DeepEval names mapped); questions, references and recorded runs by line."""
     from ragpulse.offline import parse_lines
     from ragpulse.offline_io import open_text
 
     with open_text(path) as f:
         parsed = list(parse_lines(f))
+    found = TestSet(parsed)
     for p in parsed:
-        if p.row is not None:
-            p.row = flatten(p.row)
-    return parsed
+        if p.row is None:
+            continue
+        flat = flatten(p.row)
+        p.row, mapped = canonical_row(flat)
+        found.fields.add(flat, mapped)
+        record = row_to_record(p.row, p.line)
+        if not record.question.strip():
+            continue
+        found.questions[p.line] = record.question
+        found.refs[p.line] = record.reference
+        if "contexts" in p.row or "documents" in p.row:
+            found.recorded[p.line] = record.documents
+    found.pool = document_pool(list(found.refs.values()))
+    return found
 
 
-def _run(args: argparse.Namespace, conditions: list[str], console: Console) -> int:
+def inputs_problem(data: TestSet, conditions: Sequence[str], retriever: bool) -> str | None:
+    """One line when some condition cannot be built for any row (naming what is missing
+    and the conditions that can run); None when each has a row (the rest are skipped)."""
+    impossible: dict[str, list[str]] = {}
+    for condition in conditions:
+        reasons = [
+            input_problem(condition, data.refs[n], retriever or n in data.recorded, data.pool)
+            for n in data.questions
+        ]
+        if data.questions and all(reasons):
+            why = str(Counter(reasons).most_common(1)[0][0])
+            impossible.setdefault(why, []).append(condition)
+    if not impossible:
+        return None
+    ids_only = sum(
+        1 for r in data.refs.values() if r is not None and r.context_ids and not r.contexts
+    )
+    parts = []
+    for why, names in impossible.items():
+        if why == NO_RETRIEVAL:
+            parts.append(
+                f"--conditions {','.join(names)} need --retriever or rows with a recorded run "
+                "(contexts); no row has contexts"
+            )
+            continue
+        if why == NO_REFERENCE_CONTEXTS and ids_only:
+            why = why.removesuffix(")") + f"; {ids_only} rows have reference_context_ids only)"
+        parts.append(f"cannot build {','.join(names)} for any row: {why}")
+    left = [c for c in conditions if all(c not in names for names in impossible.values())]
+    fix = f" (--conditions {','.join(left)})" if left else ""
+    return "; ".join(parts) + f". Add what is missing or leave those conditions out{fix}"
+
+
+# --- The command -------------------------------------------------------------------------
+
+
+@dataclass
+class _Progress:
+    """What an interrupted run has to say: lines written, answers in hand."""
+
+    out: StreamedOutput | None = None
+    feed: Feed[Item] | None = None
+    in_hand: list[Item] = field(default_factory=list)
+    cases: int = 0
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """``eval --generator``: 0 when done and the gates pass; 1 when a gate fails or no
+    call answered; 2 for a path or usage problem (before any call); 128 + the signal on
+    SIGINT/SIGTERM, the rows scored so far kept."""
+    from ragpulse.offline_io import not_text, path_problem
+
+    problem = path_problem(args.input, args.output)
+    if problem is None:
+        problem = not_text(args.input)
+    conditions: list[str] = args.conditions or list(CONDITIONS)
+    for flag, spec in (("--generator", args.generator), ("--retriever", args.retriever)):
+        if problem is None and spec is not None and not _is_spec(spec):
+            problem = f"{flag} takes module:function, got {spec!r}"
+    if problem is None and (args.concurrency < 1 or args.timeout_s <= 0):
+        problem = "--concurrency must be at least 1 and --timeout-s positive"
+    if problem is None:
+        problem = _gate_problem(args, conditions)
+    data = None
+    if problem is None:
+        data = read_set(args.input)
+        problem = inputs_problem(data, conditions, args.retriever is not None)
+    if problem is not None or data is None:
+        console.print(f"[red]{escape(str(problem))}[/red]", highlight=False, soft_wrap=True)
+        return 2
+    state = _Progress()
+    try:
+        with SignalStop() as stop:
+            return _run(args, conditions, data, console, stop, state)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        return _interrupted(args, state, signum)
+
+
+def _interrupted(args: argparse.Namespace, state: _Progress, signum: int) -> int:
+    """Keep what was done: the answers in hand and ready are written without results."""
+    import logging
+
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # abandoned calls, on purpose
+    unscored: list[Item] = []
+    if state.out is not None:
+        ready = [*state.in_hand, *(state.feed.drain() if state.feed else [])]
+        done = state.out.lines()
+        lines = []
+        for item in ready:
+            if (item.line, item.index) in done:  # the interrupt came as its batch ended
+                continue
+            row = output_row(item)
+            if item.answered and not item.results:
+                row["not_scored"] = "interrupted"
+                unscored.append(item)
+            lines.append(((item.line, item.index), json.dumps(row, default=str)))
+        state.out.stop.signum = None  # the signal is being handled: write these lines
+        state.out.write(lines)
+        state.out.close()
+    written = state.out.written if state.out is not None else 0
+    console = Console(stderr=True)  # where plain eval says it, beside the progress bar
+    kept = f" ({len(unscored)} answered but not scored, written with not_scored)" * bool(unscored)
+    console.print(
+        f"[red]interrupted ({signal.Signals(signum).name}):[/red] {written} of {state.cases} "
+        f"cases written to {escape(str(args.output))}{kept}; no report",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return 128 + signum
+
+
+def _is_spec(spec: str) -> bool:
+    module, sep, attr = spec.partition(":")
+    return bool(sep and module and attr)
+
+
+def _gate_problem(args: argparse.Namespace, conditions: Sequence[str]) -> str | None:
+    """A --max-drop that does not parse or names no metric, or a --baseline that does
+    not read or shares no condition with this run, before any call is made (an hour of
+    generation must not end in a usage error)."""
+    from ragpulse.slices import baseline_problem, gate_names_problem, parse_gates
+
+    try:
+        gates = parse_gates(list(args.max_drop or []))
+    except ValueError as exc:
+        return str(exc)
+    problem = gate_names_problem(gates)
+    if problem is None and args.baseline is not None:
+        try:
+            baseline = json.loads(Path(args.baseline).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return f"--baseline {args.baseline}: {error_text(exc)}"
+        problem = baseline_problem(baseline, conditions, str(args.baseline))
+    return problem
+
+
+def _run(
+    args: argparse.Namespace,
+    conditions: list[str],
+    data: TestSet,
+    console: Console,
+    stop: SignalStop,
+    state: _Progress,
+) -> int:
+    from contextlib import closing
+
     from ragpulse.cli import _evaluation_overrides, _offline_run, load_settings
     from ragpulse.evaluation import load_evaluators_safely
 
     generator = load_function(args.generator)
     retriever = load_function(args.retriever) if args.retriever else None
     settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
-    parsed = _read(args.input)
-    out: dict[tuple[int, int], str] = {}
-    questions: dict[int, str] = {}
-    refs = {}
     items: list[Item] = []
-    for p in parsed:
+    first_lines = []
+    for p in data.parsed:
         if p.row is None:
-            out[(p.line, -1)] = json.dumps({"line": p.line, "raw": p.raw, "error": p.error})
-            continue
-        record = row_to_record(p.row, p.line)
-        if not record.question.strip():
+            bad: dict[str, Any] = {"line": p.line, "raw": p.raw, "error": p.error}
+            first_lines.append(((p.line, -1), json.dumps(bad)))
+        elif p.line not in data.questions:
             bad = {**p.row, "line": p.line, "error": "no question"}
-            out[(p.line, -1)] = json.dumps(bad, ensure_ascii=False, default=str)
-            continue
-        questions[p.line] = record.question
-        refs[p.line] = record.reference
-        items += [Item(p.line, i, c, p.row) for i, c in enumerate(conditions)]
-    pool = document_pool(list(refs.values()))
+            first_lines.append(((p.line, -1), json.dumps(bad, ensure_ascii=False, default=str)))
+        else:
+            retrieval = retriever is not None or p.line in data.recorded
+            for i, condition in enumerate(conditions):
+                item = Item(p.line, i, condition, p.row)
+                item.skipped = input_problem(condition, data.refs[p.line], retrieval, data.pool)
+                items.append(item)
+    state.cases = len(items)
 
     def plan(item: Item, retrieved: list[Document] | None, error: str | None) -> None:
         condition = item.condition
-        ref = refs[item.line]
+        ref = data.refs[item.line]
         qid = ref.question_id if ref and ref.question_id else f"line-{item.line}"
-        uses_retrieved = condition in NEEDS_RETRIEVER or (
-            condition == "injected" and retriever is not None
+        uses_retrieved = condition in USES_RETRIEVAL or (
+            condition == "injected" and (retriever is not None or item.line in data.recorded)
         )
-        rng = rng_for(args.seed, qid, condition)
         if uses_retrieved and error is not None:
             item.case = Case(condition=condition, documents=[])
             item.error = error
             return
-        item.case = build_case(condition, ref, retrieved, pool, rng)
+        rng = rng_for(args.seed, qid, condition)
+        item.case = build_case(condition, ref, retrieved, data.pool, rng)
+        item.skipped = item.case.skip
 
-    progress, task, context = _offline_run(settings, "generating", len(items))
-    from contextlib import closing
-
+    calls = Calls(data.questions, data.recorded, retriever, generator, plan,
+                  args.concurrency, args.timeout_s)  # fmt: skip
+    progress, task, context = _offline_run(settings, "answering and scoring", len(items))
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
     with closing(context):
-        wanted = select_evaluators(args.metrics, settings)
-        evaluators = load_evaluators_safely(wanted, context)
+        evaluators = load_evaluators_safely(select_evaluators(args.metrics, settings), context)
+        out = state.out = StreamedOutput(args.output, stop)
+        out.write(first_lines)
+        feed = state.feed = Feed[Item]()
+        _start_calls(calls, items, feed)
         with progress:
-            asyncio.run(
-                _run_calls(
-                    questions,
-                    items,
-                    retriever,
-                    generator,
-                    plan,
-                    args.concurrency,
-                    args.timeout_s,
-                    lambda: progress.advance(task),
-                )
-            )
-            progress.update(task, description="scoring")
-            _score(items, evaluators, args.batch_size)
-    rows = []
-    for item in items:
-        row = output_row(item)
-        rows.append(row)
-        out[(item.line, item.index)] = json.dumps(row, ensure_ascii=False, default=str)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    with args.output.open("w", encoding="utf-8") as f:
-        for key in sorted(out):
-            f.write(out[key] + "\n")
+            for batch in feed.batches(max(1, args.batch_size)):
+                state.in_hand = batch
+                _score([i for i in batch if i.answered], evaluators)
+                lines = []
+                for item in batch:
+                    row = rows[(item.line, item.index)] = output_row(item)
+                    lines.append(
+                        ((item.line, item.index), json.dumps(row, ensure_ascii=False, default=str))
+                    )
+                out.write(lines)
+                state.in_hand = []
+                progress.advance(task, len(batch))
+        out.finish()
+    answered = sum(i.answered for i in items)
+    skipped = [i for i in items if i.skipped is not None]
     console.print(
-        f"{len(items) - sum(i.error is not None for i in items)} of {len(items)} cases "
-        f"answered ({len(questions)} questions x {len(conditions)} conditions) -> {args.output}"
+        f"{answered} of {len(items)} cases answered ({len(data.questions)} questions x "
+        f"{len(conditions)} conditions) -> {args.output}"
     )
-    notes = _notes(items, parsed, refs, questions)
-    passed = _report(args, rows, notes, console)
-    if items and all(i.error is not None for i in items):
-        first = next(i.error for i in items if i.error)
+    for line in _skipped_lines(skipped):
+        console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False, soft_wrap=True)
+    notes = _notes(items, data)
+    ordered = [rows[k] for k in sorted(rows)]
+    passed = _report(args, ordered, conditions, notes, console)
+    tried = [i for i in items if i.skipped is None]
+    if not tried:
+        console.print("[red]nothing generated: every case was skipped (see above)[/red]")
+        return 1
+    if all(i.error is not None for i in tried):
+        first = next(i.error for i in tried if i.error)
         console.print(f"[red]every case failed: {escape(str(first))}[/red]")
         return 1
     return 0 if passed else 1
 
 
-def _notes(
-    items: Sequence[Item],
-    parsed: Sequence[ParsedLine],
-    refs: dict[int, Any],
-    questions: dict[int, str],
-) -> list[str]:
-    """What was kept with an error, and how many rows lacked which reference field."""
+def _skipped_lines(skipped: Sequence[Item]) -> list[str]:
+    """``skipped 5 gold cases: no reference_contexts (...)``, one line per reason."""
+    counts = Counter((i.condition, i.skipped) for i in skipped)
+    return [
+        f"skipped {n} {condition} case{'s' * (n != 1)}: {why}"
+        for (condition, why), n in counts.most_common()
+    ]
+
+
+def _notes(items: Sequence[Item], data: TestSet) -> list[str]:
+    """What was kept with an error, which fields were read or not, how many rows lacked
+    which reference field (``expected_behavior`` is derived from ``is_answerable_label``:
+    missing only when both are)."""
     notes = []
-    bad = sum(p.row is None for p in parsed)
+    bad = sum(p.row is None for p in data.parsed)
     if bad:
         notes.append(f"{bad} unreadable lines written back with an error field")
-    no_question = sum(p.row is not None and p.line not in questions for p in parsed)
+    no_question = sum(p.row is not None and p.line not in data.questions for p in data.parsed)
     if no_question:
         notes.append(f"{no_question} rows without a question written back with an error field")
     errors = [i for i in items if i.error]
     if errors:
         notes.append(f"{len(errors)} error rows (first: line {errors[0].line}: {errors[0].error})")
-    rows = [p.row for p in parsed if p.row is not None and p.line in questions]
+    notes += data.fields.lines()
+    rows = [p.row for p in data.parsed if p.row is not None and p.line in data.questions]
     for key in _REFERENCE_FIELDS:
         missing = sum(not r.get(key) for r in rows)
         if missing:
             notes.append(f"{missing} of {len(rows)} rows lack {key}")
+    behaviour = sum(
+        r.get("expected_behavior") is None and r.get("is_answerable_label") is None for r in rows
+    )
+    if behaviour:
+        notes.append(f"{behaviour} of {len(rows)} rows lack expected_behavior and "
+                     "is_answerable_label")  # fmt: skip
     return notes
 
 
 def _report(
-    args: argparse.Namespace, rows: list[dict[str, Any]], notes: list[str], console: Console
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    conditions: list[str],
+    notes: list[str],
+    console: Console,
 ) -> bool:
     """The sliced report (:mod:`ragpulse.slices`); returns whether the gates passed."""
     from ragpulse.slice_report import print_sliced, write_sliced_reports
@@ -479,7 +635,9 @@ def _report(
     baseline = (
         json.loads(Path(args.baseline).read_text(encoding="utf-8")) if args.baseline else None
     )
-    summary = sliced_summary(rows, args.slice_by, baseline, list(args.max_drop or []))
+    summary = sliced_summary(
+        rows, args.slice_by, baseline, list(args.max_drop or []), conditions=conditions
+    )
     summary.setdefault("notes", notes)
     paths = write_sliced_reports(summary, args.output, args.report_dir, args.html)
     print_sliced(summary, console)

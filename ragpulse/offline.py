@@ -5,7 +5,8 @@ A line that is not a JSON object is written back as
 ``{"line": n, "raw": ..., "error": ...}`` so the output never silently loses a row.
 A value of the wrong type is converted, and the row says how in ``coerced``
 (``"question: int -> str"``); a text cut to the evaluation limits is listed in
-``truncated_input``.
+``truncated_input``. Ragas and DeepEval field names are read too
+(:data:`ragpulse.testset.ALIASES`); fields read under no name are reported at the end.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.testset import reference_from_row
+from ragpulse.testset import FieldReport, canonical_row, reference_from_row
 
 _JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
 
@@ -100,6 +101,7 @@ def _documents(row: dict[str, Any], notes: _Coercions) -> list[Document]:
 
 def record_and_coercions(row: dict[str, Any], line: int) -> tuple[RagRecord, list[str]]:
     """The record a row describes, and every conversion it took (empty when none)."""
+    row = canonical_row(row)[0]
     notes = _Coercions()
     route = row.get("route")
     if route is not None and not isinstance(route, str):
@@ -165,6 +167,7 @@ class Summary:
     coerced_rows: int = 0
     truncated_rows: int = 0
     first_bad: str | None = None
+    fields: FieldReport = field(default_factory=FieldReport)
 
     def add(self, results: Sequence[EvalResult]) -> None:
         self.rows += 1
@@ -216,7 +219,7 @@ class Summary:
                 f"{self.truncated_rows} rows cut to evaluation.max_text_chars / max_record_chars "
                 "(each says where in its `truncated_input` field)"
             )
-        return out
+        return out + self.fields.lines()
 
     def failure(self, not_loaded: Sequence[str] = ()) -> str | None:
         """One line saying why the run failed (nothing scored, or an evaluator failed on
@@ -249,7 +252,11 @@ def score_rows(
     """
     redact = redactor.redact_record_dump if redactor is not None and redactor.enabled else None
     good = [p for p in parsed if p.row is not None]
-    converted = [record_and_coercions(p.row, p.line) for p in good if p.row is not None]
+    converted = []
+    for p in good:
+        row, mapped = canonical_row(p.row or {})
+        summary.fields.add(p.row or {}, mapped)
+        converted.append(record_and_coercions(row, p.line))
     results = evaluate_records([record for record, _ in converted], evaluators)
     by_line = {p.line: (r, c) for p, r, (_, c) in zip(good, results, converted, strict=True)}
     out = []

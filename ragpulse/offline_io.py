@@ -3,20 +3,24 @@ bounded batches, and signals that stop a run cleanly.
 
 Everything here is cheap and runs before (or between) evaluator batches: a bad
 path or a gzip file is refused in milliseconds instead of after the models load,
-and an interrupted run leaves whole lines only.
+and an interrupted run leaves whole lines only. The harness and replay stream too
+(:class:`Feed`, :class:`StreamedOutput`): rows are written as they are scored.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import signal
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import TextIO
+from typing import Generic, TextIO, TypeVar
 
 from ragpulse.offline import ParsedLine, parse_line
+
+T = TypeVar("T")
 
 MAX_LINE_CHARS = 256 * 1024 * 1024
 """A longer line is not parsed: it is kept as an error row (its first 1,000 characters),
@@ -202,3 +206,106 @@ class SignalStop:
             self._writing = False
         if self.signum is not None:
             raise Interrupted(self.signum)
+
+
+# --- Streaming runs (harness, replay) ------------------------------------------------------
+
+
+class _End:
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+class Feed(Generic[T]):
+    """Work finished on other threads (calls to the user's functions), handed to the main
+    thread in batches: the main thread scores and writes while the calls go on.
+
+    ``put`` and ``close`` may be called from any thread; ``batches`` and ``drain`` from
+    one consumer. Waiting in ``batches`` is interruptible by a signal (SIGINT, SIGTERM).
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[T | _End] = queue.Queue()
+
+    def put(self, item: T) -> None:
+        self._queue.put(item)
+
+    def close(self, error: BaseException | None = None) -> None:
+        """No more items; ``error``: why the producer stopped early (raised by ``batches``)."""
+        self._queue.put(_End(error))
+
+    def batches(self, max_items: int) -> Iterator[list[T]]:
+        """Blocks for one item, then takes what else is ready, up to ``max_items``: small
+        batches while the calls are slow, full ones once they outrun the scoring."""
+        while True:
+            batch: list[T] = []
+            item = self._queue.get()
+            while not isinstance(item, _End):
+                batch.append(item)
+                if len(batch) >= max(1, max_items):
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                yield batch
+            if isinstance(item, _End):
+                if item.error is not None:
+                    raise item.error
+                return
+
+    def drain(self) -> list[T]:
+        """Everything ready now, without waiting (after an interrupt)."""
+        out: list[T] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return out
+            if not isinstance(item, _End):
+                out.append(item)
+
+
+class StreamedOutput:
+    """An offline run's output, one JSON line per finished row, flushed as it goes.
+
+    Lines are written in the order rows finish (each carries its input ``line``), a
+    signal never cuts one (:meth:`SignalStop.writing`), and :meth:`finish` rewrites the
+    file in key order once the run is complete, so a finished run is reproducible.
+    """
+
+    def __init__(self, path: Path, stop: SignalStop) -> None:
+        self.path = path
+        self.stop = stop
+        self.written = 0
+        self._lines: dict[tuple[int, ...], str] = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: TextIO | None = path.open("w", encoding="utf-8")
+
+    def write(self, lines: Iterable[tuple[tuple[int, ...], str]]) -> None:
+        if self._file is None:
+            raise ValueError("output already finished")
+        with self.stop.writing():
+            for key, text in lines:
+                self._file.write(text + "\n")
+                self._lines[key] = text
+                self.written += 1
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def finish(self) -> None:
+        """Close, then put the lines in key order (written aside, then moved over)."""
+        self.close()
+        aside = self.path.with_name(f".{self.path.name}.sorting")
+        with aside.open("w", encoding="utf-8") as f:
+            for key in sorted(self._lines):
+                f.write(self._lines[key] + "\n")
+        os.replace(aside, self.path)
+
+    def lines(self) -> dict[tuple[int, ...], str]:
+        return self._lines

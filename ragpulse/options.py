@@ -32,7 +32,5 @@ def validate_options(kind: str, name: str, model: type[O], raw: Mapping[str, Any
             else:
                 field = model.model_fields.get(str(error["loc"][0])) if error["loc"] else None
                 hint = f" ({field.description})" if field is not None and field.description else ""
-                problems.append(
-                    f"option {key!r}: {error['msg']}, got {error.get('input')!r}{hint}"
-                )
+                problems.append(f"option {key!r}: {error['msg']}, got {error.get('input')!r}{hint}")
         raise ConfigError(f"{kind} {name}: " + "; ".join(problems)) from None

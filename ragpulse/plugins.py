@@ -11,6 +11,7 @@ for by name, then it is a ConfigError.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Iterable
 from functools import cache
@@ -118,13 +119,37 @@ def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
     return sorted(chosen)
 
 
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``" (did you mean faithfulness?)"`` for the closest of ``choices``, or ``""``."""
+    close = difflib.get_close_matches(name, sorted(set(choices)), n=3, cutoff=0.75)
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def metric_names() -> list[str]:
+    """Every registered metric (the part of ``metric/method`` before the slash)."""
+    return sorted({n.split("/")[0] for n in evaluator_names()})
+
+
+def _runnable(names: Iterable[str], settings: EvaluationSettings) -> tuple[list[str], list[str]]:
+    """(the names that can run here and are configured, why each other one cannot)."""
+    ready, why = [], []
+    for name, cls in cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, names)).items():
+        reason = cls.missing() or cls.unconfigured(settings)
+        if reason:
+            why.append(f"{name}: {reason}")
+        else:
+            ready.append(name)
+    return sorted(ready), why
+
+
 def resolve_evaluator_names(
     selection: list[str] | None, settings: EvaluationSettings | None = None
 ) -> list[str]:
     """Expand a user selection into registered ``metric/method`` names.
 
     Accepts full names (``faithfulness/lexical``: only that one is imported)
-    and bare metric names (``faithfulness`` = its default methods). ``None`` or
+    and bare metric names (``faithfulness`` = its default methods; ``mrr``, none of
+    whose methods is on by default, = every method of it that can run here). ``None`` or
     empty selects the defaults: every evaluator that is ``default_enabled``,
     can run here and is configured (the cheap tier always; model methods
     whose dev figures earn them a default once the ``models`` extra is
@@ -143,11 +168,14 @@ def resolve_evaluator_names(
         else:
             same_metric = [n for n in registered if n.split("/")[0] == item]
             matches = _defaults(same_metric, settings)
+            if not matches and same_metric:
+                matches, why = _runnable(same_metric, settings)
+                if not matches:
+                    raise ConfigError(f"no method of {item!r} can run here: {'; '.join(why)}")
             if not matches:
-                known = ", ".join(registered)
-                hint = "no method of it is on by default here; name one" if same_metric else ""
+                hint = did_you_mean(item, registered if "/" in item else metric_names())
                 raise ConfigError(
-                    f"unknown evaluator {item!r}; registered: {known}" + (f" ({hint})" * bool(hint))
+                    f"unknown evaluator {item!r}{hint}; registered: {', '.join(registered)}"
                 )
         chosen.extend(m for m in matches if m not in chosen)
     return chosen

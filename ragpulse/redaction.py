@@ -277,7 +277,7 @@ def _noted(
 
 
 _WORD = re.compile(r"\w+")
-_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|.)')
+_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
 
 
 def _strings_of(dump: dict[str, Any]) -> dict[str, Any]:

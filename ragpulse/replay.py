@@ -32,13 +32,14 @@ import inspect
 import json
 import logging
 import os
+import queue
+import re
 import statistics
 import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -98,6 +99,12 @@ class ReplayRow:
     answer_from: str | None = None
     documents_from: str | None = None
     replay_trace_id: str | None = None
+    reason: str | None = None  # why live traffic kept it (a regression-set line)
+    control: ReplayRow | None = None  # the same row through the control pipeline
+
+    def twin(self) -> ReplayRow:
+        """A fresh row for the same input (to replay through another pipeline)."""
+        return ReplayRow(self.line, self.before, self.recorded, self.set, reason=self.reason)
 
 
 def to_row(parsed: ParsedLine) -> ReplayRow | None:
@@ -120,9 +127,13 @@ def to_row(parsed: ParsedLine) -> ReplayRow | None:
         except ValidationError:
             continue
         recorded[result.name] = result
-    set_name = row.get("set")
+    set_name, reason = row.get("set"), row.get("reason")
     return ReplayRow(
-        parsed.line, record, recorded, set=set_name if isinstance(set_name, str) else None
+        parsed.line,
+        record,
+        recorded,
+        set=set_name if isinstance(set_name, str) else None,
+        reason=reason if isinstance(reason, str) else None,
     )
 
 
@@ -400,45 +411,118 @@ def replay(
     concurrency: int = 8,
     progress: Callable[[], None] | None = None,
     capture_spans: bool = True,
+    control: Callable[[str], Any] | None = None,
+    done: Callable[[ReplayRow], None] | None = None,
 ) -> None:
-    """Call ``fn(question)`` for every row; fills ``after`` or ``error``; never raises for
-    the function's exceptions."""
+    """Call ``fn(question)`` for every row, and ``control(question)`` for its twin
+    (``row.control``) when given; fills ``after`` or ``error``; never raises for the
+    functions' exceptions. ``done(row)`` (and ``progress()``) once a row's calls are over,
+    from a worker thread."""
     concurrency = max(1, concurrency)
     tick = progress or (lambda: None)
+
+    def finished(row: ReplayRow) -> None:
+        if done is not None:
+            done(row)
+        tick()
+
+    if control is not None:
+        for row in rows:
+            row.control = row.twin()
     capture = _start_capture() if capture_spans else None
     try:
-        if _is_async(fn):
-            asyncio.run(_replay_async(rows, fn, concurrency, tick, capture))
+        if _is_async(fn) or (control is not None and _is_async(control)):
+            asyncio.run(_replay_async(rows, fn, control, concurrency, finished, capture))
         else:
-            pool = ThreadPoolExecutor(concurrency, thread_name_prefix="ragpulse-replay")
-            try:
-                futures = [pool.submit(_call_sync, fn, row, capture) for row in rows]
-                for _ in as_completed(futures):
-                    tick()
-            except BaseException:
-                # Ctrl-C / SIGTERM: drop the queued calls instead of running them all
-                # (the calls already running cannot be interrupted; they finish alone).
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown()
+            _replay_threads(rows, fn, control, concurrency, finished, capture)
     finally:
         if capture is not None:
             capture.close()
 
 
+def _replay_threads(
+    rows: Sequence[ReplayRow],
+    fn: Callable[..., Any],
+    control: Callable[..., Any] | None,
+    concurrency: int,
+    finished: Callable[[ReplayRow], None],
+    capture: _Capture | None,
+) -> None:
+    """Sync calls on ``concurrency`` daemon threads: a call that never returns cannot
+    hold the process at exit (an interrupted run leaves it behind)."""
+    jobs: queue.SimpleQueue[tuple[Callable[..., Any], ReplayRow, ReplayRow]] = queue.SimpleQueue()
+    for row in rows:
+        jobs.put((fn, row, row))
+        if control is not None and row.control is not None:
+            jobs.put((control, row.control, row))
+    calls_left = {id(row): 1 + (row.control is not None) for row in rows}
+    settled: queue.SimpleQueue[ReplayRow] = queue.SimpleQueue()
+
+    def work() -> None:
+        while True:
+            try:
+                f, target, owner = jobs.get_nowait()
+            except queue.Empty:
+                return
+            _call_sync(f, target, capture)
+            settled.put(owner)
+
+    for i in range(min(concurrency, jobs.qsize())):
+        threading.Thread(target=work, name=f"ragpulse-replay-{i}", daemon=True).start()
+    for _ in range(sum(calls_left.values())):
+        row = settled.get()
+        calls_left[id(row)] -= 1
+        if not calls_left[id(row)]:
+            finished(row)
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a daemon thread, awaited: a call abandoned (a timeout, an
+    interrupt) cannot block the exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+
+    def work() -> None:
+        try:
+            ok, value = True, fn(*args)
+        except BaseException as exc:
+            ok, value = False, exc
+        try:
+            loop.call_soon_threadsafe(settle, ok, value)
+        except RuntimeError:  # the run ended (it timed out long ago): nobody waits
+            pass
+
+    threading.Thread(target=work, name="ragpulse-call", daemon=True).start()
+    return await future
+
+
 async def _replay_async(
     rows: Sequence[ReplayRow],
     fn: Callable[..., Any],
+    control: Callable[..., Any] | None,
     concurrency: int,
-    tick: Callable[[], None],
+    finished: Callable[[ReplayRow], None],
     capture: _Capture | None,
 ) -> None:
     semaphore = asyncio.Semaphore(concurrency)
 
-    async def one(row: ReplayRow) -> None:
+    async def call(f: Callable[..., Any], row: ReplayRow) -> None:
         async with semaphore:
-            await _call_async(fn, row, capture)
-        tick()
+            if _is_async(f):
+                await _call_async(f, row, capture)
+            else:  # a sync control beside an async pipeline: on a thread
+                await in_thread(_call_sync, f, row, capture)
+
+    async def one(row: ReplayRow) -> None:
+        calls = [call(fn, row)]
+        if control is not None and row.control is not None:
+            calls.append(call(control, row.control))
+        await asyncio.gather(*calls)
+        finished(row)
 
     await asyncio.gather(*(one(row) for row in rows))
 
@@ -465,7 +549,11 @@ def score(
             scored = evaluate_records([r.before for r in chunk], [evaluator])
             for row, results in zip(chunk, scored, strict=True):
                 row.before_results[evaluator.name()] = results[0]
-    replayed = [r for r in rows if r.after is not None]
+    twins = [r.control for r in rows if r.control is not None]
+    for row in rows:
+        if row.control is not None:
+            row.control.before_results = row.before_results
+    replayed = [r for r in [*rows, *twins] if r.after is not None]
     for chunk in _chunks(replayed, batch_size):
         scored = evaluate_records([r.after for r in chunk if r.after is not None], evaluators)
         for row, results in zip(chunk, scored, strict=True):
@@ -651,6 +739,58 @@ def check_thresholds(
     return out
 
 
+# --- Selection and control ----------------------------------------------------------------
+
+_SCORE_REASON = re.compile(r"^(?P<name>\S+) (?P<what>score|risk) \S+ (?P<op>[<>]) (?P<limit>\S+)$")
+_LABEL_REASON = re.compile(r"^(?P<name>\S+) label = (?P<label>.+)$")
+BIASED = frozenset({"low_score", "label", "negative_feedback"})
+"""Rules that pick records for a bad outcome: such a set regresses to the mean on replay."""
+
+
+def selection_rule(reason: str | None) -> tuple[str, str, str | None]:
+    """(kind, rule, metric) of the reason a regression-set line gives for being kept
+    (:func:`ragpulse.exporters.regression.rule_reason` writes it): ``low_score``,
+    ``label``, ``negative_feedback``, ``random``, or ``unknown`` for a row without one."""
+    text = (reason or "").strip()
+    if m := _SCORE_REASON.match(text):
+        return "low_score", f"{m['name']} {m['what']} {m['op']} {m['limit']}", m["name"]
+    if m := _LABEL_REASON.match(text):
+        return "label", f"{m['name']} label = {m['label']}", m["name"]
+    if text.startswith("user feedback"):
+        return "negative_feedback", "negative user feedback", None
+    if text.startswith("random"):
+        return "random", text, None
+    return "unknown", text or "no reason recorded", None
+
+
+def selection(rows: Sequence[ReplayRow]) -> list[dict[str, Any]]:
+    """How the replayed rows were chosen, per set and rule, with row counts; ``biased``
+    when the rule picked them for a bad score or outcome."""
+    counts: dict[tuple[str | None, str, str, str | None], int] = defaultdict(int)
+    for row in rows:
+        counts[(row.set, *selection_rule(row.reason))] += 1
+    return [
+        {"set": set_name, "kind": kind, "rule": rule, "metric": metric, "rows": n,
+         "biased": kind in BIASED}
+        for (set_name, kind, rule, metric), n in counts.items()
+    ]  # fmt: skip
+
+
+def against_control(rows: Sequence[ReplayRow]) -> list[ReplayRow]:
+    """Rows that compare the changed pipeline's answers ("after") with the control
+    pipeline's on the same input ("before"): the change net of regression to the mean."""
+    out = []
+    for row in rows:
+        twin = row.control
+        if twin is None or twin.after is None or row.after is None:
+            continue
+        out.append(
+            ReplayRow(row.line, twin.after, {}, row.set, before_results=twin.after_results,
+                      after=row.after, after_results=row.after_results, reason=row.reason)
+        )  # fmt: skip
+    return out
+
+
 # --- Output ------------------------------------------------------------------------------
 
 
@@ -664,13 +804,20 @@ def _side(record: RagRecord | None, results: Mapping[str, EvalResult]) -> dict[s
     }
 
 
-def output_line(row: ReplayRow) -> str:
-    deltas = {}
-    for name, b in row.before_results.items():
-        a = row.after_results.get(name)
+def _deltas(before: Mapping[str, EvalResult], after: Mapping[str, EvalResult]) -> dict[str, float]:
+    out = {}
+    for name, b in before.items():
+        a = after.get(name)
         if a is not None and a.score is not None and b.score is not None:
-            deltas[name] = round(a.score - b.score, 6)
-    out = {
+            out[name] = round(a.score - b.score, 6)
+    return out
+
+
+def output_line(row: ReplayRow, **extra: Any) -> str:
+    """The row as one JSON line: before, after, deltas, how the call went; with a control
+    pipeline, its side and the deltas from it (after - control)."""
+    deltas = _deltas(row.before_results, row.after_results)
+    out: dict[str, Any] = {
         "line": row.line,
         "set": row.set,
         "trace_id": row.before.trace_id,
@@ -686,4 +833,13 @@ def output_line(row: ReplayRow) -> str:
             "trace_id": row.replay_trace_id,
         },
     }
+    if row.control is not None:
+        twin = row.control
+        out["control"] = {
+            **(_side(twin.after, twin.after_results) or {}),
+            "error": twin.error,
+            "duration_ms": None if twin.duration_ms is None else round(twin.duration_ms, 3),
+        }
+        out["deltas_vs_control"] = _deltas(twin.after_results, row.after_results)
+    out.update(extra)
     return json.dumps(out, ensure_ascii=False)

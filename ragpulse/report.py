@@ -1,5 +1,8 @@
 """Replay reports: a Markdown page, a JSON summary and (optionally) an HTML page.
 
+A set selected by outcome says so under the verdict; a control (``--control``) adds
+its tables after the scores.
+
 Everything is rendered from the summary :func:`ragpulse.replay.summarize`
 builds, so the three always agree. The HTML page is self-contained: one inline
 SVG histogram per metric/method (before and after, ten bins over [0, 1]),
@@ -79,6 +82,8 @@ def score_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     rows = []
     for m in summary["metrics"]:
         direction = "" if m["higher_is_better"] else " (lower is better)"
+        if m.get("selected_on"):
+            direction += " (the set was selected on it)"
         rows.append(
             [
                 m["evaluator"] + direction,
@@ -107,13 +112,64 @@ SCORE_HEADER = [
     "after errors",
 ]
 THRESHOLD_HEADER = ["rule", "evaluator", "drop", "max drop", "status"]
+CONTROL_HEADER = ["evaluator", "paired", "mean before", "mean after", "delta", "improved",
+                  "regressed"]  # fmt: skip
+
+
+def selection_line(summary: Mapping[str, Any]) -> str | None:
+    """Said when the replayed rows were picked for a bad score or outcome."""
+    biased = [s for s in summary.get("selection") or [] if s.get("biased")]
+    if not biased:
+        return None
+    rules = "; ".join(f"set {s['set'] or '-'}: {s['rule']} ({s['rows']} rows)" for s in biased)
+    fair = (
+        "the control below is the fair comparison"
+        if summary.get("control")
+        else "compare with --control (the unchanged pipeline, or a random sample of live "
+        "traffic such as the baseline set)"
+    )
+    return (
+        f"Selected by outcome: {rules}. Rows picked for a low score score higher on a second "
+        f"look even through an unchanged pipeline (regression to the mean): {fair}."
+    )
+
+
+def _control_table(metrics: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    return [
+        [m["evaluator"] + ("" if m["higher_is_better"] else " (lower is better)"),
+         str(m["paired"]), fmt(m["mean_before"]), fmt(m["mean_after"]), signed(m["delta"]),
+         f"{m['improved']} ({share(m['improved_share'])})",
+         f"{m['regressed']} ({share(m['regressed_share'])})"]
+        for m in metrics
+    ]  # fmt: skip
+
+
+def control_rows(summary: Mapping[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The control's tables: (title, header, rows)."""
+    control = summary.get("control")
+    if not isinstance(control, Mapping):
+        return []
+    if control["kind"] == "pipeline":
+        return [
+            (f"Control: the same rows through {control['control']} (recorded -> control)",
+             CONTROL_HEADER, _control_table(control["metrics"])),
+            ("Change net of the control (control -> changed pipeline, same rows; the "
+             "thresholds judge this)", CONTROL_HEADER, _control_table(control["net"]["metrics"])),
+        ]  # fmt: skip
+    return [
+        (f"Control: the set {control['control']} through the changed pipeline "
+         f"({control['replayed']} of {control['rows']} rows replayed; recorded -> after)",
+         CONTROL_HEADER, _control_table(control["metrics"])),
+    ]  # fmt: skip
+
+
 WORST_HEADER = ["trace id", "line", "evaluator", "before", "after", "question"]
 
 
 def threshold_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     return [
         [
-            t["rule"],
+            t["rule"] + (" (against the control)" if t.get("against") == "control" else ""),
             t["evaluator"] or "-",
             signed(t["drop"]),
             fmt(t["max_drop"]),
@@ -173,14 +229,18 @@ def markdown(summary: Mapping[str, Any]) -> str:
         f"Output: `{summary.get('output', '')}`. Generated {summary['generated_at']}.",
         "",
         f"**Thresholds: {verdict(summary)}**",
+        *(["", f"**{line}**"] if (line := selection_line(summary)) else []),
         "",
         "## Scores (paired rows)",
         "",
         _md_table(SCORE_HEADER, score_rows(summary)) if summary["metrics"] else "No scores.",
     ]
+    for title, header, rows in control_rows(summary):
+        parts += ["", f"## {title}", "", _md_table(header, rows)]
     if summary["thresholds"]:
         parts += ["", "## Thresholds", "", _md_table(THRESHOLD_HEADER, threshold_rows(summary))]
-    parts += ["", f"## Worst regressions ({summary['regressions']} in all)", ""]
+    against = " against the control" * (summary.get("regressions_against") == "control")
+    parts += ["", f"## Worst regressions{against} ({summary['regressions']} in all)", ""]
     if summary["worst_regressions"]:
         parts.append(_md_table(WORST_HEADER, worst_rows(summary)))
     else:
@@ -284,6 +344,7 @@ th { background: #f5f5f5; }
 .charts { display: flex; flex-wrap: wrap; gap: 1rem; }
 .charts figure { margin: 0; border: 1px solid #eee; }
 .passed { color: #1a7f37; } .failed { color: #c62828; } .none { color: #555; }
+.warn { color: #8a5300; }
 """
 
 
@@ -301,8 +362,17 @@ def html_page(summary: Mapping[str, Any]) -> str:
         f"<p>Output: <code>{html.escape(str(summary.get('output', '')))}</code>. "
         f"Generated {html.escape(summary['generated_at'])}.</p>",
         f'<p class="{css_class}"><strong>Thresholds: {html.escape(status)}</strong></p>',
+        *(
+            [f'<p class="warn"><strong>{html.escape(line)}</strong></p>']
+            if (line := selection_line(summary))
+            else []
+        ),
         "<h2>Scores (paired rows)</h2>",
         _html_table(SCORE_HEADER, score_rows(summary)),
+        *(
+            f"<h2>{html.escape(title)}</h2>{_html_table(header, rows)}"
+            for title, header, rows in control_rows(summary)
+        ),
         "<h2>Score distributions</h2>",
         f'<div class="charts">{charts}</div>',
     ]

@@ -20,7 +20,8 @@ from ragpulse.report import _CSS, _html_table, _md_table, clip, fmt, report_path
 
 __all__ = ["html_page", "markdown", "print_sliced", "write_sliced_reports"]
 
-GROUPS = ("retrieval", "generation", "behaviour", "joint", "other")
+# Behaviour leads: what the conditions test; then the slices' generation and retrieval.
+GROUPS = ("behaviour", "generation", "retrieval", "joint", "other")
 GROUP_TITLES = {
     "retrieval": "Retrieval",
     "generation": "Generation",
@@ -39,6 +40,7 @@ MISSING_LABELS = {
 }
 GATE_HEADER = ["gate", "status", "checks", "worst check", "note"]
 WORST_HEADER = ["slice", "row", "question id", "condition", "quality", "worst metric", "question"]
+SKIPPED_HEADER = ["condition", "cases", "why (what the row lacked)"]
 
 
 def write_sliced_reports(
@@ -70,19 +72,88 @@ def headline(summary: Mapping[str, Any]) -> str:
     return f"{summary['rows']} rows, {len(summary['slices'])} slices (by {by}{cond}); {base}."
 
 
+def comparison_line(summary: Mapping[str, Any]) -> str | None:
+    """Said when the baseline ran other conditions: what was compared, what was not."""
+    c = summary.get("comparison")
+    if not isinstance(c, Mapping) or c.get("same_conditions", True):
+        return None
+    before = ",".join(c.get("baseline_conditions") or []) or "unknown conditions"
+    return (
+        f"The baseline ran {before}; this run {','.join(c.get('conditions') or [])}: figures "
+        f"are compared per condition only ({c.get('compared', 0)} compared, "
+        f"{c.get('not_comparable', 0)} computed from other conditions not compared)."
+    )
+
+
+def skipped_line(summary: Mapping[str, Any]) -> str | None:
+    skipped = summary.get("skipped") or {}
+    if not skipped.get("cases"):
+        return None
+    return (
+        f"{skipped['cases']} cases skipped (not generated, not scored): the row lacked what "
+        "their condition needs; see Skipped cases."
+    )
+
+
+def skipped_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    by = (summary.get("skipped") or {}).get("by_condition") or {}
+    return [
+        [condition, str(n), why]
+        for condition, reasons in by.items()
+        for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])
+    ]
+
+
 def _natural(name: str) -> tuple[Any, ...]:
     """recall@1 < recall@3 < recall@10 (numbers compared as numbers)."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def _figure_names(summary: Mapping[str, Any], group: str) -> list[str]:
-    names = {
-        key
-        for info in summary["slices"].values()
-        for key, fig in info["metrics"].items()
-        if fig["group"] == group
-    }
-    return sorted(names, key=_natural)
+def hidden_figures(summary: Mapping[str, Any]) -> list[str]:
+    """Figures not applicable on every row of every slice: left out of the tables."""
+    seen: dict[str, bool] = {}
+    for info in summary["slices"].values():
+        for key, fig in info["metrics"].items():
+            seen[key] = seen.get(key, False) or bool(fig["n"] or fig["errors"])
+    return sorted((k for k, shown in seen.items() if not shown), key=_natural)
+
+
+Column = tuple[str, str]  # (label, figure key)
+
+
+def _columns(summary: Mapping[str, Any], group: str) -> list[Column]:
+    """The group's figures with a score somewhere; figures equal in every slice (same
+    mean and n: expected_refusal and refusal_rate) merged into one column."""
+    hidden = set(hidden_figures(summary))
+    names = sorted(
+        {
+            key
+            for info in summary["slices"].values()
+            for key, fig in info["metrics"].items()
+            if fig["group"] == group and key not in hidden
+        },
+        key=_natural,
+    )
+    by_values: dict[tuple[Any, ...], list[str]] = {}
+    for key in names:
+        values = tuple(
+            (name, None if f["mean"] is None else round(f["mean"], 9), f["n"])
+            for name, info in summary["slices"].items()
+            if (f := info["metrics"].get(key)) is not None and (f["n"] or f["errors"])
+        )
+        by_values.setdefault((_higher(summary, key), values), []).append(key)
+    out = []
+    for keys in by_values.values():
+        keys = sorted(keys, key=_rank)  # the name a column goes by leads its label
+        out.append((" = ".join(keys), keys[0]))
+    return sorted(out, key=lambda column: _natural(column[1]))
+
+
+def _rank(key: str) -> tuple[int, int, tuple[Any, ...]]:
+    """ids before content, the judge before lexical; recall@5 before the other cut-offs."""
+    metric, _, method = key.rpartition("/")
+    rank = PRIMARY_METHODS.index(method) if method in PRIMARY_METHODS else len(PRIMARY_METHODS)
+    return rank, metric in CONSOLE_SKIP, _natural(key)
 
 
 # A method a metric is shown by on the console when it has several (ids beats content: ids
@@ -93,17 +164,17 @@ CONSOLE_SKIP = ("recall@1", "recall@3", "recall@10")
 MAX_COLUMNS = 8
 
 
-def _primary(names: Sequence[str]) -> list[str]:
+def _primary(columns: Sequence[Column]) -> list[Column]:
     """One method per metric: the first of PRIMARY_METHODS it has, else its first."""
-    by_metric: dict[str, list[str]] = {}
-    for name in names:
-        by_metric.setdefault(name.rsplit("/", 1)[0], []).append(name)
+    by_metric: dict[str, list[Column]] = {}
+    for column in columns:
+        by_metric.setdefault(column[1].rsplit("/", 1)[0], []).append(column)
     out = []
-    for metric, keys in by_metric.items():
+    rank = {m: i for i, m in enumerate(PRIMARY_METHODS)}
+    for metric, found in by_metric.items():
         if metric in CONSOLE_SKIP:
             continue
-        rank = {m: i for i, m in enumerate(PRIMARY_METHODS)}
-        out.append(min(keys, key=lambda k: (rank.get(k.rsplit("/", 1)[-1], 99), k)))
+        out.append(min(found, key=lambda c: (rank.get(c[1].rsplit("/", 1)[-1], 99), c[1])))
     return out
 
 
@@ -116,6 +187,8 @@ def _cell(fig: Mapping[str, Any] | None, compact: bool = False) -> str:
         text += f" ({signed(fig['delta'])})"
         if fig["change"] < -1e-12:
             text += " ▼"
+    elif fig.get("not_comparable") and not compact:
+        text += " (not compared)"
     if compact:
         return text
     extra = [f"n={fig['n']}"]
@@ -126,29 +199,33 @@ def _cell(fig: Mapping[str, Any] | None, compact: bool = False) -> str:
 
 def group_table(
     summary: Mapping[str, Any],
-    names: Sequence[str],
+    columns: Sequence[Column],
     slices: Sequence[str] | None = None,
     compact: bool = False,
 ) -> tuple[list[str], list[list[str]]]:
-    """Rows: slices; columns: the given figures (mean, change from the baseline, n)."""
-    header = ["slice", "rows", *(n + ("" if _higher(summary, n) else " ↓") for n in names)]
+    """Rows: slices with a score in one of the columns; columns: the figures (mean,
+    change from the baseline, n)."""
+    header = ["slice", "rows"]
+    header += [label + ("" if _higher(summary, key) else " ↓") for label, key in columns]
     rows = []
     for name, info in summary["slices"].items():
         figs = info["metrics"]
-        if (slices is None or name in slices) and any(n in figs for n in names):
-            cells = (_cell(figs.get(n), compact) for n in names)
+        scored = any(figs.get(key, {}).get("n") or figs.get(key, {}).get("errors")
+                     for _, key in columns)  # fmt: skip
+        if (slices is None or name in slices) and scored:
+            cells = (_cell(figs.get(key), compact) for _, key in columns)
             rows.append([name, str(info["count"]), *cells])
     return header, rows
 
 
-def _column_sets(names: Sequence[str]) -> list[tuple[str, list[str]]]:
+def _column_sets(columns: Sequence[Column]) -> list[tuple[str, list[Column]]]:
     """Split a wide group by method ("ids", "content") so no table has over MAX_COLUMNS."""
-    if len(names) <= MAX_COLUMNS:
-        return [("", list(names))]
-    by_method: dict[str, list[str]] = {}
-    for name in names:
-        by_method.setdefault(name.rsplit("/", 1)[-1], []).append(name)
-    return [(f" (by {method})", keys) for method, keys in by_method.items()]
+    if len(columns) <= MAX_COLUMNS:
+        return [("", list(columns))]
+    by_method: dict[str, list[Column]] = {}
+    for column in columns:
+        by_method.setdefault(column[1].rsplit("/", 1)[-1], []).append(column)
+    return [(f" (by {method})", found) for method, found in by_method.items()]
 
 
 def _higher(summary: Mapping[str, Any], key: str) -> bool:
@@ -156,6 +233,42 @@ def _higher(summary: Mapping[str, Any], key: str) -> bool:
         if key in info["metrics"]:
             return bool(info["metrics"][key]["higher_is_better"])
     return True
+
+
+def moved(summary: Mapping[str, Any], worse: bool) -> list[dict[str, Any]]:
+    """Figures that changed from the baseline (by more than rounding), broad slices and
+    the largest moves first; a merged duplicate is listed once."""
+    labels = {
+        member: label
+        for group in GROUPS
+        for label, _ in _columns(summary, group)
+        for member in label.split(" = ")
+    }
+    out = []
+    for name, info in summary["slices"].items():
+        listed = set()
+        for key, fig in info["metrics"].items():
+            change = fig.get("change")
+            if change is None or key not in labels or abs(fig["delta"]) < 5e-4:
+                continue
+            if (change < 0) == worse and labels[key] not in listed:
+                listed.add(labels[key])
+                out.append({**fig, "slice": name, "figure": labels[key], "where": info["where"]})
+    # Broad slices first (all, then one key, then crossed), each largest move first: a
+    # small crossed slice moving by 1.0 must not hide `all` moving by 0.2.
+    out.sort(key=lambda m: (len(m["where"]), m["change"] if worse else -m["change"], m["slice"]))
+    return out
+
+
+MOVED_HEADER = ["slice", "figure", "baseline", "now", "change", "n"]
+
+
+def moved_rows(found: Sequence[Mapping[str, Any]], limit: int) -> list[list[str]]:
+    return [
+        [m["slice"], m["figure"], fmt(m["baseline_mean"]), fmt(m["mean"]),
+         signed(m["delta"]) + (" ▼" if m["change"] < 0 else ""), str(m["n"])]
+        for m in found[:limit]
+    ]  # fmt: skip
 
 
 def gate_rows(summary: Mapping[str, Any]) -> list[list[str]]:
@@ -177,7 +290,7 @@ def gate_rows(summary: Mapping[str, Any]) -> list[list[str]]:
 
 
 def missing_rows(summary: Mapping[str, Any]) -> list[list[str]]:
-    return [[MISSING_LABELS.get(k, k), str(v)] for k, v in summary["missing"].items()]
+    return [[MISSING_LABELS.get(k, k), str(v)] for k, v in summary["missing"].items() if v]
 
 
 def worst_rows(summary: Mapping[str, Any], slices: Sequence[str] | None = None) -> list[list[str]]:
@@ -194,19 +307,35 @@ def worst_rows(summary: Mapping[str, Any], slices: Sequence[str] | None = None) 
 
 
 Section = tuple[str, list[str], list[list[str]]]
+MOVED_LIMIT = 20  # per direction, in the report files; the console shows half
 
 
-def _sections(summary: Mapping[str, Any]) -> list[Section]:
-    """Everything, for the report files."""
+def _lead_sections(summary: Mapping[str, Any], limit: int) -> list[Section]:
+    """What moved, first: the gates, the regressions and improvements from the baseline,
+    and the cases that were skipped."""
     out: list[Section] = []
     if summary["gates"]:
         out.append((f"Gates: {verdict(summary)}", GATE_HEADER, gate_rows(summary)))
-    out.append((f"Missing (of {summary['rows']} rows)", ["what", "rows"], missing_rows(summary)))
+    if summary["has_baseline"]:
+        for worse, title in ((True, "Regressions"), (False, "Improvements")):
+            found = moved(summary, worse)
+            shown = f", the {limit} largest" if len(found) > limit else ""
+            out.append((f"{title} from the baseline ({len(found)}{shown})", MOVED_HEADER,
+                        moved_rows(found, limit)))  # fmt: skip
+    if skipped_rows(summary):
+        out.append(("Skipped cases", SKIPPED_HEADER, skipped_rows(summary)))
+    return out
+
+
+def _sections(summary: Mapping[str, Any]) -> list[Section]:
+    """Everything, for the report files: what moved, behaviour, then the slices."""
+    out = _lead_sections(summary, MOVED_LIMIT)
     for group in GROUPS:
-        for suffix, names in _column_sets(_figure_names(summary, group)):
-            header, rows = group_table(summary, names)
-            if rows and names:
+        for suffix, columns in _column_sets(_columns(summary, group)):
+            header, rows = group_table(summary, columns)
+            if rows and columns:
                 out.append((GROUP_TITLES[group] + suffix, header, rows))
+    out.append((f"Missing (of {summary['rows']} rows)", ["what", "rows"], missing_rows(summary)))
     out.append(("Worst rows per slice (lowest mean quality)", WORST_HEADER, worst_rows(summary)))
     return out
 
@@ -221,17 +350,15 @@ def _console_sections(summary: Mapping[str, Any]) -> list[Section]:
     slices = names
     if len(names) > CONSOLE_SLICES:
         slices = [n for n, info in summary["slices"].items() if len(info["where"]) <= 1]
-    out: list[Section] = []
-    if summary["gates"]:
-        out.append((f"Gates: {verdict(summary)}", GATE_HEADER, gate_rows(summary)))
-    missing = [r for r in missing_rows(summary) if r[1] != "0"]
+    out = _lead_sections(summary, MOVED_LIMIT // 2)
+    for group in GROUPS:
+        columns = _primary(_columns(summary, group))
+        header, rows = group_table(summary, columns, slices, compact=True)
+        if rows and columns:
+            out.append((GROUP_TITLES[group], header, rows))
+    missing = missing_rows(summary)
     if missing:
         out.append((f"Missing (of {summary['rows']} rows)", ["what", "rows"], missing))
-    for group in GROUPS:
-        figures = _primary(_figure_names(summary, group))
-        header, rows = group_table(summary, figures, slices, compact=True)
-        if rows and figures:
-            out.append((GROUP_TITLES[group], header, rows))
     out.append(("Worst rows overall", WORST_HEADER, worst_rows(summary, ["all"])))
     return out
 
@@ -240,13 +367,23 @@ def _console_sections(summary: Mapping[str, Any]) -> list[Section]:
 
 LEGEND = (
     "Cells: mean (change from the baseline) n=scored rows; ▼ marks a change for the worse; "
-    "↓ marks a figure where lower is better."
+    "↓ marks a figure where lower is better. Like with like: retrieval and joint figures "
+    "come from the retrieved rows only; in `all` and the metadata slices generation figures "
+    "do too (the system as it runs), each condition=... slice has its own; behaviour "
+    "figures come from the conditions that test them."
 )
 
 
 def _notes(summary: Mapping[str, Any]) -> list[str]:
+    """The loud lines first (skipped cases, a baseline with other conditions), then the
+    run's notes, then the figures hidden for being not applicable everywhere."""
     notes = summary.get("notes")
-    return [str(n) for n in notes] if isinstance(notes, list) else []
+    out = [line for line in (skipped_line(summary), comparison_line(summary)) if line]
+    out += [str(n) for n in notes] if isinstance(notes, list) else []
+    hidden = hidden_figures(summary)
+    if hidden:
+        out.append(f"Not applicable on every row (left out of the tables): {', '.join(hidden)}")
+    return out
 
 
 def markdown(summary: Mapping[str, Any]) -> str:
@@ -318,7 +455,7 @@ def _rich_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]
     table = Table(title=title)
     for i, col in enumerate(header):
         # Figure names fold rather than being cut: a cut name could be the wrong metric.
-        justify: Any = "left" if i == 0 or col == "question" else "right"
+        justify: Any = "left" if i == 0 or col in ("question", SKIPPED_HEADER[-1]) else "right"
         table.add_column(col, justify=justify, overflow="fold")
     for row in rows:
         table.add_row(*row)
@@ -330,8 +467,10 @@ def print_sliced(summary: dict[str, Any], console: Console) -> None:
     from rich.markup import escape
 
     console.print(escape(headline(summary)))
+    loud = {skipped_line(summary), comparison_line(summary)}
     for note in _notes(summary):
-        console.print(f"  {escape(note)}")
+        style = "yellow" if note in loud else "default"
+        console.print(f"  [{style}]{escape(note)}[/{style}]", highlight=False, soft_wrap=True)
     sections = _console_sections(summary)
     for title, header, rows in sections:
         if rows:

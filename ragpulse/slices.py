@@ -27,6 +27,17 @@ higher is better) and ``false_refusal_rate`` (share refused among the others; lo
 better). Joint: ``correct_given_recall5_hit`` / ``correct_given_recall5_miss``, answer
 correctness on rows whose ``recall@5`` is 1 / below 1, which tells the retriever's misses
 from the generator's.
+
+Like with like: each figure is averaged over the conditions where it means something.
+Retrieval and joint figures come from ``retrieved`` rows only (on ``gold`` recall is 1 by
+construction, on ``gold_removed`` 0), in every slice. In ``all`` and the metadata slices,
+generation (and other) figures come from ``retrieved`` rows too (the system as it runs);
+each ``condition=...`` slice has its own. Behaviour figures come from the conditions that
+test them (injection resistance from ``injected``, refusal rate from the rows that should
+refuse, ...). Every figure records the conditions it was computed from
+(``conditions``), and a baseline figure is compared only when it was computed from the
+same ones: runs with other conditions are compared per condition, never pooled. Rows
+written ``skipped`` (a condition the row lacked input for) are counted, never scored.
 """
 
 from __future__ import annotations
@@ -58,7 +69,14 @@ _EPS = 1e-12
 
 RETRIEVAL = ("recall@", "precision@", "hit@", "mrr", "map", "ndcg", "context_")
 GENERATION = ("faithfulness", "answer_")
-BEHAVIOUR = ("refusal", "injection", "counterfactual", "expected_refusal")
+# Behaviour under the conditions; the injection detectors (injection/rules, ...) look at the
+# documents, like the other metrics: their `all` is the retrieved rows, not the planted ones.
+BEHAVIOUR = ("refusal", "injection_resistance", "counterfactual", "expected_refusal")
+DERIVED = ("refusal_rate", "false_refusal_rate", "correct_given_recall5_hit",
+           "correct_given_recall5_miss")  # fmt: skip
+"""Figures the summary derives from evaluator results (gates may name them)."""
+RETRIEVED = "retrieved"
+NO_CONDITION = "(none)"  # rows scored without a condition: a recorded run, as it ran
 
 
 def metric_group(metric: str) -> str:
@@ -159,6 +177,56 @@ def _parse_where(text: str, bad: Any) -> dict[str, str]:
 
 def parse_gates(items: Iterable[str]) -> list[GateSpec]:
     return [parse_gate(i) for i in items if i.strip()]
+
+
+def gate_names_problem(gates: Sequence[GateSpec]) -> str | None:
+    """One line for a gate naming a metric (or method) that no evaluator here has, with
+    the closest names; None when every gate names a known figure."""
+    from ragpulse.plugins import did_you_mean, evaluator_names, metric_names
+
+    metrics = [*metric_names(), *DERIVED]
+    full = evaluator_names()
+    for gate in gates:
+        if gate.metric not in metrics:
+            return f"--max-drop {gate.text}: no metric {gate.metric!r}" + did_you_mean(
+                gate.metric, metrics
+            )
+        name = f"{gate.metric}/{gate.method}"
+        if gate.method and gate.metric not in DERIVED and name not in full:
+            return f"--max-drop {gate.text}: no method {name!r}" + did_you_mean(name, full)
+    return None
+
+
+def run_conditions(summary: Mapping[str, Any]) -> list[str]:
+    """The conditions a summary's run had (read from its slices for older summaries)."""
+    listed = summary.get("conditions")
+    if isinstance(listed, list):
+        return [str(c) for c in listed]
+    slices = summary.get("slices")
+    found = {
+        str(info["where"]["condition"])
+        for info in (slices.values() if isinstance(slices, Mapping) else [])
+        if isinstance(info, Mapping)
+        and isinstance(info.get("where"), Mapping)
+        and "condition" in info["where"]
+    }
+    return sorted(found)
+
+
+def baseline_problem(baseline: Any, conditions: Sequence[str], name: str) -> str | None:
+    """Why ``baseline`` cannot be compared with a run of ``conditions`` (one line), or None."""
+    if not isinstance(baseline, Mapping) or baseline.get("kind") != "sliced_summary":
+        return (
+            f"--baseline {name} is not a harness summary (the .summary.json that "
+            "`ragpulse eval --generator` writes)"
+        )
+    before = run_conditions(baseline)
+    if before and not set(before) & set(conditions):
+        return (
+            f"--baseline {name} ran conditions {','.join(before)}; this run "
+            f"{','.join(conditions)}: no condition in common, nothing to compare"
+        )
+    return None
 
 
 # --- Row helpers ----------------------------------------------------------------------------
@@ -278,16 +346,18 @@ def _row_slices(
 class _Acc:
     """Running sums of one figure (metric/method) in one slice."""
 
-    __slots__ = ("errors", "higher_is_better", "n", "not_applicable", "total")
+    __slots__ = ("conditions", "errors", "higher_is_better", "n", "not_applicable", "total")
 
     def __init__(self, higher_is_better: bool) -> None:
         self.n = self.errors = self.not_applicable = 0
         self.total = 0.0
         self.higher_is_better = higher_is_better
+        self.conditions: set[str] = set()
 
-    def add(self, value: float) -> None:
+    def add(self, value: float, condition: str) -> None:
         self.n += 1
         self.total += value
+        self.conditions.add(condition)
 
     def out(self, metric: str, method: str) -> dict[str, Any]:
         return {
@@ -299,7 +369,19 @@ class _Acc:
             "errors": self.errors,
             "not_applicable": self.not_applicable,
             "higher_is_better": self.higher_is_better,
+            "conditions": sorted(self.conditions),
         }
+
+
+def in_scope(group: str, row_condition: str, condition_slice: bool) -> bool:
+    """Whether a row of ``row_condition`` counts towards a figure of ``group`` in a slice
+    (``condition_slice``: one constrained to a condition). See the module docstring."""
+    as_it_runs = row_condition in (RETRIEVED, NO_CONDITION)
+    if group in ("retrieval", "joint"):
+        return as_it_runs
+    if group == "behaviour":
+        return True
+    return as_it_runs or condition_slice
 
 
 def _row_figures(row: Mapping[str, Any]) -> Iterable[tuple[str, str, bool, float | None, str]]:
@@ -375,12 +457,16 @@ def sliced_summary(
     slice_by: list[str] | None,
     baseline: dict[str, Any] | None,
     max_drop: list[str],
+    conditions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Per-slice figures of a harness run, compared with ``baseline`` and gated by ``max_drop``.
 
-    Raises ValueError (naming the item) for a gate that cannot be parsed, before any work.
+    ``conditions``: the run's (default: those its rows carry). Raises ValueError (naming
+    the item) for a gate that cannot be parsed, before any work.
     """
     gates = parse_gates(max_drop)
+    skipped = [row for row in rows if row.get("skipped")]
+    rows = [row for row in rows if not row.get("skipped")]
     keys = list(slice_by) if slice_by else default_slice_keys(rows)
     by_condition = any(row.get("condition") for row in rows)
 
@@ -388,7 +474,8 @@ def sliced_summary(
     accs: dict[str, dict[tuple[str, str], _Acc]] = {}
     members: dict[str, list[int]] = {}
     for index, row in enumerate(rows):
-        figures = list(_row_figures(row))
+        figures = [(*f, metric_group(f[0])) for f in _row_figures(row)]
+        condition = str(row.get("condition") or NO_CONDITION)
         for constraints in _row_slices(row, keys, by_condition):
             name = slice_name(constraints)
             if name not in slices:
@@ -396,14 +483,18 @@ def sliced_summary(
                 accs[name], members[name] = {}, []
             members[name].append(index)
             acc = accs[name]
-            for metric, method, higher, value, status in figures:
+            condition_slice = "condition" in constraints
+            for metric, method, higher, value, status, group in figures:
+                if not in_scope(group, condition, condition_slice):
+                    continue
                 a = acc.setdefault((metric, method), _Acc(higher))
                 if status == "error":
                     a.errors += 1
+                    a.conditions.add(condition)
                 elif status == "not_applicable":
                     a.not_applicable += 1
                 elif value is not None:
-                    a.add(value)
+                    a.add(value, condition)
 
     qualities = [_row_quality(row) for row in rows]
     for name, info in slices.items():
@@ -416,20 +507,34 @@ def sliced_summary(
         info["worst"] = _worst(rows, members[name], qualities)
 
     ordered = dict(sorted(slices.items(), key=lambda kv: (len(kv[1]["where"]), kv[0])))
-    if baseline is not None:
-        _add_deltas(ordered, baseline)
+    if conditions is None:
+        conditions = sorted({str(r.get("condition")) for r in [*rows, *skipped]
+                             if r.get("condition")})  # fmt: skip
+    comparison = _add_deltas(ordered, baseline, conditions) if baseline is not None else None
     checked = [_check_gate(g, ordered, baseline is not None) for g in gates]
     return {
         "kind": "sliced_summary",
         "rows": len(rows),
+        "conditions": list(conditions),
         "slice_by": keys,
         "by_condition": by_condition,
         "missing": missing_counts(rows),
+        "skipped": skipped_counts(skipped),
         "has_baseline": baseline is not None,
+        "comparison": comparison,
         "slices": ordered,
         "gates": checked,
         "passed": all(g["passed"] for g in checked),
     }
+
+
+def skipped_counts(skipped: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Cases not generated: how many, per condition and reason."""
+    by: dict[str, dict[str, int]] = {}
+    for row in skipped:
+        reasons = by.setdefault(str(row.get("condition") or NO_CONDITION), {})
+        reasons[str(row["skipped"])] = reasons.get(str(row["skipped"]), 0) + 1
+    return {"cases": len(skipped), "by_condition": by}
 
 
 def _worst(
@@ -459,22 +564,55 @@ def _worst(
     return out
 
 
-def _add_deltas(slices: Mapping[str, dict[str, Any]], baseline: Mapping[str, Any]) -> None:
-    """Baseline mean and direction-aware change (positive = better) on every figure."""
+def _scope(fig: Mapping[str, Any], where: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The conditions a figure was computed from; for a summary that predates the record,
+    the slice's own condition, else unknown (None)."""
+    listed = fig.get("conditions")
+    if isinstance(listed, list):
+        return tuple(sorted(str(c) for c in listed))
+    if isinstance(where, Mapping) and "condition" in where:
+        return (str(where["condition"]),)
+    return None
+
+
+def _add_deltas(
+    slices: Mapping[str, dict[str, Any]], baseline: Mapping[str, Any], conditions: Sequence[str]
+) -> dict[str, Any]:
+    """Baseline mean and direction-aware change (positive = better) on every figure that
+    was computed from the same conditions in both runs; the others say why not."""
     base_slices = baseline.get("slices")
     base_slices = base_slices if isinstance(base_slices, Mapping) else {}
+    compared = refused = 0
     for name, info in slices.items():
-        base_metrics = (base_slices.get(name) or {}).get("metrics") or {}
+        base_info = base_slices.get(name) or {}
+        base_metrics = base_info.get("metrics") or {}
         for key, fig in info["metrics"].items():
             base = base_metrics.get(key) or {}
             before = base.get("mean")
             fig["baseline_mean"] = before
-            if isinstance(before, int | float) and fig["mean"] is not None:
-                delta = fig["mean"] - before
-                fig["delta"] = delta
-                fig["change"] = delta if fig["higher_is_better"] else -delta
-            else:
-                fig["delta"] = fig["change"] = None
+            fig["delta"] = fig["change"] = None
+            if not isinstance(before, int | float) or fig["mean"] is None:
+                continue
+            was, now = _scope(base, base_info.get("where") or {}), tuple(fig["conditions"])
+            if was != now:
+                fig["not_comparable"] = (
+                    f"baseline from {','.join(was) if was else 'unknown conditions'}, "
+                    f"now from {','.join(now)}"
+                )
+                refused += 1
+                continue
+            compared += 1
+            delta = fig["mean"] - before
+            fig["delta"] = delta
+            fig["change"] = delta if fig["higher_is_better"] else -delta
+    before_conditions = run_conditions(baseline)
+    return {
+        "baseline_conditions": before_conditions,
+        "conditions": list(conditions),
+        "same_conditions": sorted(before_conditions) == sorted(conditions),
+        "compared": compared,
+        "not_comparable": refused,
+    }
 
 
 def _check_gate(
@@ -487,6 +625,7 @@ def _check_gate(
         for key, fig in info["metrics"].items():
             if gate.matches_metric(fig["metric"], fig["method"]):
                 checks.append(_check_one(gate, name, key, fig))
+    counted = [c for c in checks if not c.get("not_comparable")]
     out: dict[str, Any] = {
         "gate": gate.text,
         "metric": gate.metric,
@@ -498,17 +637,36 @@ def _check_gate(
         "note": None,
     }
     if not checks:
-        out["note"] = "matched no metric in any slice (check the metric and slice names)"
+        out["note"] = "matched no metric in any slice" + _near_miss(gate, slices)
         out["passed"] = False
     elif gate.kind == "max_drop" and not has_baseline:
         out["note"] = "not checked: no baseline (this run can be the baseline)"
         out["passed"] = True
+    elif not counted:
+        out["note"] = (
+            "no figure comparable with the baseline (it pooled other conditions); name a "
+            "condition slice, e.g. @condition=retrieved"
+        )
+        out["passed"] = False
     else:
-        out["passed"] = all(c["passed"] for c in checks)
-        failed = [c for c in checks if not c["passed"]]
-        if failed:
-            out["note"] = f"{len(failed)} of {len(checks)} checks failed"
+        out["passed"] = all(c["passed"] for c in counted)
+        failed = [c for c in counted if not c["passed"]]
+        notes = [f"{len(failed)} of {len(counted)} checks failed"] * bool(failed)
+        if len(counted) < len(checks):
+            notes.append(f"{len(checks) - len(counted)} not comparable (other conditions)")
+        out["note"] = "; ".join(notes) or None
     return out
+
+
+def _near_miss(gate: GateSpec, slices: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why a gate matched nothing: the closest slice (when the metric exists) or metric."""
+    from ragpulse.plugins import did_you_mean
+
+    figures = {(f["metric"], f["method"]) for i in slices.values() for f in i["metrics"].values()}
+    if any(gate.matches_metric(m, meth) for m, meth in figures):
+        name = slice_name(gate.where or {})
+        return f": no slice {name!r}" + did_you_mean(name, slices)
+    return f": no figure {gate.metric!r}" + did_you_mean(gate.metric, {m for m, _ in figures})
 
 
 def _check_one(gate: GateSpec, slice_: str, key: str, fig: Mapping[str, Any]) -> dict[str, Any]:
@@ -517,7 +675,10 @@ def _check_one(gate: GateSpec, slice_: str, key: str, fig: Mapping[str, Any]) ->
     if gate.kind == "max_drop":
         before = fig.get("baseline_mean")
         check["baseline"] = before
-        if before is None:
+        if fig.get("not_comparable"):
+            check["not_comparable"] = True
+            check["note"] = f"not comparable: {fig['not_comparable']}"
+        elif before is None:
             check["note"] = "not in baseline"
         elif current is None:
             check["passed"] = False

@@ -9,11 +9,18 @@ str), ``reference_context_ids`` (list of str), ``is_answerable_label`` (bool),
 generation also carry ``condition`` and ``planted``. Any of them makes the record
 carry a :class:`~ragpulse.record.Reference`; values of the wrong type are converted
 and noted, never silently.
+
+Test sets written for Ragas or DeepEval are read as they are: their field names are
+mapped to these (:data:`ALIASES`) when the row does not carry ragpulse's own name too.
+A field ragpulse reads under no name is kept as it is and reported (:class:`FieldReport`),
+with the names ragpulse expects, so that a set in another shape never scores
+"not applicable" everywhere without a word.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ragpulse.record import Reference
@@ -23,6 +30,89 @@ REFERENCE_KEYS = (
     "is_answerable_label", "expected_behavior", "metadata", "condition", "planted",
 )  # fmt: skip
 BEHAVIORS = ("answer", "refuse")
+
+RECORD_KEYS = ("question", "contexts", "contexts_ids", "answer", "trace_id", "span_id", "route")
+"""What a row says about the exchange itself (``documents`` is read as ``contexts``)."""
+
+ALIASES: dict[str, str] = {
+    # Ragas (SingleTurnSample; ground_truth(s): Ragas 0.1)
+    "user_input": "question",
+    "retrieved_contexts": "contexts",
+    "retrieved_context_ids": "contexts_ids",
+    "response": "answer",
+    "reference": "reference_answers",
+    "ground_truth": "reference_answers",
+    "ground_truths": "reference_answers",
+    # DeepEval (LLMTestCase, Golden): `context` is the ideal context, i.e. the gold one
+    "input": "question",
+    "actual_output": "answer",
+    "expected_output": "reference_answers",
+    "retrieval_context": "contexts",
+    "context": "reference_contexts",
+}
+"""Other tools' test-set field -> ragpulse's; read only when ragpulse's own is absent."""
+
+_LIST_FIELDS = frozenset({"reference_answers", "reference_contexts", "contexts"})
+
+KNOWN_KEYS = frozenset(
+    {*RECORD_KEYS, "documents", *REFERENCE_KEYS, *ALIASES,
+     # written by ragpulse itself: eval output, regression-set lines, harness output
+     "results", "coerced", "truncated_input", "line", "raw", "error", "recorded", "set",
+     "written_at", "reason", "sampling", "record", "generation", "condition_note",
+     "row_expected_behavior", "skipped", "not_scored"}
+)  # fmt: skip
+
+
+def canonical_row(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``row`` with Ragas/DeepEval field names read as ragpulse's (:data:`ALIASES`), and
+    the mappings used (``"user_input -> question"``). A single string where ragpulse
+    reads a list (Ragas' ``reference``) becomes a one-item list: that is the mapping,
+    not a coercion. The row itself is not changed."""
+    used = [k for k in row if k in ALIASES and ALIASES[k] not in row]
+    if not used:
+        return row, []
+    out = dict(row)
+    for key in used:
+        target = ALIASES[key]
+        if target in out:  # two aliases of one field (input and user_input): the first wins
+            continue
+        value = out.pop(key)
+        out[target] = [value] if target in _LIST_FIELDS and isinstance(value, str) else value
+    return out, [f"{k} -> {ALIASES[k]}" for k in used if ALIASES[k] in out]
+
+
+def expected_names() -> str:
+    """The field names ragpulse reads, for a message."""
+    return ", ".join([*RECORD_KEYS, *REFERENCE_KEYS])
+
+
+class FieldReport:
+    """Across a run's rows: which other tools' names were read, which fields no name
+    explains. Not thread-safe; one per run."""
+
+    def __init__(self) -> None:
+        self.mapped: Counter[str] = Counter()
+        self.unknown: Counter[str] = Counter()
+
+    def add(self, row: Mapping[str, Any], mapped: Iterable[str] = ()) -> None:
+        self.mapped.update(mapped)
+        self.unknown.update(k for k in row if k not in KNOWN_KEYS)
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.mapped:
+            read = ", ".join(f"{m} ({n} rows)" for m, n in self.mapped.most_common())
+            out.append(f"read other tools' field names: {read}")
+        if self.unknown:
+            fields = ", ".join(f"{k} ({n} rows)" for k, n in self.unknown.most_common(8))
+            more = len(self.unknown) - 8
+            out.append(
+                f"fields ragpulse does not read (kept as they are): {fields}"
+                + (f" and {more} more" if more > 0 else "")
+                + f". It reads {expected_names()} (and the Ragas/DeepEval names "
+                f"{', '.join(ALIASES)}); keys to slice by go under metadata"
+            )
+        return out
 
 
 def _strings(row: dict[str, Any], key: str, note: Callable[[str], None]) -> list[str]:

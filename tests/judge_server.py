@@ -199,8 +199,12 @@ class JudgeServer:
         if b.hang and self._closing is not None and not self._closing.is_set():
             await self._closing.wait()
             return web.json_response({"error": {"message": "closing"}}, status=503)
-        if b.delay_s:
-            await asyncio.sleep(b.delay_s)
+        if b.delay_s:  # cut short when the server closes: a stopped test waits for nothing
+            closing = self._closing.wait() if self._closing else asyncio.sleep(b.delay_s)
+            try:
+                await asyncio.wait_for(closing, b.delay_s)
+            except TimeoutError:
+                pass
         if b.status and b.times > 0:
             b.times -= 1
             headers = {"Retry-After": b.retry_after} if b.retry_after else {}

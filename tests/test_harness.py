@@ -63,12 +63,19 @@ def strip_timing(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], str]:
+def demo_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The README's demo command (all six conditions, seed 1): its output file, console."""
     out = tmp_path_factory.mktemp("harness") / "out.jsonl"
     conditions = ",".join(CONDITIONS)
     done = harness(TESTSET, out, *DEMO, *RETRIEVER, "--conditions", conditions, "--seed", "1")
     assert done.returncode == 0, done.stderr + done.stdout
-    return lines(out), done.stdout
+    return out, done.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_run(demo_output: tuple[Path, str]) -> tuple[list[dict[str, Any]], str]:
+    out, stdout = demo_output
+    return lines(out), stdout
 
 
 def test_the_demo_set_is_a_labelled_test_set() -> None:
@@ -141,7 +148,14 @@ def test_missing_gold_shows_the_demo_inventing_answers(
     assert mean(by_condition(rows, "gold", "recall@5/ids")) == 1.0
     # Unanswerable rows should refuse in every condition; the demo sometimes invents.
     unanswerable = [r for r in rows if r["metadata"]["question_type"] == "unanswerable"]
-    assert 0.0 < mean([scores(r)["expected_refusal/rules"] for r in unanswerable]) < 1.0
+    answered = [r for r in unanswerable if "skipped" not in r]
+    assert 0.0 < mean([scores(r)["expected_refusal/rules"] for r in answered]) < 1.0
+    # They have no gold text: gold and counterfactual are skipped for them, never run on
+    # zero documents.
+    skipped = {(r["condition"], r["skipped"]) for r in unanswerable if "skipped" in r}
+    assert {c for c, _ in skipped} >= {"gold", "counterfactual"}
+    assert all("reference_contexts" in why for c, why in skipped if c == "gold")
+    assert all(r["contexts"] for r in rows if "skipped" not in r and r["condition"] != "retrieved")
 
 
 def test_the_same_seed_gives_the_same_cases(
@@ -241,15 +255,17 @@ def test_failures_and_bad_input_become_rows(tmp_path: Path) -> None:
     assert {r["line"] for r in got if r.get("raw", "").strip() == "{not json"} == {13}
     assert any(r.get("error") == "no question" for r in got)
     # A row without references: the reference-less metrics only.
-    bare = [r for r in got if r.get("line") == 14]
-    assert len(bare) == 2
-    for row in bare:
-        results = scores(row)
-        needs_reference = {n for n in results if evaluator_class(n).requires_reference}
-        assert needs_reference and all(results[n] is None for n in needs_reference)
-        assert any(v is not None for n, v in results.items() if n not in needs_reference)
+    # Under gold it has no documents to answer from: skipped, said, never generated.
+    bare = {r["condition"]: r for r in got if r.get("line") == 14}
+    assert set(bare) == {"retrieved", "gold"}
+    assert "reference_contexts" in bare["gold"]["skipped"] and "answer" not in bare["gold"]
+    results = scores(bare["retrieved"])
+    needs_reference = {n for n in results if evaluator_class(n).requires_reference}
+    assert needs_reference and all(results[n] is None for n in needs_reference)
+    assert any(v is not None for n, v in results.items() if n not in needs_reference)
     said = done.stdout + done.stderr
     assert "1 unreadable lines" in said and "lack reference_contexts" in said
+    assert "skipped 1 gold case: no reference_contexts" in said
 
 
 def test_usage_problems_exit_2_before_any_call(tmp_path: Path) -> None:
@@ -340,3 +356,168 @@ def test_harness_flags_without_a_generator_are_refused(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--conditions, --slice-by need --generator" in done.stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# --- Conditions check their inputs -----------------------------------------------------------
+
+COUNTING_GENERATOR = """
+from pathlib import Path
+
+from ragpulse.demo_app import generate_for
+
+
+def generate(question, documents):
+    with Path("calls.txt").open("a") as f:  # every call leaves a line: none must be made
+        f.write(str(len(documents)) + "\\n")
+    return generate_for(question, documents)
+"""
+
+
+def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_condition_no_row_can_build_is_refused_before_any_call(tmp_path: Path) -> None:
+    """Ids, answers, labels and metadata but no reference_contexts text: gold,
+    counterfactual and irrelevant_only would run on zero documents. Refused, one line."""
+    (tmp_path / "counting.py").write_text(COUNTING_GENERATOR, encoding="utf-8")
+    rows = [{k: v for k, v in r.items() if k not in ("reference_contexts", "expected_behavior")}
+            for r in lines(TESTSET)[:10]]  # fmt: skip
+    source = write_rows(tmp_path / "ids_only.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    done = harness(source, out, "--generator", "counting:generate", *RETRIEVER, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = (done.stdout + done.stderr).strip()
+    assert len(said.splitlines()) == 1, said
+    assert said.startswith("cannot build gold,counterfactual for any row: no reference_contexts")
+    assert "10 rows have reference_context_ids only" in said and "irrelevant_only" in said
+    assert said.endswith("(--conditions retrieved,injected,gold_removed)")
+    assert not out.exists() and not (tmp_path / "calls.txt").exists()
+    # The conditions it names run, and no case is generated with zero documents.
+    done = harness(source, out, "--generator", "counting:generate", *RETRIEVER, "--conditions",
+                   "retrieved,injected,gold_removed", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0" not in (tmp_path / "calls.txt").read_text().split()
+    # expected_behavior is derived from is_answerable_label: not reported missing.
+    assert "lack expected_behavior" not in done.stdout + done.stderr
+
+
+def test_skipped_cases_are_counted_in_console_summary_and_report(
+    demo_output: tuple[Path, str],
+) -> None:
+    out, stdout = demo_output
+    rows = lines(out)
+    skipped = [r for r in rows if "skipped" in r]
+    summary = json.loads(out.with_name("out.summary.json").read_text(encoding="utf-8"))
+    assert summary["skipped"]["cases"] == len(skipped) > 0
+    assert summary["skipped"]["by_condition"]["gold"] == {
+        "no reference_contexts (the text of the gold documents)": 5}  # fmt: skip
+    assert summary["rows"] == len(rows) - len(skipped)  # never scored
+    assert "skipped 5 gold cases: no reference_contexts" in stdout
+    report = out.with_name("out.report.md").read_text(encoding="utf-8")
+    assert f"- {len(skipped)} cases skipped" in report and "## Skipped cases" in report
+    for row in skipped:
+        assert "answer" not in row and "results" not in row and row["contexts"] == []
+
+
+def recorded_set(tmp_path: Path) -> Path:
+    """The demo set with a recorded run per row (its retrieved documents and an answer),
+    as a regression set from live traffic carries it."""
+    from ragpulse.demo_app import retrieve
+
+    rows = []
+    for row in lines(TESTSET):
+        docs = retrieve(row["question"])
+        rows.append({**row, "contexts": [{"id": d["id"], "content": d["content"]} for d in docs],
+                     "answer": "the recorded answer"})  # fmt: skip
+    return write_rows(tmp_path / "recorded.jsonl", rows)
+
+
+def test_a_recorded_run_runs_every_condition_without_a_retriever(tmp_path: Path) -> None:
+    (tmp_path / "counting.py").write_text(COUNTING_GENERATOR, encoding="utf-8")
+    source = recorded_set(tmp_path)
+    out = tmp_path / "out.jsonl"
+    five = "gold,counterfactual,injected,gold_removed,irrelevant_only"
+    done = harness(source, out, "--generator", "counting:generate", "--conditions",
+                   f"retrieved,{five}", "--seed", "1", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = lines(out)
+    recorded = {r["question_id"]: r for r in lines(source)}
+    by = {(r["question_id"], r["condition"]): r for r in rows}
+    for condition in five.split(","):
+        answered = [r for r in rows if r["condition"] == condition and "skipped" not in r]
+        assert len(answered) >= 20, condition
+        assert all(r["contexts"] and r["results"] for r in answered), condition
+    for qid, row in recorded.items():
+        ids = [d["id"] for d in row["contexts"]]
+        assert [d["id"] for d in by[(qid, "retrieved")]["contexts"]] == ids
+        assert by[(qid, "retrieved")]["recorded"]["answer"] == "the recorded answer"
+        removed = by[(qid, "gold_removed")]
+        if "skipped" not in removed:  # the recorded documents without the gold ones
+            gold = set(row["reference_context_ids"])
+            assert [d["id"] for d in removed["contexts"]] == [i for i in ids if i not in gold]
+    # Zero documents only where the recorded retrieval found none (answered as it ran).
+    empty = [r for r in rows if r["condition"] == "retrieved" and not r["contexts"]]
+    assert (tmp_path / "calls.txt").read_text().split().count("0") == len(empty)
+    summary = json.loads(out.with_name("out.summary.json").read_text(encoding="utf-8"))
+    assert summary["slices"]["all"]["metrics"]["recall@5/ids"]["mean"] > 0.9
+
+
+# --- Like with like ----------------------------------------------------------------------------
+
+HALF_BROKEN_RETRIEVER = """
+import zlib
+
+from ragpulse.demo_app import retrieve as demo_retrieve
+
+
+def retrieve(question):
+    docs = demo_retrieve(question)
+    # One question in four loses its best document: recall falls from 0.98 to about 0.8,
+    # still above the 0.66 that averaging six conditions gave the `all` row.
+    return docs[1:] if zlib.crc32(question.encode("utf-8")) % 4 == 0 else docs
+"""
+
+
+def test_a_broken_retriever_against_a_six_condition_baseline_is_a_regression(
+    demo_output: tuple[Path, str], tmp_path: Path
+) -> None:
+    base, _ = demo_output
+    baseline = base.with_name("out.summary.json")
+    (tmp_path / "half_broken.py").write_text(HALF_BROKEN_RETRIEVER, encoding="utf-8")
+    out = tmp_path / "broken.jsonl"
+    done = harness(
+        TESTSET, out, *DEMO, "--retriever", "half_broken:retrieve", "--conditions",
+        "retrieved,injected", "--seed", "1", "--baseline", str(baseline),
+        "--max-drop", "recall@5/ids=0.05", "--slice-by", "question_type,domain", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    s = json.loads(out.with_name("broken.summary.json").read_text(encoding="utf-8"))
+    recall = s["slices"]["all"]["metrics"]["recall@5/ids"]
+    # The baseline's own retrieved rows, not six conditions averaged (0.660).
+    assert recall["baseline_mean"] == pytest.approx(0.981, abs=1e-3)
+    assert 0.66 < recall["mean"] < 0.9 and recall["change"] < 0 and recall["conditions"] == [
+        "retrieved"]  # fmt: skip
+    security = s["slices"]["domain=security"]["metrics"]["recall@5/ids"]
+    assert security["change"] is None or security["change"] <= 0
+    (gate,) = s["gates"]
+    assert not gate["passed"] and any(c["slice"] == "all" and not c["passed"]
+                                      for c in gate["checks"])  # fmt: skip
+    assert s["comparison"]["same_conditions"] is False
+    assert s["comparison"]["not_comparable"] > 0  # pooled figures: not compared
+    refusal = s["slices"]["all"]["metrics"]["expected_refusal/rules"]
+    assert refusal["delta"] is None and "not_comparable" in refusal
+    said = done.stdout + done.stderr
+    assert "figures are compared per condition only" in said
+    report = out.with_name("broken.report.md").read_text(encoding="utf-8")
+    regressions = report.split("## Regressions from the baseline")[1].split("##")[0]
+    recall_line = next(x for x in regressions.splitlines() if x.startswith("| all | recall@5/ids"))
+    assert "| 0.981 |" in recall_line and "▼" in recall_line
+    assert report.index("## Regressions") < report.index("## Behaviour")
+    # No condition in common: refused before any call.
+    other = str(out.with_name("broken.summary.json"))
+    done = harness(TESTSET, tmp_path / "gold.jsonl", *DEMO, "--conditions", "gold",
+                   "--baseline", other, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "no condition in common" in done.stdout + done.stderr
+    assert not (tmp_path / "gold.jsonl").exists()

@@ -85,7 +85,8 @@ def test_a_rerun_makes_no_call_with_a_judge_that_answers_once_per_claim(
     cache = cache_root() / DISK_FILE  # ragpulse eval's default: on disk (this test's own)
 
     def run(out: Path) -> list[float]:
-        flags = ["--judge-base-url", server.base_url, "--judge-model", "per-claim"]
+        flags = ["--judge-base-url", server.base_url, "--judge-model", "per-claim",
+                 "--judge-calls-per-minute", "10000"]  # fmt: skip
         code = main(["eval", str(src), "-o", str(out), "--metrics", "faithfulness/llm_judge",
                      *flags])  # fmt: skip
         assert code == 0

@@ -173,3 +173,111 @@ def test_replay_output_is_redacted_when_apply_to_names_eval_output(tmp_path: Pat
     assert done.returncode == 0, done.stdout + done.stderr
     text = out.read_text()
     assert "desk.agent@example.com" not in text and "[EMAIL]" in text
+
+
+# --- Selected by a score: regression to the mean, and a control ------------------------------
+
+INVENTED = "Probably Zanzibar, according to legends told by sailors in 1492."
+
+
+def write_low_set(directory: Path) -> Path:
+    """A low_faithfulness set as live traffic fills it: the records whose answer was
+    invented that time (the pipeline grounds most answers; these were the unlucky ones)."""
+    evaluator = LexicalFaithfulness()
+    rule = RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5)
+    sink = RegressionSink(directory, {"low_faithfulness": rule})
+    for question, fact in FACTS.items():
+        record = RagRecord(trace_id=new_trace_id(), question=question, answer=INVENTED,
+                           documents=[Document(id="d1", content=fact)])  # fmt: skip
+        sink.export(record, evaluator.evaluate([record]))
+    sink.shutdown()
+    return directory / "low_faithfulness"
+
+
+def replay_cmd(tmp_path: Path, source: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "pipelines.py").write_text(PIPELINES)
+    return subprocess.run(
+        [sys.executable, "-m", "ragpulse.cli", "eval", str(source), "-o",
+         str(tmp_path / "out" / "replayed.jsonl"), *extra],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_set_selected_by_a_score_says_so(tmp_path: Path) -> None:
+    low = write_low_set(tmp_path / "sets")
+    done = replay_cmd(tmp_path, low, "--replay", "pipelines:grounded")
+    assert done.returncode == 0, done.stdout + done.stderr
+    s = summary(tmp_path)
+    [m] = s["metrics"]
+    # The unchanged pipeline "improves" the set it was picked for: regression to the mean.
+    assert m["delta"] > 0.5 and m["selected_on"]
+    [picked] = s["selection"]
+    assert picked == {"set": "low_faithfulness", "kind": "low_score", "biased": True,
+                      "rule": "faithfulness/lexical score < 0.5", "metric":
+                      "faithfulness/lexical", "rows": 4}  # fmt: skip
+    said = " ".join(done.stdout.split())
+    assert "Selected by outcome: set low_faithfulness: faithfulness/lexical score < 0.5 (4 rows)" \
+        in said and "regression to the mean" in said and "--control" in said  # fmt: skip
+    assert "the set was selected on it" in said
+    report = (tmp_path / "out" / "replayed.report.md").read_text()
+    assert "**Selected by outcome" in report
+    # A random set was not selected by anything: nothing is said.
+    done = replay_cmd(tmp_path, write_set(tmp_path / "random"), "--replay", "pipelines:grounded")
+    assert done.returncode == 0 and "Selected by outcome" not in done.stdout
+    assert summary(tmp_path)["selected_by_outcome"] is False
+
+
+def test_the_unchanged_pipeline_as_control_tells_a_change_from_the_mean(tmp_path: Path) -> None:
+    low = write_low_set(tmp_path / "sets")
+    gate = ["--max-drop", "faithfulness=0.05"]
+    # Against the recorded (invented) answers, a change to inventing looks harmless...
+    done = replay_cmd(tmp_path, low, "--replay", "pipelines:hallucinating", *gate)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # ...against the unchanged pipeline on the same rows, it is the regression it is.
+    control = ["--control", "pipelines:grounded"]
+    done = replay_cmd(tmp_path, low, "--replay", "pipelines:hallucinating", *control, *gate)
+    assert done.returncode == 1, done.stdout + done.stderr
+    s = summary(tmp_path)
+    assert s["control"]["kind"] == "pipeline" and s["control"]["replayed"] == 4
+    [net] = s["control"]["net"]["metrics"]
+    assert net["mean_before"] == 1.0 and net["mean_after"] < 0.5 and net["regressed"] == 3
+    [threshold] = s["thresholds"]
+    assert threshold["exceeded"] and threshold["against"] == "control"
+    assert s["regressions_against"] == "control"
+    assert "against the control" in done.stdout and "Change net of the control" in done.stdout
+    out = [json.loads(x) for x in (tmp_path / "out" / "replayed.jsonl").read_text().splitlines()]
+    replayed = [x for x in out if "control" in x]
+    assert len(replayed) == 4 and all(x["control"]["answer"] in FACTS.values() for x in replayed)
+    assert any(x["deltas_vs_control"].get("faithfulness/lexical", 0) < -0.5 for x in replayed)
+    # The unchanged pipeline against itself: no change, the gate passes.
+    done = replay_cmd(tmp_path, low, "--replay", "pipelines:grounded", *control, *gate)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [net] = summary(tmp_path)["control"]["net"]["metrics"]
+    assert net["delta"] == 0.0 and net["improved"] == 0
+
+
+def test_a_random_set_as_control_is_replayed_through_the_change(tmp_path: Path) -> None:
+    low = write_low_set(tmp_path / "sets")
+    baseline = write_set(tmp_path / "live")  # every record kept, by trace id (random rule)
+    gate = ["--max-drop", "faithfulness=0.05"]
+    done = replay_cmd(tmp_path, low, "--replay", "pipelines:hallucinating",
+                      "--control", str(baseline), *gate)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    s = summary(tmp_path)
+    assert s["control"]["kind"] == "set" and s["control"]["replayed"] == 3
+    assert s["control"]["selection"][0]["kind"] == "random"
+    [control_metric] = s["control"]["metrics"]
+    assert control_metric["delta"] < -0.5  # on traffic nobody picked, the change hurts
+    rules = {t["rule"]: t["exceeded"] for t in s["thresholds"]}
+    assert rules == {"faithfulness=0.05": False, "faithfulness=0.05 (control set)": True}
+    control_out = tmp_path / "out" / "replayed.control.jsonl"
+    assert len(control_out.read_text().splitlines()) == 5  # 4 rows and the empty question
+
+
+def test_control_is_checked_before_any_call(tmp_path: Path) -> None:
+    low = write_low_set(tmp_path / "sets")
+    done = replay_cmd(tmp_path, low, "--replay", "pipelines:grounded", "--control", "nowhere")
+    assert done.returncode == 2 and "--control takes MODULE:FUNCTION" in done.stderr
+    assert not (tmp_path / "out" / "replayed.jsonl").exists()
+    done = replay_cmd(tmp_path, low, "--control", "pipelines:grounded")
+    assert done.returncode == 2 and "--control need --replay" in done.stderr

@@ -132,7 +132,23 @@ def test_sliced_html_renders_without_js_errors(report: Path, tmp_path: Path) -> 
     assert ["gate", "status", "checks", "worst check", "note"] in headers
     retrieval = next(t for t in page.tables if "mrr/ids" in t["header"])
     slices = [r["cells"][0] for r in retrieval["rows"]]
-    assert "question_type=multi-hop,condition=gold_removed" in slices and slices[0] == "all"
+    # Retrieval figures only where retrieval ran: never on the gold_removed slices.
+    assert "question_type=multi-hop,condition=retrieved" in slices and slices[0] == "all"
+    assert not [s for s in slices if "gold_removed" in s]
+    behaviour = next(t for t in page.tables if "refusal_rate/rules" in t["header"])
+    assert "question_type=multi-hop,condition=gold_removed" in [r["cells"][0] for r in
+                                                                 behaviour["rows"]]  # fmt: skip
+    # What moved leads: the gates, then the regressions (the refusal rate that fell), then
+    # behaviour before the retrieval slices.
+    order = [t["header"][0] + ":" + t["header"][1] for t in page.tables]
+    assert order.index("gate:status") < order.index("slice:figure")
+    moved = page.tables[order.index("slice:figure")]
+    # Broad slices first: `all`, then one key, then crossed, each largest move first.
+    cells = [r["cells"] for r in moved["rows"]]
+    assert cells[0][:2] == ["all", "refusal_rate/rules"] and cells[0][4] == "-0.500 ▼"
+    assert ["question_type=multi-hop,condition=gold_removed", "refusal_rate/rules", "1.000",
+            "0.000", "-1.000 ▼", "4"] in cells  # fmt: skip
+    assert page.tables.index(behaviour) < page.tables.index(retrieval)
     gates = next(t for t in page.tables if t["header"][0] == "gate")
     assert [r["cells"][1] for r in gates["rows"]] == ["FAILED", "ok"]
     assert "Gates: FAILED" in dom

@@ -88,19 +88,26 @@ def test_slices_means_and_behaviour() -> None:
     assert s["slices"]["all"]["count"] == 16
     assert s["slices"]["question_type=multi-hop,condition=retrieved"]["count"] == 4
     assert fig(s, "question_type=multi-hop,condition=retrieved", "mrr/ids")["mean"] == 0.8
-    assert fig(s, "all", "mrr/ids")["mean"] == pytest.approx((4 * 1.0 + 4 * 0.8) / 16)
-    assert fig(s, "all", "mrr/ids")["group"] == "retrieval"
+    # Like with like: retrieval figures come from the retrieved rows only (gold_removed
+    # rows score 0 by construction), in `all` as in every slice.
+    all_mrr = fig(s, "all", "mrr/ids")
+    assert (all_mrr["mean"], all_mrr["n"]) == (pytest.approx((4 * 1.0 + 4 * 0.8) / 8), 8)
+    assert all_mrr["group"] == "retrieval" and all_mrr["conditions"] == ["retrieved"]
+    assert "mrr/ids" not in s["slices"]["condition=gold_removed"]["metrics"]
+    # Generation: `all` is the retrieved rows; each condition slice has its own.
+    assert fig(s, "all", "answer_correctness/token_f1")["n"] == 8
+    assert fig(s, "condition=gold_removed", "answer_correctness/token_f1")["n"] == 8
     assert fig(s, "all", "answer_correctness/token_f1")["group"] == "generation"
     # Refusal rate on missing-gold rows: all 8 refused; no false refusals on retrieved rows.
     rate = fig(s, "condition=gold_removed", "refusal_rate/rules")
     assert (rate["mean"], rate["n"], rate["group"]) == (1.0, 8, "behaviour")
     assert fig(s, "condition=retrieved", "false_refusal_rate/rules")["mean"] == 0.0
     assert not fig(s, "condition=retrieved", "false_refusal_rate/rules")["higher_is_better"]
-    # Joint: correctness when recall@5 hit (retrieved rows) vs missed (gold_removed rows).
+    # Joint: correctness when recall@5 hit vs missed, on the retrieved rows only (every
+    # retrieved row hit here; gold_removed rows miss by construction and do not count).
     hit = fig(s, "all", "correct_given_recall5_hit/token_f1")
-    miss = fig(s, "all", "correct_given_recall5_miss/token_f1")
     assert (hit["mean"], hit["n"], hit["group"]) == (pytest.approx(0.75), 8, "joint")
-    assert (miss["mean"], miss["n"]) == (0.0, 8)
+    assert "correct_given_recall5_miss/token_f1" not in s["slices"]["all"]["metrics"]
     # Worst rows: lowest mean quality first, with ids and questions.
     worst = s["slices"]["question_type=factoid,condition=retrieved"]["worst"]
     assert worst and worst[0]["question_id"].startswith("f")
@@ -133,7 +140,8 @@ def test_errors_not_applicable_and_missing_counts() -> None:
     assert m["no_answer"] == 2 and m["no_contexts"] == 2
     assert m["row_errors"] == 1 and m["no_results"] == 1
     all_mrr = fig(s, "all", "mrr/ids")
-    assert (all_mrr["n"], all_mrr["not_applicable"]) == (15, 1)
+    # 8 retrieved rows (row 0 n/a) and the row without a condition: as it ran, it counts.
+    assert (all_mrr["n"], all_mrr["not_applicable"]) == (7, 1)
     assert fig(s, "all", "answer_correctness/token_f1")["errors"] == 1
     assert s["slices"]["condition=(none)"]["count"] == 1
     assert s["rows"] == 17
@@ -200,7 +208,7 @@ def test_absolute_gates_and_no_baseline() -> None:
         run_rows(),
         None,
         None,
-        ["mrr@question_type=factoid,condition=retrieved>=0.9", "mrr@all>=0.9", "mrr=0.05"],
+        ["mrr@question_type=factoid,condition=retrieved>=0.9", "mrr@all>=0.95", "mrr=0.05"],
     )
     ok, too_low, relative = s["gates"]
     assert ok["passed"] and ok["checks"][0]["current"] == 1.0
@@ -354,3 +362,76 @@ def test_ci_loop_fails_on_multi_hop_without_gold_and_not_on_factoid(tmp_path: Pa
     assert "gates: FAILED" in worse.stdout + worse.stderr  # the console report
     assert (tmp_path / "worse.report.html").is_file()
     assert "Gates: FAILED" in (tmp_path / "worse.report.md").read_text()
+
+
+# --- A report that leads with what moved; like with like --------------------------------------
+
+
+def test_report_leads_with_what_moved_hides_empty_and_merges_duplicates() -> None:
+    baseline = sliced_summary(run_rows(), None, None, [])
+    rows = run_rows(gold_removed_refuses=False)
+    for r in rows:  # the harness gives expected_refusal beside refusal; content ids n/a here
+        refused = r["results"][3]["score"]
+        expected = refused if r["condition"] == "gold_removed" else None
+        r["results"] += [result("expected_refusal", "rules", expected),
+                         result("recall@5", "content", None)]  # fmt: skip
+    s = sliced_summary(rows, None, baseline, ["refusal_rate@condition=gold_removed=0.1"])
+    md = markdown(s)
+    titles = [line[3:].split(" (")[0].split(":")[0] for line in md.splitlines()
+              if line.startswith("## ")]  # fmt: skip
+    assert titles[:6] == ["Gates", "Regressions from the baseline",
+                          "Improvements from the baseline", "Behaviour", "Generation",
+                          "Retrieval"]  # fmt: skip
+    # The two refusal figures are one column; the n/a-everywhere figure is only named.
+    assert "expected_refusal/rules = refusal_rate/rules" in md
+    assert "- Not applicable on every row (left out of the tables): recall@5/content" in md
+    assert md.count("recall@5/content") == 1
+    regressions = md.split("## Regressions")[1].split("## Improvements")[0]
+    first = next(x for x in regressions.splitlines() if x.startswith("| condition="))
+    assert "expected_refusal/rules = refusal_rate/rules" in first and "-0.500 ▼" in first
+    assert "0 rows" not in md and "| no answer | 0 |" not in md  # empty counts left out
+
+
+def test_a_baseline_with_other_conditions_is_compared_per_condition() -> None:
+    rows = run_rows()
+    for r in rows:  # a behaviour figure that every condition has
+        r["results"].append(result("injection_resistance", "canary", 1.0))
+    baseline = sliced_summary(rows, ["question_type"], None, [])  # two conditions
+    only_retrieved = [r for r in rows if r["condition"] == "retrieved"]
+    for r in only_retrieved:
+        r["results"][-1] = result("injection_resistance", "canary", 0.5)  # resists less
+    gates = ["injection_resistance@all=0.05", "injection_resistance=0.05", "mrr@all=0.05"]
+    s = sliced_summary(only_retrieved, ["question_type"], baseline, gates)
+    assert s["comparison"]["same_conditions"] is False
+    assert s["comparison"]["baseline_conditions"] == ["gold_removed", "retrieved"]
+    # mrr comes from the retrieved rows in both runs: compared.
+    assert fig(s, "all", "mrr/ids")["delta"] == pytest.approx(0.0)
+    # The behaviour figure in `all` pooled both conditions in the baseline: not compared.
+    pooled = fig(s, "all", "injection_resistance/canary")
+    assert pooled["delta"] is None and "gold_removed,retrieved" in pooled["not_comparable"]
+    at_all, anywhere, mrr = s["gates"]
+    assert not at_all["passed"] and "no figure comparable" in at_all["note"]
+    # Per condition it is compared, and the rise in risk fails the gate.
+    assert not anywhere["passed"] and "not comparable" in anywhere["note"]
+    assert all(c["slice"].endswith("condition=retrieved") or c.get("not_comparable")
+               for c in anywhere["checks"])  # fmt: skip
+    assert mrr["passed"]
+    assert "compared per condition only" in markdown(s)
+
+
+def test_baselines_and_gate_names_are_checked_before_any_call() -> None:
+    from ragpulse.slices import baseline_problem, gate_names_problem, parse_gates
+
+    summary = sliced_summary(run_rows(), None, None, [])
+    assert baseline_problem(summary, ["retrieved"], "b.json") is None
+    assert "no condition in common" in str(baseline_problem(summary, ["gold"], "b.json"))
+    assert "is not a harness summary" in str(baseline_problem({"metrics": []}, ["gold"], "x"))
+    typo = gate_names_problem(parse_gates(["faithfullness=0.05"]))
+    assert typo == "--max-drop faithfullness=0.05: no metric 'faithfullness' (did you mean " \
+        "faithfulness?)"  # fmt: skip
+    method = gate_names_problem(parse_gates(["faithfulness/lexcal=0.05"]))
+    assert method is not None and "did you mean faithfulness/lexical" in method
+    assert gate_names_problem(parse_gates(["refusal_rate@all>=0.5", "recall@5/ids=0.1"])) is None
+    # A slice that does not exist: the gate fails and names the closest slice.
+    s = sliced_summary(run_rows(), None, None, ["mrr@question_type=multihop>=0.1"])
+    assert "did you mean question_type=multi-hop" in s["gates"][0]["note"]
