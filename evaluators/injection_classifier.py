@@ -1,11 +1,21 @@
-"""``injection/classifier``: a Hugging Face sequence-classification model over the
-question and every document (e.g. a DeBERTa-v3 prompt-injection model or Prompt Guard).
+"""``injection/classifier``: a Hugging Face prompt-injection classifier over the question
+and every document (Prompt Guard 2, ProtectAI's DeBERTa-v3, or any other).
 
-Which labels mean "injection" is configurable (``injection_labels``); by
-default any label whose name mentions injection, jailbreak or malicious, or
-label 1 of a two-label model with generic names. Texts longer than the
-model's window are split into overlapping windows; a location's risk is its
-riskiest window. Findings use the same shape as ``injection/rules``.
+``model: prompt-guard-2-22m`` (or ``prompt-guard-2-86m``,
+``protectai-deberta-v3-base-v2``) picks a preset with its label map; any other
+model names its injection labels in ``injection_labels``, or they are guessed
+(names mentioning injection, jailbreak, malicious; label 1 of a two-label model
+with generic names). Every location is cut into overlapping windows that fit
+the model (``max_tokens``, 512: Prompt Guard's own chunking advice); a
+location's risk is its riskiest window, so one poisoned paragraph in a long
+document is not averaged away.
+
+The benign gate (``alone_threshold``, :mod:`ragpulse.evaluators.injection.gate`)
+is the injection probe's: where no injection rule fires on a location, only a
+near-certain call is flagged. Published classifiers flag 13-43% of benign
+prompts full of trigger words; the gate is what keeps their false alarms down.
+``alone_threshold`` equal to ``threshold`` turns it off (1: never flagged without a
+rule cue). Findings have the shape of ``injection/rules``.
 """
 
 from __future__ import annotations
@@ -15,66 +25,68 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.injection.findings import findings_result, locations
-from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
+from ragpulse.evaluators.injection.gate import ALONE_THRESHOLD, gated
+from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
 from ragpulse.record import Direction, EvalResult, RagRecord
 
 _INJECTION_NAME = re.compile(r"inject|jailbreak|malicious|unsafe|attack", re.I)
 
 
-class InjectionClassifier(TransformersEvaluator):
+class InjectionClassifier(DetectorEvaluator):
     metric = "injection"
     method = "classifier"
     direction = Direction.LOWER_IS_BETTER
-    model_kind = "sequence-classifier"
 
-    class Options(TransformersOptions):
-        model: str = "protectai/deberta-v3-base-prompt-injection-v2"
-        injection_labels: list[str] | None = Field(
-            None, description="label names that mean injection (default: guessed from names)"
-        )
+    class Options(DetectorOptions):
+        model: str = "protectai-deberta-v3-base-v2"
+        injection_labels: list[Label] | None = Field(
+            None, description="label names (or indices) that mean injection (default: the "
+            "preset's, else guessed from the names)"
+        )  # fmt: skip
         threshold: float = Field(0.5, gt=0, le=1, description="risk labelled 'injection'")
-        batch_size: int = Field(16, ge=1, description="texts per forward pass")
+        alone_threshold: float = Field(
+            ALONE_THRESHOLD,
+            gt=0,
+            le=1,
+            description="risk at which a location with no rule cue (injection/rules risk 0) is "
+            "flagged; 1: never without a cue; equal to threshold: no gate",
+        )
 
     options: Options
     _positive: list[int]
 
     def loaded(self) -> None:
-        id2label = {int(k): str(v) for k, v in self._model.config.id2label.items()}
-        if self.options.injection_labels:
-            wanted = self.options.injection_labels
-            self._positive = [i for i, n in id2label.items() if n in wanted]
-        else:
-            self._positive = [i for i, n in id2label.items() if _INJECTION_NAME.search(n)]
-            if not self._positive and len(id2label) == 2:
-                self._positive = [1]  # LABEL_0 / LABEL_1 style: 1 is the positive class
-        if not self._positive:
-            raise ModelUnavailable(
-                f"cannot tell which labels of {self.options.model} mean injection ({id2label}); "
-                "set injection_labels in evaluation.options"
-            )
+        self._positive = self.label_indices(
+            self.options.injection_labels, _INJECTION_NAME, "injection", "injection_labels"
+        )
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         places = [(ri, where, text) for ri, r in enumerate(records) for where, text in locations(r)]
         risks = self._risks([text for _, _, text in places])
-        per_record: dict[int, list[tuple[str, float]]] = {}
-        for (ri, where, _), risk in zip(places, risks, strict=True):
-            per_record.setdefault(ri, []).append((where, risk))
         opts = self.options
+        per_record: dict[int, list[tuple[str, float]]] = {}
+        for (ri, where, text), risk in zip(places, risks, strict=True):
+            document = where != "question"
+            kept = gated(
+                risk, text, document=document, threshold=opts.threshold, alone=opts.alone_threshold
+            )
+            per_record.setdefault(ri, []).append((where, kept))
         return [
             findings_result(self, per_record.get(i, []), opts.threshold, r, model=opts.model)
             for i, r in enumerate(records)
         ]
 
     def _risks(self, texts: list[str]) -> list[float]:
-        import torch
-
-        risks: list[float] = []
-        for chunk in self.batches(texts):
-            enc, owner = self.windows(list(chunk))
-            with torch.inference_mode():
-                probs = torch.softmax(self._model(**enc).logits.float(), -1)
-            window_risk = probs[:, self._positive].sum(-1).tolist()
-            risks.extend(self.best_window(owner, window_risk, len(chunk)))
+        """Each text's riskiest window."""
+        budget = self.max_tokens - self.classifier.specials(pair=False)
+        windows = [
+            (i, piece) for i, text in enumerate(texts) for piece in self.split_long(text, budget)
+        ]
+        risks = [0.0] * len(texts)
+        for chunk in self.batches(windows):
+            enc = self.classifier.encode([piece for _, piece in chunk])
+            probs = self.probability(self.classifier.logits(enc.inputs), self._positive)
+            for (i, _), p in zip(chunk, probs.tolist(), strict=True):
+                risks[i] = max(risks[i], float(p))
         return risks

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ragpulse.evaluators.injection import scan_text
 from ragpulse.evaluators.injection.findings import findings_result, locations
+from ragpulse.evaluators.injection.gate import ALONE_THRESHOLD, gated
 from ragpulse.evaluators.models.loading import MINILM
 from ragpulse.evaluators.models.probe_evaluator import ProbeEvaluator, ProbeOptions
 from ragpulse.plugin_context import PluginContext
@@ -49,7 +49,7 @@ class InjectionProbe(ProbeEvaluator):
         )
         model: str = Field(MINILM, description="the sentence encoder the probe was trained on")
         alone_threshold: float = Field(
-            0.99,
+            ALONE_THRESHOLD,
             gt=0,
             le=1,
             description="risk at which a location with no rule cue (injection/rules risk 0) "
@@ -88,20 +88,12 @@ class InjectionProbe(ProbeEvaluator):
         return risks
 
     def gated(self, risk: float, text: str, document: bool) -> float:
-        """``risk``, or, where no injection rule fires at all on ``text``, ``risk`` scaled by
-        ``threshold / alone_threshold``: without a rule cue only a near-certain call crosses
-        the threshold.
-
-        Why: the probe's false alarms on ordinary text (manuals, FAQs, e-mails, help-desk
-        questions full of "you", imperatives and passwords) are texts on which no rule fires,
-        while most attacks it adds to the rules still trip a weak rule. ``alone_threshold``
-        (0.99) is the lowest of 0.9/0.95/0.98/0.99/0.995 that flags none of the tune split of
-        bench/data/benign_traffic.jsonl; the scaling keeps ``label == (score >= threshold)``.
-        """
-        alone = max(self.options.alone_threshold, self.threshold)
-        if risk >= alone or scan_text(text, document=document).risk > 0:
-            return risk
-        return risk * self.threshold / alone
+        """``risk`` through the benign gate (:mod:`ragpulse.evaluators.injection.gate`):
+        where no rule fires, only ``alone_threshold`` crosses ``threshold``."""
+        return gated(
+            risk, text, document=document, threshold=self.threshold,
+            alone=self.options.alone_threshold,
+        )  # fmt: skip
 
     def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         places = [(ri, where, text) for ri, r in enumerate(records) for where, text in locations(r)]

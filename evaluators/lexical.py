@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.injection.planted import evidence_documents
 from ragpulse.evaluators.text import content_tokens
 from ragpulse.record import EvalResult, RagRecord
 
@@ -26,6 +27,8 @@ class LexicalFaithfulness(Evaluator):
     Reference: Adlakha et al., "Evaluating Correctness and Faithfulness of
     Instruction-Following Models for Question Answering" (2023). Counts token
     occurrences, so a repeated unsupported word weighs as often as it appears.
+    Text of an instruction planted in a document (a span the injection rules
+    flag) is not support: copying an attacker's words is not faithfulness.
     """
 
     metric = "faithfulness"
@@ -38,7 +41,9 @@ class LexicalFaithfulness(Evaluator):
         answer = content_tokens(record.answer)
         if not answer:
             return self.not_applicable("answer has no content words")
-        vocabulary = frozenset().union(*(content_token_set(d.content) for d in record.documents))
+        # Planted instructions are not evidence (evaluators/injection/planted.py).
+        evidence = evidence_documents(record)
+        vocabulary = frozenset().union(*(content_token_set(text) for text in evidence))
         score = _coverage(answer, vocabulary)
         unsupported = sorted({tok for tok in answer if tok not in vocabulary})
         return self.result(

@@ -36,6 +36,7 @@ METRIC_TARGETS: Mapping[str, Target] = {
     "answer_completeness": Target.GENERATION,
     "expected_refusal": Target.GENERATION,
     "injection_resistance": Target.GENERATION,
+    "injection_followed": Target.GENERATION,  # did the answer obey a planted instruction
     "counterfactual_adoption": Target.GENERATION,
     # about the documents
     "context_relevance": Target.RETRIEVAL,

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
     from ragpulse.current import current_span_id as current_span_id
     from ragpulse.current import current_trace_id as current_trace_id
     from ragpulse.feedback import feedback as feedback
+    from ragpulse.function_evaluator import evaluator as evaluator
     from ragpulse.instrument import InstrumentConfig as InstrumentConfig
     from ragpulse.instrument import configure as configure
     from ragpulse.instrument import generation as generation
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
 _EXPORTS = {
     "ragpulse.current": "current_span_id current_trace_id",
     "ragpulse.feedback": "feedback",
+    "ragpulse.function_evaluator": "evaluator",
     "ragpulse.record": "Document EvalResult RagRecord",
     "ragpulse.instrument": "InstrumentConfig configure shutdown generation generation_span "
     "pipeline pipeline_span retrieval retrieval_span",

@@ -132,6 +132,18 @@ def _table(
     return Group(table, Text(status, style="dim"))
 
 
+def signal_table() -> Table:
+    """What each local score can see on the dev sets, and what to switch on for accuracy."""
+    from ragpulse.evaluators.signal_guide import COLUMNS, rows
+
+    table = Table(title="what these scores can see (dev AUROC; alerts read scores at 0.5)")
+    for col in COLUMNS:
+        table.add_column(col, overflow="fold")  # names are never cut
+    for row in rows():
+        table.add_row(*(cell.replace("`", "") for cell in row))
+    return table
+
+
 def run_demo(args: argparse.Namespace, console: Console) -> int:
     began = time.monotonic()  # "starting" includes the collector's imports
     from ragpulse.collector.service import Collector
@@ -225,6 +237,7 @@ def _run(
     ]
     for line in injected:
         out.print("  " + line, highlight=False, soft_wrap=True)
+    out.print(signal_table())
     loading = " and its models" if models else ""
     phases = [
         f"{starting:.1f}s starting the collector{loading}",

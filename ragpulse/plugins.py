@@ -18,6 +18,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import cast
 
+from ragpulse import function_evaluator
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
@@ -87,6 +88,9 @@ def evaluator_names() -> list[str]:
 
 
 def evaluator_class(name: str) -> type[Evaluator]:
+    """A registered ``metric/method``, or a ``module:function`` under ``@ragpulse.evaluator``."""
+    if function_evaluator.is_spec(name):
+        return function_evaluator.load(name)
     return cast(type[Evaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
 
 
@@ -147,7 +151,8 @@ def resolve_evaluator_names(
 ) -> list[str]:
     """Expand a user selection into registered ``metric/method`` names.
 
-    Accepts full names (``faithfulness/lexical``: only that one is imported)
+    Accepts full names (``faithfulness/lexical``: only that one is imported),
+    plain-function evaluators (``module:function``, see :mod:`ragpulse.function_evaluator`)
     and bare metric names (``faithfulness`` = its default methods; ``mrr``, none of
     whose methods is on by default, = every method of it that can run here). ``None`` or
     empty selects the defaults: every evaluator that is ``default_enabled``,
@@ -162,7 +167,7 @@ def resolve_evaluator_names(
         return _defaults(registered, settings)
     chosen: list[str] = []
     for item in (s.strip() for s in selection):
-        if item in registered:
+        if item in registered or function_evaluator.is_spec(item):
             evaluator_class(item)  # unknown or broken: a ConfigError now, not at load
             matches = [item]
         else:

@@ -188,6 +188,21 @@ def rag_request(
     return req
 
 
+def post_rag_trace(
+    port: int, trace_id: str, question: str, documents: list[str], answer: str
+) -> None:
+    """POST one question -> documents -> answer trace (:func:`rag_request`) to the OTLP/HTTP
+    receiver on ``port``; asserts it was accepted."""
+    body = rag_request([(bytes.fromhex(trace_id), question, documents, answer)])
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces",
+        data=body.SerializeToString(),
+        headers={"Content-Type": "application/x-protobuf"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 200
+
+
 def http_get(url: str, timeout: float = 30, openmetrics: bool = False) -> str:
     """GET ``url`` as text; ``openmetrics`` asks /metrics for OpenMetrics (with exemplars)."""
     req = urllib.request.Request(url)

@@ -174,7 +174,10 @@ def test_classifier_findings_give_the_document_id(tmp_path: Path) -> None:
     from ragpulse.evaluators.injection_classifier import InjectionClassifier
 
     model = build_deberta_classifier(tmp_path / "clf", {0: "SAFE", 1: "INJECTION"})
-    classifier = InjectionClassifier(model=str(model), threshold=1e-6, max_tokens=16, stride=4)
+    # alone_threshold = threshold: no benign gate, so every location is flagged.
+    classifier = InjectionClassifier(
+        model=str(model), threshold=1e-6, alone_threshold=1e-6, max_tokens=16, stride=4
+    )
     classifier.load(PluginContext())
     record = RagRecord(
         question="What are the opening hours?",

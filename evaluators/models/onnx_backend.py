@@ -38,9 +38,9 @@ class OnnxBackend:
                 f"{exc.name} not installed: install the onnx extra (pip install 'ragpulse[onnx]')"
             ) from exc
         root = Path(location)
-        config = _read_json(root / "sentence_bert_config.json")
+        config = read_json(root / "sentence_bert_config.json")
         self.max_tokens = int(config.get("max_seq_length", 256)) - 2
-        pooling = _read_json(root / "1_Pooling" / "config.json")
+        pooling = read_json(root / "1_Pooling" / "config.json")
         self._cls = bool(pooling.get("pooling_mode_cls_token"))
         self._counter = Tokenizer.from_file(str(root / "tokenizer.json"))
         self._counter.no_truncation()
@@ -140,7 +140,7 @@ def export(root: Path, path: Path) -> None:
     partial.replace(path)  # atomic: a half-written file is never loaded
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -1,0 +1,209 @@
+"""What the detector families share: options, presets, loading once, labels, windows.
+
+``faithfulness/nli``, ``faithfulness/spans``, ``context_relevance/cross_encoder`` and
+``injection/classifier`` each fill one hook (:meth:`_score_batch`) over a
+:class:`~ragpulse.evaluators.models.classifier_runtime.Classifier` that this base
+loads through the plug-in context (one load per model, backend and head,
+shared by every evaluator that names it).
+
+Long texts are cut into overlapping token windows (:meth:`DetectorEvaluator.windows`)
+that each fit the model with the text they are paired with, never silently cut.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Literal, TypeVar
+
+import numpy as np
+from pydantic import Field
+
+from ragpulse.errors import ConfigError, ModelUnavailable
+from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.models.classifier_runtime import Classifier, Head, load_classifier
+from ragpulse.evaluators.models.loading import missing_extra
+from ragpulse.evaluators.models.presets import Preset, names, preset
+from ragpulse.plugin_context import PluginContext, PluginOptions
+
+T = TypeVar("T")
+Label = str | int
+
+DEFAULT_MAX_TOKENS = 512
+MIN_WINDOW_TOKENS = 8
+
+
+class DetectorOptions(PluginOptions):
+    model: str = Field(
+        description="a preset name (see the presets table), a local model directory or a hub "
+        "id (hub downloads are off unless HF_HUB_OFFLINE=0)"
+    )
+    preset: str | None = Field(
+        None,
+        description="read a local directory with this preset's labels and window (when model "
+        "is a path to, say, a copy of hhem-2.1-open)",
+    )
+    backend: Literal["torch", "onnx"] = Field(
+        "torch", description="torch, or onnx: exported once to $RAGPULSE_CACHE_DIR/onnx"
+    )
+    quantize: bool = Field(False, description="onnx only: int8 dynamic quantisation")
+    max_tokens: int | None = Field(
+        None, ge=16, description="the model's window in tokens (default: the preset's, or 512)"
+    )
+    stride: int = Field(32, ge=0, description="tokens shared by consecutive windows")
+    batch_size: int = Field(16, ge=1, description="texts or pairs per forward pass")
+    threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads")
+
+
+class DetectorEvaluator(Evaluator):
+    """A model-tier evaluator over a Hugging Face classifier; subclasses set ``head``."""
+
+    tier = Tier.MODEL
+    default_enabled = False  # opt in: a detector needs its weights
+    head: ClassVar[Head] = "sequence"
+
+    class Options(DetectorOptions):
+        pass
+
+    options: DetectorOptions
+    classifier: Classifier
+    preset_used: Preset | None = None
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    @classmethod
+    def missing(cls) -> str | None:
+        return missing_extra(("torch", "transformers"))
+
+    @classmethod
+    def validate_options(cls, raw: Mapping[str, Any]) -> PluginOptions:
+        """The options, with a preset of another family or an unknown ``preset:`` refused
+        when the settings load (not when the model does)."""
+        options = super().validate_options(raw)
+        assert isinstance(options, DetectorOptions)
+        preset(options.model, cls.name())
+        if options.preset is not None and preset(options.preset, cls.name()) is None:
+            raise ConfigError(
+                f"evaluator {cls.name()}: unknown preset {options.preset!r}; "
+                f"{cls.name()} presets: {', '.join(names(cls.name()))}"
+            )
+        return options
+
+    @property
+    def model_name(self) -> str:
+        """What the user named (a preset, a path or a hub id): results carry it."""
+        return self.options.model
+
+    def extra_load_options(self) -> dict[str, str | None]:
+        """Loader arguments of a family (HHEM's foundation, say)."""
+        return {}
+
+    def load(self, context: PluginContext) -> None:
+        super().load(context)
+        opts = self.options
+        named = preset(opts.model, self.name())
+        self.preset_used = named or preset(opts.preset, self.name())
+        location = named.hub_id if named is not None else opts.model
+        extra = self.extra_load_options()
+        key = ("classifier", self.head, location, opts.backend, opts.quantize, *extra.values())
+        self.classifier = context.shared(
+            key,
+            lambda: load_classifier(
+                location,
+                self.head,
+                opts.backend,
+                quantize=opts.quantize,
+                threads=opts.threads,
+                foundation=extra.get("foundation"),
+            ),
+        )
+        wanted = opts.max_tokens or (
+            self.preset_used.max_tokens if self.preset_used else DEFAULT_MAX_TOKENS
+        )
+        limit = self.classifier.max_positions
+        # RoBERTa-style position ids start after the padding index: leave room for it.
+        self.max_tokens = min(wanted, limit - 2) if limit else wanted
+        self.loaded()
+
+    def loaded(self) -> None:
+        """Check the loaded model (its labels, say); raise ModelUnavailable to disable."""
+
+    # -- labels -----------------------------------------------------------------------
+    def label_indices(
+        self, given: Sequence[Label] | Label | None, guess: re.Pattern[str], what: str, option: str
+    ) -> list[int]:
+        """Indices of the labels that mean ``what``: the option, else the preset's, else
+        label names matching ``guess``, else label 1 of a two-label model; [] for a
+        single-logit model (its sigmoid is the score)."""
+        id2label = self.classifier.id2label
+        if self.classifier.num_labels == 1:
+            return []
+        if given is None and self.preset_used is not None and self.preset_used.positive:
+            given = list(self.preset_used.positive)
+        if given is not None:
+            wanted = [given] if isinstance(given, str | int) else list(given)
+            found = sorted({i for i, name in id2label.items() for w in wanted if w in (i, name)})
+            if not found:
+                raise ModelUnavailable(
+                    f"{self.name()}: {self.model_name} has no label {wanted} (its labels: "
+                    f"{id2label}); set {option} to a label name or index"
+                )
+            return found
+        found = [i for i, name in id2label.items() if guess.search(name)]
+        if not found and self.classifier.num_labels == 2:
+            found = [1]  # LABEL_0 / LABEL_1: 1 is the positive class by convention
+        if not found:
+            raise ModelUnavailable(
+                f"{self.name()}: cannot tell which label of {self.model_name} means {what} "
+                f"({id2label}); set {option} in evaluation.options"
+            )
+        return found
+
+    @staticmethod
+    def probability(logits: np.ndarray, positive: list[int]) -> np.ndarray:
+        """P(positive) per row (or per token): sigmoid of a single logit, else the softmax
+        mass of the positive labels."""
+        if logits.shape[-1] == 1 or not positive:
+            result: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(logits[..., 0], -40, 40)))
+            return result
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        probs = np.exp(shifted)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        mass: np.ndarray = probs[..., positive].sum(axis=-1)
+        return mass
+
+    # -- batching and windows ---------------------------------------------------------
+    def batches(self, items: Sequence[T]) -> Iterator[Sequence[T]]:
+        size = self.options.batch_size
+        for start in range(0, len(items), size):
+            yield items[start : start + size]
+
+    def windows(self, text: str, budget: int, stride: int | None = None) -> list[tuple[int, int]]:
+        """Character spans of ``text`` of at most ``budget`` tokens each, overlapping by
+        ``stride`` tokens (the option's by default), covering all of it; [(0, len)] when
+        it fits."""
+        budget = max(MIN_WINDOW_TOKENS, budget - 2)  # re-tokenising a cut may add a piece
+        spans = self.classifier.spans(text)
+        if len(spans) <= budget:
+            return [(0, len(text))]
+        overlap = self.options.stride if stride is None else stride
+        step = max(1, budget - min(overlap, budget // 2))
+        out = []
+        for start in range(0, len(spans), step):
+            end = min(start + budget, len(spans))
+            last = end == len(spans)
+            out.append((spans[start][0] if start else 0, len(text) if last else spans[end - 1][1]))
+            if last:
+                break
+        return out
+
+    def room(self, budget: int, what: str) -> int:
+        """``budget`` when a window of text still fits, else ValueError (an error result)."""
+        if budget < MIN_WINDOW_TOKENS:
+            raise ValueError(
+                f"max_tokens {self.max_tokens} leaves {budget} tokens for {what}: raise it"
+            )
+        return budget
+
+    def split_long(self, text: str, budget: int) -> list[str]:
+        """``text`` as pieces of at most ``budget`` tokens (whole, when it fits)."""
+        return [text[a:b] for a, b in self.windows(text, budget)]

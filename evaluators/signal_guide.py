@@ -1,0 +1,76 @@
+"""What each local score can see, measured on the labelled dev sets, and what to switch on
+for real accuracy. One table, shown by ``ragpulse demo`` and in the README's quick start
+(a test keeps the two and the evaluators' label lines in step).
+
+Figures: AUROC on ``shared/data/dev`` (``bench/lexical_dev.py``, ``bench/model_tier.py``,
+``bench/injection_dev.py``); the probe's ARES figure is grouped cross-validation (it was
+trained on those rows). The label line is where a method's label flips; the alerts and the
+failure-ratio series read every score at 0.5 (on the quality scale).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Signal:
+    method: str
+    default: bool
+    sees: str
+    misses: str
+    label_line: float | None
+    """Where the label flips (score >= line: faithful / injection / followed); None: no label."""
+    upgrade: str
+
+
+SIGNALS: tuple[Signal, ...] = (
+    Signal("faithfulness/lexical", True,
+           "invented words, numbers (ARES 0.97)",
+           "paraphrase, subtle edits (SummEdits 0.50, HaluEval 0.47)",
+           None, "`faithfulness/nli` `hhem-2.1-open`; `llm_judge`"),
+    Signal("faithfulness/probe", False,
+           "some subtle edits (SummEdits 0.59, HaluEval 0.62)",
+           "most of them",
+           0.41, "as above"),
+    Signal("context_relevance/lexical", True,
+           "off-topic documents (ARES 1.00)",
+           "on-topic documents without the answer",
+           None, "`cross_encoder` `ms-marco-minilm-l6`; `llm_judge`"),
+    Signal("answer_relevance/lexical", True,
+           "ignored questions (ARES 0.64)",
+           "answers in other words",
+           None, "`embedding` (ARES 0.92); `llm_judge`"),
+    Signal("injection/rules", True,
+           "explicit attacks (0.82; precision 1.00, recall 0.39)",
+           "paraphrased, persuasive attacks",
+           0.5, "`classifier` `prompt-guard-2-86m`; `llm_judge`"),
+    Signal("injection_followed/rules", True,
+           "answers carrying a flagged document's link, contact, code word",
+           "obedience that leaves nothing to check",
+           0.5, "the canary in `ragpulse eval`"),
+)  # fmt: skip
+
+COLUMNS = ("method", "separates (dev AUROC)", "misses", "label line", "switch on")
+
+
+def rows() -> list[tuple[str, ...]]:
+    return [
+        (
+            s.method + ("" if s.default else " (opt-in)"),
+            s.sees,
+            s.misses,
+            "score only" if s.label_line is None else f"{s.label_line:g}",
+            s.upgrade,
+        )
+        for s in SIGNALS
+    ]
+
+
+def markdown() -> str:
+    """The table in Markdown (the README's quick start)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for method, *rest in rows():
+        name, _, note = method.partition(" ")
+        lines.append(f"| `{name}`{' ' + note if note else ''} | " + " | ".join(rest) + " |")
+    return "\n".join(lines)
