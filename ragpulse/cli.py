@@ -27,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from ragpulse import __version__, config_command
 from ragpulse.config import Settings
 from ragpulse.config import load_settings as _load_settings
 from ragpulse.errors import ConfigError, PortUnavailable
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ragpulse", description="Evaluate live RAG traffic from its OpenTelemetry traces."
     )
     _log_level_flag(parser, "INFO")
+    parser.add_argument("--version", action="version", version=f"ragpulse {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     _log_level_flag(common, None)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -255,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _judge_parser(sub, common)
+    config_command.add_parsers(sub, common)
 
     demo = sub.add_parser(
         "demo",
@@ -493,6 +496,10 @@ def main(argv: list[str] | None = None) -> int:
             from ragpulse.demo import run_demo
 
             return run_demo(args, console)
+        if args.command == "config":
+            return config_command.config_command(args, _stdout())
+        if args.command == "metrics":
+            return config_command.metrics_command(_stdout())
     except ConfigError as exc:
         # One line (no wrapping, no markup: messages quote names and brackets as they are).
         label = "error: " if isinstance(exc, PortUnavailable) else "configuration error: "

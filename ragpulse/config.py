@@ -22,10 +22,11 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ragpulse.errors import ConfigError
 from ragpulse.options import PluginOptions
-from ragpulse.settings_env import AliasEnvSource, check_environment
+from ragpulse.settings_env import AliasEnvSource, environment_problems
 
 CONFIG_ENV = "RAGPULSE_CONFIG"
-_config_file: ContextVar[Path | None] = ContextVar("ragpulse_config_file", default=None)
+_config_data: ContextVar[dict[str, Any] | None] = ContextVar("ragpulse_config_data", default=None)
+"""The config file's contents while settings are built from it (read once, by load_settings)."""
 
 
 class _Section(PluginOptions):
@@ -443,8 +444,7 @@ class _FileSource(PydanticBaseSettingsSource):
         return None, field_name, False  # unused: __call__ returns the whole file
 
     def __call__(self) -> dict[str, Any]:
-        path = _config_file.get()
-        return read_config_file(path) if path else {}
+        return _config_data.get() or {}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -472,17 +472,60 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Resolve settings; ``overrides`` (from CLI flags) win, ``None`` values are ignored."""
-    check_environment(Settings)  # a misspelt RAGPULSE_* would otherwise be ignored
-    path = config_file or os.environ.get(CONFIG_ENV)
-    token = _config_file.set(Path(path) if path else None)
-    try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    except ValidationError as exc:
-        raise ConfigError(f"invalid ragpulse settings:\n{exc}") from exc
-    finally:
-        _config_file.reset(token)
-    from ragpulse.plugins import check_plugin_options  # plug-ins import this module
+    """Resolve settings; ``overrides`` (from CLI flags) win, ``None`` values are ignored.
 
-    check_plugin_options(settings)
+    Every problem is reported at once, in one :class:`~ragpulse.errors.ConfigError`
+    (:class:`~ragpulse.settings_report.SettingsProblems`): each line names where the
+    value came from (file and line, variable or flag), the setting, what is wrong and,
+    for a mistyped name, the closest real one. The checks that need valid settings
+    (plug-in options, evaluator names) run on the rest when part is invalid.
+    """
+    from ragpulse.settings_report import Origins, Problem, SettingsProblems, problems_of
+
+    path = config_file or os.environ.get(CONFIG_ENV)
+    file = Path(path) if path else None
+    file_data = read_config_file(file) if file else {}  # unreadable: one line, at once
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    origins = Origins.gather(flags, file, file_data)
+    problems = [Problem(var, "", what, hint) for var, what, hint in environment_problems(Settings)]
+    try:
+        settings: Settings | None = _build(file_data, flags)
+    except ValidationError as exc:
+        unknown = {p.where for p in problems}  # said already: not again as an unknown key
+        problems += [p for p in problems_of(exc, Settings, origins) if p.where not in unknown]
+        settings = _the_rest(file_data, flags, exc)
+    if settings is not None:
+        from ragpulse.plugins import plugin_problems  # plug-ins import this module
+
+        for setting, what, hint in plugin_problems(settings):
+            problems.append(Problem(origins.of(setting), ".".join(setting), what, hint))
+    if problems:
+        raise SettingsProblems(sorted(problems, key=Problem.order))
+    assert settings is not None
     return settings
+
+
+def _build(file_data: dict[str, Any], flags: dict[str, Any]) -> Settings:
+    token = _config_data.set(file_data)
+    try:
+        return Settings(**flags)
+    finally:
+        _config_data.reset(token)
+
+
+def _the_rest(
+    file_data: dict[str, Any], flags: dict[str, Any], exc: ValidationError
+) -> Settings | None:
+    """The settings without what ``exc`` found wrong (None if still invalid), so that the
+    later checks report their problems in the same run."""
+    from ragpulse.settings_report import env_names, without
+
+    bad = [tuple(str(part) for part in error["loc"]) for error in exc.errors()]
+    hidden = {name for path in bad for name in env_names(path) if name in os.environ}
+    saved = {name: os.environ.pop(name) for name in hidden}
+    try:
+        return _build(without(file_data, bad), without(flags, bad))
+    except ValidationError:
+        return None
+    finally:
+        os.environ.update(saved)

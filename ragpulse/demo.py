@@ -229,7 +229,10 @@ def _run(
     body = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
     series = [line for line in body.splitlines() if line.startswith("ragpulse_eval_score_count")]
     out = Console()
-    out.print(f"\n[bold]{metrics_url}[/bold] now serves {len(series)} score series, e.g.:")
+    out.print(
+        f"\n[bold]{metrics_url}[/bold] served {len(series)} score series before the demo "
+        "stopped (run `ragpulse serve` to keep one up), e.g.:"
+    )
     for line in series:
         out.print("  " + line, highlight=False, soft_wrap=True)
     injected = [

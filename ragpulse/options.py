@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -27,10 +28,13 @@ def validate_options(kind: str, name: str, model: type[O], raw: Mapping[str, Any
         for error in exc.errors():
             key = ".".join(str(part) for part in error["loc"]) or "(options)"
             if error["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
                 known = ", ".join(model.model_fields) or "none"
-                problems.append(f"unknown option {key!r} (known options: {known})")
+                hint = f"did you mean {close[0]!r}?" if close else f"known options: {known}"
+                problems.append(f"unknown option {key!r} ({hint})")
             else:
                 field = model.model_fields.get(str(error["loc"][0])) if error["loc"] else None
                 hint = f" ({field.description})" if field is not None and field.description else ""
-                problems.append(f"option {key!r}: {error['msg']}, got {error.get('input')!r}{hint}")
+                message = error["msg"][:1].lower() + error["msg"][1:]
+                problems.append(f"option {key!r}: {message}, got {error.get('input')!r}{hint}")
         raise ConfigError(f"{kind} {name}: " + "; ".join(problems)) from None

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable
-from functools import cache
+import re
+from collections.abc import Callable, Iterable
+from functools import cache, partial
 from importlib.metadata import EntryPoint, entry_points
 from typing import cast
 
@@ -180,7 +181,8 @@ def resolve_evaluator_names(
             if not matches:
                 hint = did_you_mean(item, registered if "/" in item else metric_names())
                 raise ConfigError(
-                    f"unknown evaluator {item!r}{hint}; registered: {', '.join(registered)}"
+                    f"unknown evaluator {item!r}{hint or ''}; `ragpulse metrics` lists the "
+                    f"{len(registered)} registered ones"
                 )
         chosen.extend(m for m in matches if m not in chosen)
     return chosen
@@ -217,16 +219,39 @@ def build_sinks(context: PluginContext) -> list[Sink]:
     return sinks
 
 
-def check_plugin_options(settings: Settings) -> None:
-    """Validate ``evaluation.options`` and ``sinks`` against each plug-in's ``Options``.
+def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]]:
+    """(setting path, what is wrong, hint) for every plug-in option, sink and evaluator
+    name in ``settings`` that cannot work; imports only the plug-ins named there."""
+    problems: list[tuple[tuple[str, ...], str, str]] = []
 
-    Called when settings load, so a typo fails at start with a message naming
-    the plug-in, the key and the fix; imports only the plug-ins named there.
-    """
+    def check(path: tuple[str, ...], run: Callable[[], object]) -> None:
+        try:
+            run()
+        except ConfigError as exc:
+            # The path names the plug-in already: "evaluator faithfulness/lexical: " goes.
+            what = re.sub(r"^(evaluator|sink) \S+: ", "", str(exc))
+            problems.append((path, what, ""))
+
     for name, raw in settings.evaluation.options.items():
-        evaluator_class(name).validate_options(raw)
+        check(
+            ("evaluation", "options", name),
+            partial(lambda n, r: evaluator_class(n).validate_options(r), name, raw),
+        )
     for name, raw in settings.sinks.items():
-        enabled = raw.get("enabled", True)
-        if not isinstance(enabled, bool):
-            raise ConfigError(f"sink {name}: option 'enabled' must be true or false")
-        sink_class(name).options_from(settings)
+        if not isinstance(raw.get("enabled", True), bool):
+            problems.append((("sinks", name, "enabled"), "must be true or false", ""))
+            continue
+        check(("sinks", name), partial(lambda n: sink_class(n).options_from(settings), name))
+    for item in settings.evaluation.evaluators or ():
+        check(
+            ("evaluation", "evaluators"),
+            partial(resolve_evaluator_names, [item], settings.evaluation),
+        )
+    return problems
+
+
+def check_plugin_options(settings: Settings) -> None:
+    """ConfigError for the first of :func:`plugin_problems` (for code that builds
+    settings without :func:`~ragpulse.config.load_settings`)."""
+    for path, what, _ in plugin_problems(settings):
+        raise ConfigError(f"{'.'.join(path)}: {what}")

@@ -63,14 +63,14 @@ def nested_name(path: str) -> str:
     return PREFIX + path.upper().replace(".", "__")
 
 
-def _submodel(annotation: Any) -> type[BaseModel] | None:
+def submodel(annotation: Any) -> type[BaseModel] | None:
     """The settings section inside ``X`` or ``X | None``, else None."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     if get_origin(annotation) in (Union, types.UnionType):
         models = [a for a in get_args(annotation) if a is not type(None)]
         if len(models) == 1:
-            return _submodel(models[0])
+            return submodel(models[0])
     return None
 
 
@@ -86,7 +86,7 @@ def setting_names(model: type[BaseModel], prefix: str = PREFIX) -> tuple[set[str
     for field_name, info in model.model_fields.items():
         name = prefix + field_name.upper()
         names.add(name)
-        sub = _submodel(info.annotation)
+        sub = submodel(info.annotation)
         if sub is not None:
             more, more_open = setting_names(sub, name + "__")
             names |= more
@@ -108,9 +108,11 @@ def _other_names() -> set[str]:
     return {*OTHER, CACHE_ENV, *app}
 
 
-def check_environment(model: type[BaseModel], environ: Mapping[str, str] | None = None) -> None:
-    """ConfigError for an unknown ``RAGPULSE_*`` variable, or an alias that disagrees
-    with its nested name; one line per problem."""
+def environment_problems(
+    model: type[BaseModel], environ: Mapping[str, str] | None = None
+) -> list[tuple[str, str, str]]:
+    """(variable, what is wrong, hint) for every unknown ``RAGPULSE_*`` variable and every
+    alias that disagrees with its nested name."""
     environ = os.environ if environ is None else environ
     names, open_prefixes = setting_names(model)
     known = names | set(ALIASES) | _other_names()
@@ -125,17 +127,27 @@ def check_environment(model: type[BaseModel], environ: Mapping[str, str] | None 
             continue
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else "no setting has a close name"
-        problems.append(f"unknown environment variable {key} ({hint})")
+        problems.append((key, "unknown environment variable", hint))
     for alias, path in ALIASES.items():
         nested = nested_name(path)
         if alias in upper and nested in upper and upper[alias] != upper[nested]:
-            problems.append(f"{alias} and {nested} are both set, to different values: keep one")
+            problems.append((alias, f"disagrees with {nested}", "both set: keep one"))
+    return problems
+
+
+ENV_RULE = (
+    "settings are RAGPULSE_<FIELD>, nested with __ (RAGPULSE_ASSEMBLY__GRACE_S); "
+    "`ragpulse serve --help` names each flag's variable"
+)
+
+
+def check_environment(model: type[BaseModel], environ: Mapping[str, str] | None = None) -> None:
+    """ConfigError for an unknown ``RAGPULSE_*`` variable, or an alias that disagrees
+    with its nested name; one line per problem."""
+    problems = environment_problems(model, environ)
     if problems:
-        rule = (
-            "settings are RAGPULSE_<FIELD>, nested with __ (RAGPULSE_ASSEMBLY__GRACE_S); "
-            "`ragpulse serve --help` names each flag's variable"
-        )
-        raise ConfigError("; ".join(problems) + f". ({rule})")
+        lines = [f"{var}: {what} ({hint})" for var, what, hint in problems]
+        raise ConfigError("; ".join(lines) + f". ({ENV_RULE})")
 
 
 def _field(model: type[BaseModel], path: str) -> Any:
@@ -146,7 +158,7 @@ def _field(model: type[BaseModel], path: str) -> Any:
         if current is None:
             raise KeyError(path)
         info = current.model_fields[part]
-        current = _submodel(info.annotation)
+        current = submodel(info.annotation)
     return info
 
 

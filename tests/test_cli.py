@@ -157,5 +157,5 @@ def test_unknown_environment_variable_stops_serve(
     monkeypatch.setenv("RAGPULSE_JUDGE_BASEURL", "http://127.0.0.1:1/v1")
     assert main(["serve"]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "unknown environment variable RAGPULSE_JUDGE_BASEURL" in err
+    assert "RAGPULSE_JUDGE_BASEURL: unknown environment variable" in err
     assert "did you mean RAGPULSE_JUDGE_BASE_URL?" in err

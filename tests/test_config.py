@@ -81,7 +81,9 @@ def test_alias_and_nested_name_must_agree(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("RAGPULSE_EVALUATION__JUDGE__MODEL", "a")
     assert load_settings().evaluation.judge.model == "a"
     monkeypatch.setenv("RAGPULSE_EVALUATION__JUDGE__MODEL", "b")
-    with pytest.raises(ConfigError, match="RAGPULSE_JUDGE_MODEL and RAGPULSE_EVALUATION__JUDGE"):
+    with pytest.raises(
+        ConfigError, match="RAGPULSE_JUDGE_MODEL: disagrees with RAGPULSE_EVALUATION__JUDGE"
+    ):
         load_settings()
 
 
@@ -98,8 +100,10 @@ def test_unknown_variable_is_refused_with_did_you_mean(
     monkeypatch: pytest.MonkeyPatch, name: str, suggestion: str
 ) -> None:
     monkeypatch.setenv(name, "1")
-    with pytest.raises(ConfigError, match=f"{name.upper()} \\(did you mean {suggestion}\\?\\)"):
+    expected = f"{name.upper()}: unknown environment variable \\(did you mean {suggestion}\\?\\)"
+    with pytest.raises(ConfigError, match=expected) as raised:
         load_settings()
+    assert str(raised.value).count(name.upper() + ":") == 1  # said once, not as a bad key too
 
 
 def test_variables_read_elsewhere_are_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -97,7 +97,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
         "faithfulness/nli": {"model": str(build_hhem(root / "hhem")), "max_tokens": 48},
         "faithfulness/spans": {"model": str(build_modernbert_token_classifier(root / "spans"))},
         "context_relevance/cross_encoder": {
-            "model": str(build_bert_cross_encoder(root / "ce")), "max_tokens": 32
+            "model": str(build_bert_cross_encoder(root / "ce")),
+            "max_tokens": 32,
         },
     }
 
@@ -126,9 +127,7 @@ def test_every_cheap_metric_is_registered() -> None:
 
 
 @pytest.mark.parametrize("name", evaluator_names())
-def test_evaluator_contract(
-    name: str, judge: JudgeServer, tiny: dict[str, dict[str, Any]]
-) -> None:
+def test_evaluator_contract(name: str, judge: JudgeServer, tiny: dict[str, dict[str, Any]]) -> None:
     cls = evaluator_class(name)
     assert issubclass(cls, Evaluator) and isinstance(cls.tier, Tier)
     assert isinstance(cls.direction, Direction)
@@ -247,23 +246,23 @@ def write(tmp_path: Path, text: str) -> Path:
     [
         (
             "evaluation: {options: {injection/rules: {threshold: 2}}}",
-            r"evaluator injection/rules: option 'threshold': .*less than or equal to 1.*got 2",
+            r"injection/rules: option 'threshold': .*less than or equal to 1.*got 2",
         ),
         (
             "evaluation: {options: {injection/rules: {threshold: 'high'}}}",
-            r"evaluator injection/rules: option 'threshold': .*valid number.*'high'",
+            r"injection/rules: option 'threshold': .*valid number.*'high'",
         ),
         (
             "evaluation: {options: {injection/rules: {treshold: 0.7}}}",
-            r"evaluator injection/rules: unknown option 'treshold' \(known options: threshold\)",
+            r"injection/rules: unknown option 'treshold' \(did you mean 'threshold'\?\)",
         ),
         (
             "evaluation: {options: {faithfulness/nope: {}}}",
             r"unknown evaluator 'faithfulness/nope'; registered: .*faithfulness/lexical",
         ),
         ("sinks: {nope: {}}", r"unknown sink 'nope'; registered: .*prometheus"),
-        ("sinks: {prometheus: {max_routes: 0}}", r"sink prometheus: option 'max_routes'"),
-        ("sinks: {jsonl: {enabled: 'yes'}}", r"sink jsonl: option 'enabled' must be true or false"),
+        ("sinks: {prometheus: {max_routes: 0}}", r"sinks.prometheus: option 'max_routes'"),
+        ("sinks: {jsonl: {enabled: 'yes'}}", r"sinks.jsonl.enabled: must be true or false"),
     ],
 )
 def test_bad_options_fail_at_load_naming_plugin_key_and_fix(

@@ -1,0 +1,84 @@
+"""``ragpulse config check FILE``, ``ragpulse config show`` and ``ragpulse metrics``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from rich.console import Console
+from rich.table import Table
+
+from ragpulse.config import CONFIG_ENV, load_settings, read_config_file
+from ragpulse.settings_report import Origins, leaves
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    config = sub.add_parser(
+        "config",
+        parents=[common],
+        help="check a settings file, or show the effective settings",
+        description="Settings come from defaults < the config file < RAGPULSE_* variables < "
+        "flags. `check` reports every problem at once; `show` lists each setting with where "
+        "its value came from.",
+    )
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser(
+        "check", parents=[common], help="validate a settings file (and the environment)"
+    )
+    check.add_argument("file", type=Path, help="YAML or TOML settings file")
+    show = config_sub.add_parser(
+        "show", parents=[common], help="every effective setting and where it came from"
+    )
+    show.add_argument("--config", type=Path, help=f"settings file (env {CONFIG_ENV})")
+    sub.add_parser(
+        "metrics",
+        parents=[common],
+        help="list every registered metric/method, its tier and whether it is on by default",
+    )
+
+
+def config_command(args: argparse.Namespace, out: Console) -> int:
+    """Raises ConfigError (exit 2, every problem listed) when the settings are invalid."""
+    if args.config_command == "check":
+        load_settings(args.file)
+        out.print(f"{args.file}: ok")
+        return 0
+    path = args.config or os.environ.get(CONFIG_ENV)
+    file = Path(path) if path else None
+    settings = load_settings(file)
+    origins = Origins.gather({}, file, read_config_file(file) if file else {})
+    title = "effective settings" + (f" (file: {file})" if file else "")
+    table = Table("setting", "value", "from", title=title)
+    for key, value in leaves(settings):
+        where = origins.of(key)
+        if file is not None and where.startswith(str(file)):
+            where = file.name + where[len(str(file)) :]  # the title names the whole path
+        table.add_row(".".join(key), _shown(value), "default" if where == "settings" else where)
+    out.print(table)
+    return 0
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return "********"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return "" if value is None else str(value)
+
+
+def metrics_command(out: Console) -> int:
+    from ragpulse.config import EvaluationSettings
+    from ragpulse.plugins import evaluator_classes
+
+    settings = EvaluationSettings()
+    table = Table("metric/method", "tier", "better", "by default", title="registered evaluators")
+    for name, cls in sorted(evaluator_classes().items()):
+        why = cls.missing() or cls.unconfigured(settings)
+        on = "on" if cls.default_enabled and not why else (why.split(" (")[0] if why else "opt-in")
+        table.add_row(name, cls.tier.value, cls.direction.value, on)
+    out.print(table)
+    return 0
