@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench install clean prometheus chromium
+.PHONY: demo test lint typecheck bench install clean prometheus chromium backends
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/ragpulse demo $(DEMO_ARGS)
 
-test: $(STAMP) prometheus chromium typecheck
+test: $(STAMP) prometheus chromium typecheck backends
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
@@ -67,6 +67,34 @@ prometheus:
 chromium:
 	$(call apt_get,chromium,chromium,HTML report browser test)
 
+# The tracing tools the live tests start on 127.0.0.1 (tests/tracing_backends.py): Arize
+# Phoenix and an MLflow tracking server, each from PyPI into a venv of its own (their
+# pins, pandas, SQLAlchemy, FastAPI..., need not agree with ours). Built once: a stamp
+# per tool. Where pip cannot install one (PyPI unreachable, say) this never fails the
+# build: BACKENDS/NAME.unavailable keeps pip's last words, and those tests skip with them.
+BACKENDS := .backends
+PHOENIX_SPEC ?= arize-phoenix>=20
+MLFLOW_SPEC ?= mlflow>=3.17
+
+backends: $(BACKENDS)/phoenix/.installed $(BACKENDS)/mlflow/.installed
+
+# $(call backend_venv,NAME,PIP_SPEC)
+define backend_venv
+	@mkdir -p $(BACKENDS) && rm -f $(BACKENDS)/$(1).unavailable && : > $(BACKENDS)/$(1).log
+	@echo "installing $(2) into $(BACKENDS)/$(1) (once; for the live tracing-tool tests)"
+	@{ $(PYTHON) -m venv $(BACKENDS)/$(1) >> $(BACKENDS)/$(1).log 2>&1 && \
+	   $(BACKENDS)/$(1)/bin/python -m pip install --quiet --timeout 30 --retries 2 '$(2)' \
+	     >> $(BACKENDS)/$(1).log 2>&1 && touch $@; } || \
+	 { grep -v "^WARNING: Location" $(BACKENDS)/$(1).log | tail -n 5 > $(BACKENDS)/$(1).unavailable; \
+	   echo "pip could not install $(2) (see $(BACKENDS)/$(1).log): its live tests will be skipped"; }
+endef
+
+$(BACKENDS)/phoenix/.installed:
+	$(call backend_venv,phoenix,$(PHOENIX_SPEC))
+
+$(BACKENDS)/mlflow/.installed:
+	$(call backend_venv,mlflow,$(MLFLOW_SPEC))
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -76,4 +104,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/cheap_tier_ratio.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(BACKENDS) build *.egg-info .pytest_cache .ruff_cache

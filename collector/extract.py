@@ -114,12 +114,13 @@ def _record(
 
     # A reranker's output is what the generator actually saw.
     notes: list[str] = []  # values that had to be converted: reported, never silent
-    reranked = [d for s in rerankers for d in _documents(s, "reranked", notes)]
-    if not reranked:
+    by_span = [(s, _documents(s, "reranked", notes)) for s in rerankers]
+    if not any(docs for _, docs in by_span):
         notes.clear()  # the rerankers' documents were not used: neither are their notes
-    documents = reranked or [
-        d for s in _outer(trace, retrievers) for d in _documents(s, "documents", notes)
-    ]
+        by_span = [(s, _documents(s, "documents", notes)) for s in _outer(trace, retrievers)]
+    documents = [d for _, docs in by_span for d in docs]
+    # Document positions mean something in the trace only when one span returned them all.
+    sources = [s.span_id for s, docs in by_span if docs]
 
     question = _text(root, "question")
     for fallback in retrievers:
@@ -144,6 +145,11 @@ def _record(
     }
     if annotations:
         attributes.update(annotations)
+    if len(sources) == 1:
+        attributes[sc.RAGPULSE_DOCUMENTS_SPAN_ID] = sources[0]
+    project = root.resource.get(sc.OPENINFERENCE_PROJECT_NAME)
+    if isinstance(project, str) and project:
+        attributes[sc.OPENINFERENCE_PROJECT_NAME] = project  # evaluations go to the same one
     if notes:
         attributes[sc.RAGPULSE_COERCED] = notes
     return RagRecord(

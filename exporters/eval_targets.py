@@ -82,15 +82,15 @@ def evaluated_span(record: RagRecord, result: EvalResult) -> EvaluatedSpan:
         # The response id correlates the result with the completion even without its span.
         span_id = record.generation_span_id
         return EvaluatedSpan(
-            span_id if _is_span_id(span_id) else record.span_id, target, record.response_id
+            span_id if is_span_id(span_id) else record.span_id, target, record.response_id
         )
-    retrievals = [s for s in record.retrieval_span_ids if _is_span_id(s)]
+    retrievals = [s for s in record.retrieval_span_ids if is_span_id(s)]
     if target is Target.RETRIEVAL and retrievals:
         return EvaluatedSpan(retrievals[0], target)
     return EvaluatedSpan(record.span_id, Target.ROOT)
 
 
-def _is_span_id(value: str | None) -> TypeGuard[str]:
+def is_span_id(value: str | None) -> TypeGuard[str]:
     """16 hex digits, not all zero (a malformed id falls back to the record's span)."""
     if not value or len(value) != 16:
         return False

@@ -62,11 +62,27 @@ def config_command(args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+_SECRET_NAMES = ("key", "secret", "token", "password", "authorization")
+"""Entries of free-form mappings (``sinks.<name>``, headers) shown masked: a sink's
+``api_key`` or ``secret_key`` is a SecretStr only once its own Options read it."""
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: "********" if any(s in str(k).lower() for s in _SECRET_NAMES) else _masked(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, SecretStr):
         return "********"
     if isinstance(value, dict | list):
-        return json.dumps(value, default=str)
+        return json.dumps(_masked(value), default=str)
     return "" if value is None else str(value)
 
 

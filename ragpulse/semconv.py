@@ -45,6 +45,9 @@ LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
 SESSION_ID = "session.id"
 USER_ID = "user.id"
 
+OPENINFERENCE_PROJECT_NAME = "openinference.project.name"
+"""Resource attribute: the Phoenix project a trace belongs to (``default`` when unset)."""
+
 # Evaluations (OpenInference spec/annotations.md): span-scoped results, flattened as
 # ``evaluations.<i>.evaluation.<field>``; post-hoc, on an EVALUATOR carrier span that
 # has exactly one Span Link to the evaluated span.
@@ -160,6 +163,12 @@ RAGPULSE_EVAL_METHOD = "ragpulse.evaluation.method"
 RAGPULSE_EVAL_DETAILS = "ragpulse.evaluation.details"
 RAGPULSE_EVAL_ERROR = "ragpulse.evaluation.error"
 RAGPULSE_EVAL_SPAN_ID = "ragpulse.evaluation.target_span_id"
+RAGPULSE_EVAL_TRACE_ID = "ragpulse.evaluation.target_trace_id"
+"""On an EVALUATOR carrier: the evaluated trace (also in its span link, which some
+backends drop)."""
+RAGPULSE_DOCUMENTS_SPAN_ID = "ragpulse.documents.span_id"
+"""Record attribute: the one span (retriever or reranker) the record's documents came
+from, in its order; absent when they came from several spans."""
 RAGPULSE_DOCUMENT_COUNT = "ragpulse.retrieval.document_count"
 """How many documents the retriever returned (also written when content is not
 captured, and counting documents beyond the recorded maximum)."""

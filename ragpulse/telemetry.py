@@ -194,7 +194,24 @@ class CollectorMetrics:
             registry=r,
         )
         self.sink_errors = Counter(
-            "ragpulse_sink_errors", "Exceptions raised by sinks.", ["sink"], registry=r
+            "ragpulse_sink_errors",
+            "Exceptions raised by sinks, and exports a sink could not deliver.",
+            ["sink"],
+            registry=r,
+        )
+        self.sink_items = Counter(
+            "ragpulse_sink_items",
+            "Items (annotations, assessments, scores) a tracing-tool sink handled, by outcome "
+            "(delivered, failed, dropped: the sink's queue was full).",
+            ["sink", "outcome"],
+            registry=r,
+        )
+        self.sink_retries = Counter(
+            "ragpulse_sink_retries",
+            "Requests a tracing-tool sink sent again (429, 5xx, network errors, the evaluated "
+            "trace not in the tool yet).",
+            ["sink"],
+            registry=r,
         )
         self.open_traces = Gauge(
             "ragpulse_open_traces", "Traces being assembled right now.", registry=r

@@ -3,13 +3,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from kafka_env import kafka_broker, moto_s3, rotel_agent, s3_kafka_broker  # noqa: F401 (fixtures)
 from llm_server import LlamaServer, unavailable
+from tracing_backends import MlflowServer, PhoenixServer, Server
 
 from ragpulse.disk_cache import CACHE_ENV, cache_root
 from ragpulse.telemetry import CollectorMetrics
+
+S = TypeVar("S", bound=Server)
 
 # The OTLP/gRPC receiver defaults to port 4317: every `ragpulse serve` and Collector a
 # test starts would bind it, so two at once (or two test runs) would collide. Off unless
@@ -59,3 +63,23 @@ def llm_server() -> Iterator[LlamaServer]:
         pytest.skip(f"no real LLM server: {reason}")
     with LlamaServer() as server:
         yield server
+
+
+def _running(server: S) -> Iterator[S]:
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
+    """One real Arize Phoenix for the session (tests/tracing_backends.py)."""
+    yield from _running(PhoenixServer(tmp_path_factory.mktemp("phoenix")))
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """One real MLflow tracking server for the session (tests/tracing_backends.py)."""
+    yield from _running(MlflowServer(tmp_path_factory.mktemp("mlflow")))

@@ -13,7 +13,7 @@ import threading
 import urllib.request
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from kafka_env import free_port, wait_until
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -78,35 +78,28 @@ class Captured:
         ]
 
 
-class CaptureServer:
-    """Accepts OTLP/HTTP protobuf on /v1/traces and /v1/logs and keeps what it got."""
+Reply = tuple[int, dict[str, str], bytes]
+"""An HTTP answer: status, headers, body."""
+
+
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port) whose POSTs ``respond`` answers:
+    ``respond(path, headers, body)`` -> (status, headers, body). The base of the test
+    doubles of backends that cannot run here."""
+
+    def respond(self, path: str, headers: Any, body: bytes) -> Reply:
+        raise NotImplementedError
 
     def __init__(self) -> None:
-        self.captured = Captured()
-        captured = self.captured
+        double = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                if self.path == "/v1/traces":
-                    req: Any = trace_service_pb2.ExportTraceServiceRequest()
-                    req.ParseFromString(body)
-                    captured.traces.append(req)
-                    resp = trace_service_pb2.ExportTraceServiceResponse()
-                elif self.path == "/v1/logs":
-                    req = logs_service_pb2.ExportLogsServiceRequest()
-                    req.ParseFromString(body)
-                    captured.logs.append(req)
-                    resp = logs_service_pb2.ExportLogsServiceResponse()
-                else:
-                    self.send_response(404)
-                    self.end_headers()
-                    return
-                payload = resp.SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
+                status, headers, payload = double.respond(self.path, self.headers, body)
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -121,13 +114,44 @@ class CaptureServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_port}"
 
-    def __enter__(self) -> CaptureServer:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class CaptureServer(LocalServer):
+    """Accepts OTLP/HTTP protobuf on /v1/traces and /v1/logs and keeps what it got;
+    ``logs_status`` (404, 405) answers /v1/logs as a backend without a logs intake does."""
+
+    def __init__(self, logs_status: int | None = None) -> None:
+        super().__init__()
+        self.captured = Captured()
+        self.logs_status = logs_status
+        self.log_requests = 0
+
+    def respond(self, path: str, headers: Any, body: bytes) -> Reply:
+        if headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        if path == "/v1/traces":
+            req: Any = trace_service_pb2.ExportTraceServiceRequest()
+            req.ParseFromString(body)
+            self.captured.traces.append(req)
+            resp: Any = trace_service_pb2.ExportTraceServiceResponse()
+        elif path == "/v1/logs" and self.logs_status is not None:
+            self.log_requests += 1
+            return self.logs_status, {}, b""
+        elif path == "/v1/logs":
+            req = logs_service_pb2.ExportLogsServiceRequest()
+            req.ParseFromString(body)
+            self.captured.logs.append(req)
+            resp = logs_service_pb2.ExportLogsServiceResponse()
+        else:
+            return 404, {}, b""
+        return 200, {"Content-Type": "application/x-protobuf"}, resp.SerializeToString()
 
 
 def _kv(key: str, value: str) -> Any:

@@ -178,14 +178,19 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
         return f"{root.context.trace_id:032x}", {s.name: f"{s.context.span_id:016x}" for s in spans}
 
     def evaluated(trace_id: str, items: list[Any], event: bool = False) -> dict[str, str]:
-        """metric -> the span each signal of the trace is about (an EVALUATOR span's
-        parent, an event's span)."""
-        return {
-            {kv.key: kv.value.string_value for kv in item.attributes}["gen_ai.evaluation.name"]: (
-                item.span_id if event else item.parent_span_id
-            ).hex()
+        """metric -> the span each signal about the trace is about (an EVALUATOR span's
+        one link, an event's span)."""
+        about = [
+            (item, (item.trace_id, item.span_id) if event else
+             (item.links[0].trace_id, item.links[0].span_id))
             for item in items
-            if item.trace_id.hex() == trace_id
+        ]  # fmt: skip
+        return {
+            {kv.key: kv.value.string_value for kv in item.attributes}[
+                "gen_ai.evaluation.name"
+            ]: span.hex()
+            for item, (trace, span) in about
+            if trace.hex() == trace_id
         }
 
     root_trace, span_ids = ids("ask_grounded")
@@ -200,12 +205,13 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
         "context_relevance": retrieval,
         "injection": root_span,
     }
-    eval_spans = [s for s in backend.captured.spans() if s.trace_id.hex() == root_trace]
+    # EVALUATOR carriers: each the root of a trace of its own, with one link to the span
+    # it judges (never parented: the app's trace keeps its duration and service).
+    eval_spans = [s for s in backend.captured.spans() if s.links[0].trace_id.hex() == root_trace]
     assert len(eval_spans) == len(grounded["results"]) == 6
     assert evaluated(root_trace, eval_spans) == expected
-    assert all(
-        [link.span_id.hex() for link in s.links] == [s.parent_span_id.hex()] for s in eval_spans
-    )
+    assert all(len(s.links) == 1 and not s.parent_span_id for s in eval_spans)
+    assert not any(s.trace_id.hex() == root_trace for s in backend.captured.spans())
     events = [e for e in backend.captured.log_records() if e.trace_id.hex() == root_trace]
     assert len(events) == 6 and {e.event_name for e in events} == {"gen_ai.evaluation.result"}
     assert evaluated(root_trace, events, event=True) == expected

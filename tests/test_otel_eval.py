@@ -7,15 +7,18 @@ every test tells its own signals apart by trace id.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from helpers import CaptureServer, new_span_id, new_trace_id
+from kafka_env import free_port
 
-from ragpulse.config import load_settings
+from ragpulse.config import Settings, load_settings
 from ragpulse.exporters.eval_targets import METRIC_TARGETS, Target
 from ragpulse.exporters.otel_eval import OtelEvaluationSink
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 
 
@@ -25,9 +28,16 @@ def backend() -> Iterator[CaptureServer]:
         yield server
 
 
-def export(backend: CaptureServer, record: RagRecord, results: list[EvalResult]) -> None:
-    settings = load_settings(otlp_export_endpoint=backend.url, service_name="rp-test")
-    sink = OtelEvaluationSink.from_settings(settings)
+def export(
+    backend: CaptureServer | str,
+    record: RagRecord,
+    results: list[EvalResult],
+    context: PluginContext | None = None,
+    **settings: Any,
+) -> None:
+    url = backend if isinstance(backend, str) else backend.url
+    loaded = load_settings(otlp_export_endpoint=url, service_name="rp-test", **settings)
+    sink = OtelEvaluationSink.from_settings(loaded, context)
     assert sink is not None
     sink.export(record, results)
     sink.shutdown()  # flushes both providers
@@ -42,8 +52,12 @@ def attrs(item: Any) -> dict[str, Any]:
 
 
 def signals(backend: CaptureServer, trace_id: str) -> tuple[list[Any], list[Any]]:
-    """(EVALUATOR spans, evaluation events) of one trace."""
-    spans = [s for s in backend.captured.spans() if s.trace_id.hex() == trace_id]
+    """(EVALUATOR spans linked to one trace, evaluation events in it)."""
+    spans = [
+        s
+        for s in backend.captured.spans()
+        if any(link.trace_id.hex() == trace_id for link in s.links)
+    ]
     logs = [lr for lr in backend.captured.log_records() if lr.trace_id.hex() == trace_id]
     return spans, logs
 
@@ -110,14 +124,16 @@ def test_events_and_evaluator_spans_on_the_evaluated_spans(backend: CaptureServe
     assert by_metric(logs, "injection").span_id.hex() == retrievals[0]  # found in a document
 
     # EVALUATOR carrier spans (OpenInference post-hoc feedback): one Span Link to the
-    # evaluated span, parented to it too, the result as evaluations.0.evaluation.*.
+    # evaluated span, the root of a trace of their own (never parented: the evaluated
+    # trace's duration, project and service stay as the app made them), the result as
+    # evaluations.0.evaluation.*.
     for metric, target in [
         ("faithfulness", generation),
         ("context_relevance", retrievals[0]),
         ("injection", retrievals[0]),
     ]:
         span = by_metric(spans, metric)
-        assert span.parent_span_id.hex() == target
+        assert not span.parent_span_id and span.trace_id.hex() != trace_id
         assert [(link.trace_id.hex(), link.span_id.hex()) for link in span.links] == [
             (trace_id, target)
         ]
@@ -125,6 +141,7 @@ def test_events_and_evaluator_spans_on_the_evaluated_spans(backend: CaptureServe
         assert a["openinference.span.kind"] == "EVALUATOR"
         assert a["evaluations.0.evaluation.name"] == metric
         assert a["ragpulse.evaluation.target_span_id"] == target
+        assert a["ragpulse.evaluation.target_trace_id"] == trace_id
     judged = attrs(by_metric(spans, "context_relevance"))
     assert judged["evaluations.0.evaluation.annotator_kind"] == "LLM"
     assert judged["evaluations.0.evaluation.identifier"] == "ragpulse.llm_judge"
@@ -175,7 +192,7 @@ def test_falls_back_to_the_record_span(backend: CaptureServer) -> None:
     spans, logs = signals(backend, trace_id)
     assert len(spans) == 5 and len(logs) == 5
     assert {log.span_id.hex() for log in logs} == {root}
-    assert {s.parent_span_id.hex() for s in spans} == {root}
+    assert {s.links[0].span_id.hex() for s in spans} == {root}
     relevance = by_metric(logs, "answer_relevance")
     assert attrs(relevance)["gen_ai.response.id"] == "resp-7"
     errored = [s for s in spans if s.status.code == 2]  # ERROR
@@ -209,3 +226,65 @@ def test_redaction_still_applies(backend: CaptureServer) -> None:
 
 def test_disabled_without_endpoint() -> None:
     assert OtelEvaluationSink.from_settings(load_settings()) is None
+
+
+def test_carriers_are_filed_in_the_evaluated_traces_project(backend: CaptureServer) -> None:
+    """Phoenix files a trace by its resource's project name: the carrier names the app's."""
+    trace_id = new_trace_id()
+    record = RagRecord(
+        trace_id=trace_id,
+        span_id=new_span_id(),
+        question="q",
+        answer="a",
+        attributes={"openinference.project.name": "shop-assistant"},
+    )
+    export(backend, record, [EvalResult(metric="faithfulness", method="lexical", score=1.0)])
+    [span], _ = signals(backend, trace_id)
+    [resource] = [
+        {kv.key: kv.value.string_value for kv in rs.resource.attributes}
+        for req in backend.captured.traces
+        for rs in req.resource_spans
+        if any(s.span_id == span.span_id for ss in rs.scope_spans for s in ss.spans)
+    ]
+    assert resource["openinference.project.name"] == "shop-assistant"
+    assert resource["service.name"] == "rp-test"  # the carrier's own trace: ragpulse's
+
+
+@pytest.mark.parametrize("status", [404, 405])
+def test_events_off_where_the_endpoint_has_no_logs_intake(
+    status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """MLflow answers 404 and Phoenix 405 on /v1/logs: one warning, then no more events;
+    the EVALUATOR spans still go, and nothing counts as failed."""
+    context = PluginContext(Settings())
+    with CaptureServer(logs_status=status) as server, caplog.at_level(logging.WARNING):
+        settings = load_settings(otlp_export_endpoint=server.url)
+        sink = OtelEvaluationSink.from_settings(settings, context)
+        assert sink is not None
+        trace_id = new_trace_id()
+        result = EvalResult(metric="refusal", method="rules", score=0.0)
+        for _ in range(3):
+            record = RagRecord(trace_id=trace_id, span_id=new_span_id(), question="q", answer="a")
+            sink.export(record, [result])
+            sink._logger_provider.force_flush()  # type: ignore[union-attr]  # one batch each
+        sink.shutdown()
+        spans, logs = signals(server, trace_id)
+    assert len(spans) == 3 and logs == []
+    assert len([r for r in caplog.records if "no logs intake" in r.getMessage()]) == 1
+    assert server.log_requests == 1  # probed once, then no event sent
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors_of(context)
+
+
+def errors_of(context: PluginContext) -> float | None:
+    return context.metrics.registry.get_sample_value("ragpulse_sink_errors_total", {"sink": "otel"})
+
+
+def test_every_failed_export_is_counted() -> None:
+    """Nothing listening: the span and event exports fail, and each failure is counted."""
+    context = PluginContext(Settings())
+    record = RagRecord(trace_id=new_trace_id(), span_id=new_span_id(), question="q", answer="a")
+    url = f"http://127.0.0.1:{free_port()}"
+    result = EvalResult(metric="refusal", method="rules", score=0.0)
+    export(url, record, [result], context, otel_export={"timeout_s": 0.5})
+    assert errors_of(context) == 2  # the carrier span batch and the event batch

@@ -188,6 +188,10 @@ def test_sink_contract(name: str, tmp_path: Path, judge: JudgeServer) -> None:
         "regression": {"directory": str(tmp_path / "sets")},
         "otel": {"endpoint": judge.base_url.removesuffix("/v1")},  # answers 404: counted
         "prometheus": {},
+        # Tracing tools: the judge double answers 404 to their APIs, counted as failures.
+        "phoenix": {"endpoint": judge.base_url},
+        "mlflow": {"tracking_uri": judge.base_url},
+        "langfuse": {"host": judge.base_url, "public_key": "pk-test", "secret_key": "sk-test"},
     }
     settings = Settings(sinks={name: options.get(name, {})})
     context = PluginContext(settings)
@@ -203,6 +207,13 @@ def test_sink_contract(name: str, tmp_path: Path, judge: JudgeServer) -> None:
     sink.shutdown()
     if name == "jsonl":
         assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(RECORDS)
+    if name in ("phoenix", "mlflow", "langfuse"):
+        failed = context.metrics.registry.get_sample_value(
+            "ragpulse_sink_items_total", {"sink": name, "outcome": "failed"}
+        )
+        # Records without trace and span ids have nothing to attach to in the tool.
+        sent = [rs for rec, rs in zip(RECORDS, results, strict=True) if rec.trace_id]
+        assert failed and failed >= sum(map(len, sent))  # none lost silently
 
 
 def test_default_sinks_need_no_configuration() -> None:

@@ -95,7 +95,10 @@ def test_config_check_and_show(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("assembly:\n  grace_s: 0.5\nauth_token: hunter2\n")
+    good.write_text(
+        "assembly:\n  grace_s: 0.5\nauth_token: hunter2\n"
+        "sinks: {langfuse: {host: 'http://h', public_key: pk-1, secret_key: sk-hunter3}}\n"
+    )
     assert run(capsys, "config", "check", str(good))[:2] == (0, f"{good}: ok\n")
     monkeypatch.setenv("RAGPULSE_METRICS_PORT", "9999")
     code, out, _ = run(capsys, "config", "show", "--config", str(good))
@@ -105,6 +108,7 @@ def test_config_check_and_show(
     assert "9999" in rows["metrics_port"] and "RAGPULSE_METRICS_PORT" in rows["metrics_port"]
     assert "default" in rows["assembly.timeout_s"]
     assert "hunter2" not in out and "********" in rows["auth_token"]
+    assert "sk-hunter3" not in out  # a sink's key, masked before its Options read it
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,133 @@
+"""Evaluation results as Langfuse scores on the observations (spans) and traces they judge.
+
+Configured as ``sinks: {langfuse: {host, public_key, secret_key}}`` (each falls back to
+``LANGFUSE_HOST``, ``LANGFUSE_PUBLIC_KEY``, ``LANGFUSE_SECRET_KEY``, as Langfuse's SDKs
+do); the keys authenticate as HTTP Basic, public key as user name. Langfuse's OTLP
+intake keeps OpenTelemetry's ids, so the trace id and span id of the judged span are
+the score's ``traceId`` and ``observationId`` (:mod:`ragpulse.exporters.eval_targets`).
+
+Each result becomes one score (``POST /api/public/scores``): named after the metric, a
+NUMERIC value (the score), or CATEGORICAL (the label) where there is no score, and
+``error`` for a failed evaluation; the (redacted) explanation as comment, the method,
+direction, error and details as metadata. Its id is derived from the trace, span,
+metric and method, so a retried request updates the score instead of adding one.
+
+``batch_scores: true`` (the default) sends a list of scores per request, as the
+current API takes them (202, or 207 with the refused ones counted); ``false`` sends one
+score per request, for Langfuse servers that take only that. Batching, retries and
+counting: :mod:`ragpulse.exporters.delivery`.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from pydantic import Field, SecretStr
+
+from ragpulse.errors import ConfigError
+from ragpulse.exporters.delivery import (
+    ApiRequest,
+    DeliveryOptions,
+    Endpoint,
+    HttpSink,
+    Judged,
+    Outcome,
+    Reply,
+    error_label,
+    result_metadata,
+)
+from ragpulse.record import EvalResult, RagRecord
+
+HOST_ENV = "LANGFUSE_HOST"
+PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
+SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
+SCORES_PATH = "/api/public/scores"
+_IDS = uuid.UUID("5c0f3a4e-2b7d-4f39-9d0e-7a1c6b8e4d21")
+"""Namespace of the score ids (uuid5): stable per trace, span, metric and method."""
+
+
+def score_id(trace_id: str, span_id: str, result: EvalResult) -> str:
+    return str(uuid.uuid5(_IDS, f"{trace_id}:{span_id}:{result.metric}:{result.method}"))
+
+
+def _value(result: EvalResult) -> tuple[float | str, str]:
+    """(value, dataType): the score when there is one, else the label (or ``error``)."""
+    if result.score is not None and not result.error:
+        return result.score, "NUMERIC"
+    return error_label(result) or "not_scored", "CATEGORICAL"
+
+
+class LangfuseSink(HttpSink[dict[str, Any]]):
+    name = "langfuse"
+
+    class Options(DeliveryOptions):
+        host: str | None = Field(
+            None, description=f"Langfuse's base URL; falls back to {HOST_ENV}."
+        )
+        public_key: str | None = Field(None, description=f"Falls back to {PUBLIC_KEY_ENV}.")
+        secret_key: SecretStr | None = Field(None, description=f"Falls back to {SECRET_KEY_ENV}.")
+        batch_scores: bool = Field(
+            True,
+            description="A list of scores per request (the current API); false: one score "
+            "per request (Langfuse servers that take only that).",
+        )
+
+    def endpoint(self, options: DeliveryOptions) -> Endpoint:
+        assert isinstance(options, self.Options)
+        host = options.host or os.environ.get(HOST_ENV)
+        public = options.public_key or os.environ.get(PUBLIC_KEY_ENV)
+        secret = (
+            options.secret_key.get_secret_value()
+            if options.secret_key
+            else os.environ.get(SECRET_KEY_ENV)
+        )
+        if not host or not public or not secret:
+            raise ConfigError(
+                "sinks.langfuse needs host, public_key and secret_key (or LANGFUSE_HOST, "
+                "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY)"
+            )
+        return Endpoint(host, auth=httpx.BasicAuth(public, secret))
+
+    def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[dict[str, Any]]:
+        out = []
+        for j in judged:
+            r = j.result
+            value, data_type = _value(r)
+            meta = result_metadata(r)
+            if r.label and data_type == "NUMERIC":
+                meta["label"] = r.label
+            score: dict[str, Any] = {
+                "id": score_id(record.trace_id, j.target.span_id, r),
+                "traceId": record.trace_id,
+                "observationId": j.target.span_id,
+                "name": r.metric,
+                "value": value,
+                "dataType": data_type,
+                "metadata": meta,
+            }
+            if comment := r.explanation or r.error:
+                score["comment"] = comment
+            out.append(score)
+        return out
+
+    def requests(self, batch: list[dict[str, Any]]) -> list[ApiRequest]:
+        assert isinstance(self.settings, self.Options)
+        if self.settings.batch_scores:
+            return [ApiRequest(SCORES_PATH, batch, len(batch))]
+        return [ApiRequest(SCORES_PATH, score, 1) for score in batch]
+
+    def reply(self, request: ApiRequest, response: httpx.Response) -> Reply:
+        """207: the batch was taken, some scores refused (not to be sent again)."""
+        if response.status_code != 207:
+            return super().reply(request, response)
+        try:
+            body = response.json()
+            refused = int(body.get("rejected", 0))
+            errors = [str(e.get("message", e)) for e in body.get("errors", [])][:3]
+        except (ValueError, AttributeError, TypeError):
+            refused, errors = request.items, ["unreadable 207 answer"]
+        return Reply(Outcome.DELIVERED, min(refused, request.items), "; ".join(errors)[:300])

@@ -1,0 +1,157 @@
+"""Evaluation results as Arize Phoenix annotations on the spans they judge.
+
+Configured as ``sinks: {phoenix: {endpoint: "http://HOST:6006", api_key: ...}}``
+(``api_key`` falls back to ``PHOENIX_API_KEY``, as Phoenix's own clients do). Each
+result becomes a span annotation (``POST /v1/span_annotations``) on the span it is
+about (:mod:`ragpulse.exporters.eval_targets`): named after the metric, identifier
+``ragpulse.<method>`` (Phoenix upserts on name, span and identifier, so two methods of
+one metric stand side by side and a re-sent result replaces itself), annotator kind
+LLM for judges and CODE otherwise, label, score and (redacted) explanation, and the
+method, direction, error and details as metadata. A failed evaluation carries the
+label ``error``.
+
+A context-relevance result that scored each document also becomes one document
+annotation per document (``POST /v1/document_annotations``, named
+``context_relevance/<method>``: Phoenix allows no identifier there), where the
+position is unambiguous: the record's documents all came from one retriever or
+reranker span, and the result scored each of them.
+
+Requests go with ``sync=false``: Phoenix queues them and retries for spans that have
+not arrived yet, so a result may reach Phoenix before the app's own spans do.
+Batching, retries and counting: :mod:`ragpulse.exporters.delivery`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr
+
+from ragpulse import semconv as sc
+from ragpulse.exporters.delivery import (
+    ApiRequest,
+    DeliveryOptions,
+    Endpoint,
+    HttpSink,
+    Judged,
+    error_label,
+    result_metadata,
+)
+from ragpulse.exporters.eval_targets import is_span_id
+from ragpulse.exporters.otel_eval import annotator_kind
+from ragpulse.record import EvalResult, RagRecord
+
+API_KEY_ENV = "PHOENIX_API_KEY"
+PER_DOCUMENT_METRICS = frozenset({"context_relevance"})
+"""Metrics whose ``details.per_document`` scores each retrieved document."""
+
+_Kind = Literal["span", "document"]
+_PATHS: dict[_Kind, str] = {
+    "span": "/v1/span_annotations",
+    "document": "/v1/document_annotations",
+}
+
+
+@dataclass(frozen=True)
+class Annotation:
+    kind: _Kind
+    body: dict[str, Any]
+
+
+def _result(result: EvalResult) -> dict[str, Any]:
+    explanation = result.explanation or result.error or None
+    return {"label": error_label(result), "score": result.score, "explanation": explanation}
+
+
+def _per_document(entry: object) -> dict[str, Any] | None:
+    """One ``per_document`` entry as an annotation result: a number is a score; a judge's
+    verdict ``{"relevant": bool, "reason": str}`` a label, score and explanation."""
+    if isinstance(entry, int | float) and not isinstance(entry, bool):
+        return {"score": float(entry)}
+    if isinstance(entry, dict) and isinstance(entry.get("relevant"), bool):
+        relevant: bool = entry["relevant"]
+        reason = entry.get("reason")
+        return {
+            "label": "relevant" if relevant else "irrelevant",
+            "score": 1.0 if relevant else 0.0,
+            "explanation": reason if isinstance(reason, str) else None,
+        }
+    return None
+
+
+class PhoenixSink(HttpSink[Annotation]):
+    name = "phoenix"
+
+    class Options(DeliveryOptions):
+        endpoint: str = Field(description="Phoenix's base URL, e.g. http://127.0.0.1:6006")
+        api_key: SecretStr | None = Field(
+            None, description=f"Sent as a Bearer token; falls back to {API_KEY_ENV}."
+        )
+
+    def endpoint(self, options: DeliveryOptions) -> Endpoint:
+        assert isinstance(options, self.Options)
+        key = options.api_key.get_secret_value() if options.api_key else os.environ.get(API_KEY_ENV)
+        return Endpoint(options.endpoint, {"Authorization": f"Bearer {key}"} if key else {})
+
+    def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Annotation]:
+        out = []
+        for j in judged:
+            r = j.result
+            out.append(
+                Annotation(
+                    "span",
+                    {
+                        "span_id": j.target.span_id,
+                        "name": r.metric,
+                        "annotator_kind": annotator_kind(r.method),
+                        "identifier": f"ragpulse.{r.method}",
+                        "result": _result(r),
+                        "metadata": result_metadata(r),
+                    },
+                )
+            )
+            out.extend(self._documents(record, r))
+        return out
+
+    def _documents(self, record: RagRecord, result: EvalResult) -> list[Annotation]:
+        scores = result.details.get("per_document")
+        span_id = record.attributes.get(sc.RAGPULSE_DOCUMENTS_SPAN_ID)
+        if (
+            result.metric not in PER_DOCUMENT_METRICS
+            or not isinstance(scores, list)
+            or len(scores) != len(record.documents)  # a cut or skipped document: ambiguous
+            or not isinstance(span_id, str)
+            or not is_span_id(span_id)
+        ):
+            return []
+        annotations = [_per_document(entry) for entry in scores]
+        if any(a is None for a in annotations):
+            return []
+        kind = annotator_kind(result.method)
+        meta = {"evaluator": "ragpulse", "method": result.method}
+        return [
+            Annotation(
+                "document",
+                {
+                    "span_id": span_id,
+                    "document_position": position,
+                    "name": result.name,
+                    "annotator_kind": kind,
+                    "result": annotation,
+                    "metadata": meta,
+                },
+            )
+            for position, annotation in enumerate(annotations)
+        ]
+
+    def requests(self, batch: list[Annotation]) -> list[ApiRequest]:
+        out = []
+        for kind, path in _PATHS.items():
+            data = [a.body for a in batch if a.kind == kind]
+            if data:
+                # sync=false: Phoenix queues them and retries for spans not arrived yet.
+                out.append(ApiRequest(path, {"data": data}, len(data), {"sync": "false"}))
+        return out
