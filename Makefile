@@ -40,7 +40,7 @@ test: $(STAMP) prometheus chromium typecheck backends
 # source tree can stand in for it. Prints how many modules it checked.
 TYPED := build/typed
 typecheck: $(STAMP)
-	rm -rf $(TYPED)
+	rm -rf $(TYPED) build/lib  # build/lib: setuptools keeps files deleted from the tree
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --target $(TYPED) . \
 	  2>&1 | grep -v "^WARNING: Location" || true
 	cd $(TYPED) && ../../$(BIN)/mypy --config-file ../../pyproject.toml \
