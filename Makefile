@@ -33,6 +33,8 @@ demo: $(STAMP)
 
 test: $(STAMP) prometheus chromium typecheck backends
 	$(BIN)/ruff check .
+	# The layers (pyproject.toml [tool.importlinter]): the package keeps its shape.
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # mypy strict over every module of the package as users get it: a real (non-editable)
@@ -97,6 +99,7 @@ $(BACKENDS)/mlflow/.installed:
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check .
 
 bench: $(STAMP)
