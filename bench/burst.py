@@ -1,7 +1,7 @@
 """A burst against ``ragpulse serve``: is anything refused for good, and what does it cost?
 
-Default ``ragpulse serve`` (or ``--serve-python`` from another checkout, to compare)
-pinned to one CPU core with taskset; ``--senders`` threads post ``--bodies`` OTLP/HTTP
+Default ``ragpulse serve`` (or another checkout's, with ``--pythonpath``, to compare)
+pinned to one CPU core with taskset; ``--senders`` processes post ``--bodies`` OTLP/HTTP
 protobuf bodies of ``--traces-per-body`` RAG traces each (a pipeline span, a retriever
 with 5 documents of ~100 words, an LLM span) as fast as the receiver answers. A
 sender that gets 503 waits what Retry-After says and posts the same body again, as
@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import multiprocessing
 import os
 import random
 import secrets
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections import Counter
+from multiprocessing import Queue
 from pathlib import Path
 
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
@@ -71,14 +72,10 @@ def body(traces: int, rng: random.Random) -> bytes:
     return req.SerializeToString()
 
 
-class Tally:
-    def __init__(self) -> None:
-        self.statuses: Counter[int] = Counter()
-        self.partial_spans = 0
-        self.lock = threading.Lock()
-
-
-def send(port: int, bodies: list[bytes], tally: Tally) -> None:
+def send(port: int, bodies: list[bytes], results: Queue) -> None:  # type: ignore[type-arg]
+    """One sender process: post each body until it is taken; report (statuses, partial)."""
+    statuses: Counter[int] = Counter()
+    partial = 0
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Content-Type": "application/x-protobuf"}
     for data in bodies:
@@ -86,18 +83,17 @@ def send(port: int, bodies: list[bytes], tally: Tally) -> None:
             conn.request("POST", "/v1/traces", body=data, headers=headers)
             resp = conn.getresponse()
             payload = resp.read()
-            with tally.lock:
-                tally.statuses[resp.status] += 1
+            statuses[resp.status] += 1
             if resp.status == 200:
                 answer = trace_service_pb2.ExportTraceServiceResponse.FromString(payload)
-                with tally.lock:
-                    tally.partial_spans += answer.partial_success.rejected_spans
+                partial += answer.partial_success.rejected_spans
                 break
             if resp.status in (429, 503):
                 time.sleep(float(resp.getheader("Retry-After") or 1))
                 continue
             raise SystemExit(f"unexpected answer {resp.status}: {payload[:200]!r}")
     conn.close()
+    results.put((statuses, partial))
 
 
 def scraped(url: str, name: str, **labels: str) -> float:
@@ -163,14 +159,23 @@ def main() -> None:
             except OSError:
                 time.sleep(0.1)
         rss_start = peak_rss_mib(proc.pid)
-        tally = Tally()
+        # Sender processes (forked: the bodies are shared, not copied): threads of one
+        # process would be held back by its interpreter lock, not by the collector.
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
         per_sender = [bodies[i :: args.senders] for i in range(args.senders)]
-        threads = [threading.Thread(target=send, args=(http_port, b, tally)) for b in per_sender]
+        senders = [fork.Process(target=send, args=(http_port, b, results)) for b in per_sender]
         t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        for p in senders:
+            p.start()
+        statuses: Counter[int] = Counter()
+        partial_spans = 0
+        for _ in senders:
+            got, partial = results.get()
+            statuses.update(got)
+            partial_spans += partial
+        for p in senders:
+            p.join()
         sent_s = time.perf_counter() - t0
         scored, last, moved_at = 0.0, -1.0, time.perf_counter()
         while scored < total and time.perf_counter() - moved_at < args.settle:
@@ -190,8 +195,8 @@ def main() -> None:
         proc.terminate()
         proc.wait(120)
     print(f"traces sent          {total} in {args.bodies} bodies from {args.senders} senders")
-    print(f"answers              {dict(sorted(tally.statuses.items()))}")
-    print(f"refused by partial success (lost): {tally.partial_spans} spans")
+    print(f"answers              {dict(sorted(statuses.items()))}")
+    print(f"refused by partial success (lost): {partial_spans} spans")
     print(f"dropped open_traces_limit         {dropped_capacity:.0f} spans")
     print(f"retryable refusals by bound       {refused}")
     print(f"scored (faithfulness/lexical)     {scored:.0f} of {total}")
