@@ -19,9 +19,11 @@ The rule the README test applies to every page (documented here once, where it i
   - ``<!-- readme-test: needs WHAT -->``: needs something absent from a test machine
     (docker, a Kafka broker, an API key): skipped, saying what. Two needs the test
     meets itself: ``needs judge at 127.0.0.1:8000`` starts the tests' OpenAI-compatible
-    judge double on that port, and ``needs free ports P1,P2,...`` runs the block when
-    those ports can be bound on 127.0.0.1 (a block that starts ``ragpulse serve`` on
-    its default ports); either is skipped, saying why, when its port is taken.
+    judge double on that port (skipped, saying so, when it is taken), and ``needs free
+    ports P1,P2,...`` (a block that starts ``ragpulse serve`` on its default ports) runs
+    the block in a network namespace of its own, where every port is free; where no
+    namespace can be had, it runs when those ports can be bound on 127.0.0.1, and is
+    skipped otherwise, with the rest of its page.
   - ``<!-- readme-test: synopsis (why) -->``: a usage synopsis (``[optional]`` arguments),
     not run; each line's subcommand must exist and every flag it names must be in that
     subcommand's ``--help``.
