@@ -222,8 +222,8 @@ def expanded_help(action: argparse.Action, prog: str) -> str:
 def options_table(parser: argparse.ArgumentParser) -> list[str]:
     rows = ["| argument | meaning |", "|---|---|"]
     for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            continue
+        if isinstance(action, argparse._SubParsersAction | argparse._HelpAction):
+            continue  # subcommands get sections of their own; every one takes --help
         if action.option_strings:
             name = ", ".join(action.option_strings)
             if action.nargs != 0:
@@ -374,13 +374,27 @@ def prometheus_page() -> str:
         "default), read from their declarations. Counters carry the `_total` suffix; each "
         "histogram also gives `_bucket`, `_sum` and `_count`. `service` and `route` values are "
         "bounded (`prometheus.max_services`, `max_routes`, `max_route_pairs`; the rest fold "
-        "into `other`), and every other label takes a fixed set of values.\n",
-        "| series | type | labels | from | meaning |",
-        "|---|---|---|---|---|",
+        "into `other`), and every other label takes a fixed set of values. "
+        "`ragpulse_eval_score` carries the trace and span id of a scored record as an "
+        "exemplar, in the OpenMetrics exposition that Prometheus negotiates (keep them with "
+        "`--enable-feature=exemplar-storage`).\n",
     ]
-    for name, kind, doc, labels, where in declared_series():
-        shown = ", ".join(f"`{label}`" for label in labels) or "-"
-        lines.append(f"| `{name}` | {kind} | {shown} | {where} | {cell(doc)} |")
+    sections = {
+        "collector": "## The collector\n\nIntake, assembly, evaluation and sink health.",
+        "`prometheus` sink": "## Scores\n\nDeclared by the `prometheus` sink: the scores.",
+        "`serve --source kafka`": "## Kafka intake\n\nWith `source: kafka`.",
+        "`ragpulse rekey`": "## The re-key stage\n\nExposed by `ragpulse rekey`.",
+    }
+    series = declared_series()
+    for where, heading in sections.items():
+        lines += [heading + "\n", "| series | labels | meaning |", "|---|---|---|"]
+        for name, kind, doc, labels, origin in series:
+            if origin == where:
+                shown = ", ".join(f"`{label}`" for label in labels) or "-"
+                lines.append(f"| `{name}` ({kind}) | {shown} | {cell(doc)} |")
+        lines.append("")
+    missing = {origin for *_, origin in series} - set(sections)
+    assert not missing, f"series from {missing} have no section on the page"
     return "\n".join(lines) + "\n"
 
 
