@@ -47,7 +47,7 @@ docs: $(STAMP)
 # source tree can stand in for it. Prints how many modules it checked.
 TYPED := build/typed
 typecheck: $(STAMP)
-	rm -rf $(TYPED)
+	rm -rf $(TYPED) build/lib  # build/lib: setuptools keeps files deleted from the tree
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --target $(TYPED) . \
 	  2>&1 | grep -v "^WARNING: Location" || true
 	cd $(TYPED) && ../../$(BIN)/mypy --config-file ../../pyproject.toml \
@@ -108,6 +108,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/cheap_tier.py
+	$(BIN)/python bench/cheap_tier_ratio.py
 
 clean:
 	rm -rf $(VENV) $(BACKENDS) build *.egg-info .pytest_cache .ruff_cache

@@ -331,7 +331,12 @@ def _span(pb: trace_pb2.Span, resource: dict[str, AttributeValue], scope: str | 
 
 
 def _attributes(kvs: Any) -> dict[str, AttributeValue]:
-    return {kv.key: _value(kv.value) for kv in kvs}
+    out: dict[str, AttributeValue] = {}
+    for kv in kvs:
+        v = kv.value
+        # Most values are strings: read them without a second call to find the field.
+        out[kv.key] = v.string_value if v.WhichOneof("value") == "string_value" else _value(v)
+    return out
 
 
 def _value(v: common_pb2.AnyValue, depth: int = 1) -> AttributeValue:

@@ -10,9 +10,9 @@ or OTLP log records joined to the span (``Span.events``).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -143,21 +143,34 @@ def indexed_messages(prefix: str, role: str | None, role_field: str, content_fie
     return read
 
 
-_FLAT_DOC = re.compile(r"^(.+)\.(\d+)\.document\.(\w+)$")
+_FLAT_DOC = re.compile(r"(\d+)\.document\.(\w+)$")  # after "<prefix>."
+
+
+@functools.lru_cache(maxsize=4096)
+def _flat_key(key: str, at: int) -> tuple[int, str] | None:
+    """(index, field) of a flat document key ``<prefix>.<i>.document.<field>`` read from
+    ``at``, else None. Remembered: the same few keys come in every retriever span."""
+    m = _FLAT_DOC.match(key, at)
+    return None if m is None else (int(m.group(1)), m.group(2))
 
 
 def flat_documents(prefix: str) -> Read:
     """OpenInference ``<prefix>.<i>.document.<field>``, or one array value under ``prefix``."""
+    head = prefix + "."
+    at = len(head)
 
     def read(span: Span) -> list[RawDocument] | None:
         nested = span.attributes.get(prefix)
         if isinstance(nested, list):
             return [_unwrap(x) for x in nested] or None
-        fields: dict[int, RawDocument] = defaultdict(dict)
+        fields: dict[int, RawDocument] = {}
         for key, value in span.attributes.items():
-            m = _FLAT_DOC.match(key)
-            if m and m.group(1) == prefix:
-                fields[int(m.group(2))][m.group(3)] = value
+            # A prefix test first: most attributes of most spans are not documents.
+            if key.startswith(head) and (parsed := _flat_key(key, at)) is not None:
+                index, field = parsed
+                if (document := fields.get(index)) is None:
+                    document = fields[index] = {}
+                document[field] = value
         return [fields[i] for i in sorted(fields)] or None
 
     return read

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ragpulse.evaluators.text import TextAnalyses
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
 from ragpulse.record import Direction, EvalResult, RagRecord
 
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
 
 log = logging.getLogger(__name__)
+
+TEXT_ANALYSES = "ragpulse/text-analyses"
+"""The plug-in context key of the :class:`TextAnalyses` every evaluator shares."""
 
 
 class Tier(StrEnum):
@@ -36,7 +40,9 @@ class Evaluator(ABC):
       validated when the settings load; read them as ``self.options``;
     - :meth:`load` receives the :class:`PluginContext` (settings, metrics,
       shared models and clients) once, before the first batch;
-    - :meth:`_score` (one record) or :meth:`_score_batch` (a batch).
+    - :meth:`_score` (one record) or :meth:`_score_batch` (a batch);
+    - :attr:`texts` gives each text's analysis (tokens, sentences, normalised form, or
+      anything derived once per text), shared with the other evaluators.
 
     Contract: ``evaluate`` is called from the collector's evaluation worker
     thread (never from the intake path), may block, and never raises: failures
@@ -59,6 +65,7 @@ class Evaluator(ABC):
         """No options."""
 
     options: PluginOptions
+    _texts: TextAnalyses | None = None
 
     def __init__(
         self, options: PluginOptions | Mapping[str, Any] | None = None, **overrides: Any
@@ -104,6 +111,13 @@ class Evaluator(ABC):
         in ``ragpulse_evaluator_available``) instead of crashing.
         """
         self.context = context
+        self._texts = context.shared(TEXT_ANALYSES, TextAnalyses)
+
+    @property
+    def texts(self) -> TextAnalyses:
+        """The plug-in context's text analyses: each text is analysed once, whichever
+        evaluator asks first (before :meth:`load`: a fresh one per use, shared by none)."""
+        return self._texts if self._texts is not None else TextAnalyses()
 
     def evaluate(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         """Score a batch; the i-th result belongs to the i-th record."""

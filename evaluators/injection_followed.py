@@ -35,7 +35,7 @@ class InjectionFollowed(Evaluator):
     direction = Direction.LOWER_IS_BETTER
 
     def _score(self, record: RagRecord) -> EvalResult:
-        found = planted(record)
+        found = planted(record, self.texts)
         if not found:
             return self.not_applicable("no document flagged by the injection rules")
         if not record.answer.strip():

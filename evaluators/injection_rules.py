@@ -3,7 +3,7 @@
 Each rule has a family and a weight; a location's risk is ``1 - prod(1 - w)``
 over the rules that fired there and the record's score is the highest location
 risk. The score is the detected *risk* (higher = worse), unlike the quality
-metrics. The rules, the normaliser and the anchor-window search engine live in
+metrics. The rules, the normaliser and the Hyperscan-backed engine live in
 :mod:`ragpulse.evaluators.injection`; this module is the evaluator.
 """
 
@@ -12,9 +12,15 @@ from __future__ import annotations
 from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.injection import TextScan, scan_text
+from ragpulse.evaluators.injection import TextScan
 from ragpulse.evaluators.injection.findings import document_ids, finding, place
-from ragpulse.evaluators.injection.prefilter import prepare
+from ragpulse.evaluators.injection.scan import (
+    DOCUMENT_SCAN,
+    QUESTION_SCAN,
+    prepare,
+    scan_document,
+    scan_question,
+)
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 
@@ -45,16 +51,21 @@ class InjectionRules(Evaluator):
 
     def load(self, context: PluginContext) -> None:
         super().load(context)
-        prepare()  # the scanner's guard table, once per process: not during the first record
+        prepare()  # the rule databases, once per process: not during the first record
 
     def _score(self, record: RagRecord) -> EvalResult:
         if not record.question and not record.documents:
             return self.not_applicable("no question and no documents to scan")
+        # Each text is scanned once while it keeps coming back (documents are retrieved
+        # again and again): the scan is kept with the text's shared analysis.
+        view = self.texts.view
         locations: list[tuple[str, TextScan]] = []
         if record.question:
-            locations.append(("question", scan_text(record.question)))
+            scan = view(record.question).derived(QUESTION_SCAN, scan_question)
+            locations.append(("question", scan))
         for i, doc in enumerate(record.documents):
-            locations.append((f"document:{i}", scan_text(doc.content, document=True)))
+            scan = view(doc.content).derived(DOCUMENT_SCAN, scan_document)
+            locations.append((f"document:{i}", scan))
         ids = document_ids(record)
         findings: list[dict[str, object]] = [
             finding(

@@ -1,27 +1,39 @@
-"""Lexical (token-overlap) metrics: microseconds per record, run on all traffic."""
+"""Lexical (token-overlap) metrics: microseconds per record, run on all traffic.
+
+The three read the same analysis of each text (:attr:`Evaluator.texts`): a document is
+tokenised once for all of them, and once only while it keeps being retrieved.
+"""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Sequence
 
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection.planted import evidence_documents
-from ragpulse.evaluators.text import content_tokens
+from ragpulse.evaluators.text import TextAnalyses
 from ragpulse.record import EvalResult, RagRecord
 
 
-@lru_cache(maxsize=4096)
-def content_token_set(text: str) -> frozenset[str]:
-    """The set of :func:`content_tokens`, cached too: documents are looked up once per
-    evaluator per record, and building the set costs more than finding it."""
-    return frozenset(content_tokens(text))
+def _share_in(unique: Sequence[str], vocabulary: frozenset[str]) -> float:
+    """The share of ``unique`` (distinct tokens) found in ``vocabulary``."""
+    return len(vocabulary.intersection(unique)) / len(unique)
 
 
-def _coverage(tokens: tuple[str, ...], vocabulary: frozenset[str]) -> float:
-    return sum(tok in vocabulary for tok in tokens) / len(tokens)
+class _Lexical(Evaluator):
+    """Scores a batch with one :class:`TextAnalyses` (the context's, once loaded)."""
+
+    def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        texts = self.texts
+        return [self._lexical(r, texts) for r in records]
+
+    def _score(self, record: RagRecord) -> EvalResult:
+        return self._lexical(record, self.texts)
+
+    def _lexical(self, record: RagRecord, texts: TextAnalyses) -> EvalResult:
+        raise NotImplementedError
 
 
-class LexicalFaithfulness(Evaluator):
+class LexicalFaithfulness(_Lexical):
     """K-Precision: the share of the answer's content tokens found in the documents.
 
     Reference: Adlakha et al., "Evaluating Correctness and Faithfulness of
@@ -35,17 +47,18 @@ class LexicalFaithfulness(Evaluator):
     method = "lexical"
     tier = Tier.CHEAP
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def _lexical(self, record: RagRecord, texts: TextAnalyses) -> EvalResult:
         if not record.documents:
             return self.not_applicable("no documents retrieved")
-        answer = content_tokens(record.answer)
+        answer = texts.view(record.answer).tokens
         if not answer:
             return self.not_applicable("answer has no content words")
         # Planted instructions are not evidence (evaluators/injection/planted.py).
-        evidence = evidence_documents(record)
-        vocabulary = frozenset().union(*(content_token_set(text) for text in evidence))
-        score = _coverage(answer, vocabulary)
-        unsupported = sorted({tok for tok in answer if tok not in vocabulary})
+        evidence = [texts.view(t).token_set for t in evidence_documents(record, texts=texts)]
+        # The answer's tokens that no document has (set operations in C, no union built).
+        missing = frozenset(answer).difference(*evidence)
+        score = (len(answer) - sum(map(missing.__contains__, answer))) / len(answer)
+        unsupported = sorted(missing)
         return self.result(
             score,
             explanation=f"{score:.0%} of {len(answer)} answer content tokens are in the documents",
@@ -54,23 +67,22 @@ class LexicalFaithfulness(Evaluator):
         )
 
 
-class LexicalContextRelevance(Evaluator):
+class LexicalContextRelevance(_Lexical):
     """Per document, the share of the question's content tokens it contains; max over documents."""
 
     metric = "context_relevance"
     method = "lexical"
     tier = Tier.CHEAP
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def _lexical(self, record: RagRecord, texts: TextAnalyses) -> EvalResult:
         if not record.documents:
             return self.not_applicable("no documents retrieved")
-        question = content_tokens(record.question)
+        question = texts.view(record.question).tokens
         if not question:
             return self.not_applicable("question has no content words")
         unique = tuple(dict.fromkeys(question))
-        per_doc = [
-            round(_coverage(unique, content_token_set(d.content)), 4) for d in record.documents
-        ]
+        view = texts.view
+        per_doc = [round(_share_in(unique, view(d.content).token_set), 4) for d in record.documents]
         best = max(range(len(per_doc)), key=per_doc.__getitem__)
         return self.result(
             per_doc[best],
@@ -81,20 +93,20 @@ class LexicalContextRelevance(Evaluator):
         )
 
 
-class LexicalAnswerRelevance(Evaluator):
+class LexicalAnswerRelevance(_Lexical):
     """Share of the question's content tokens that the answer repeats."""
 
     metric = "answer_relevance"
     method = "lexical"
     tier = Tier.CHEAP
 
-    def _score(self, record: RagRecord) -> EvalResult:
-        question = tuple(dict.fromkeys(content_tokens(record.question)))
+    def _lexical(self, record: RagRecord, texts: TextAnalyses) -> EvalResult:
+        question = tuple(dict.fromkeys(texts.view(record.question).tokens))
         if not question:
             return self.not_applicable("question has no content words")
         if not record.answer.strip():
             return self.result(0.0, label="empty_answer", explanation="the answer is empty")
-        score = _coverage(question, content_token_set(record.answer))
+        score = _share_in(question, texts.view(record.answer).token_set)
         return self.result(
             score,
             explanation=f"the answer repeats {score:.0%} of the question's content tokens",

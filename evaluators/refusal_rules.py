@@ -12,12 +12,11 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
-from ragpulse.disk_cache import cached
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.evaluators.injection.guards import guard, table_key, word_odds
+from ragpulse.evaluators.injection.engine import PatternSet
+from ragpulse.evaluators.injection.vocabulary import LazyPattern
 from ragpulse.evaluators.text import sentences
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Direction, EvalResult, RagRecord
@@ -39,8 +38,9 @@ _CONTEXT = (
 )
 
 # "I don't know" and "the context does not say": the app lacks the information.
-_DONT_KNOW: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p)
+# Compiled on first use (LazyPattern): Hyperscan lets a typical answer run none of them.
+_DONT_KNOW: tuple[LazyPattern, ...] = tuple(
+    LazyPattern(p)
     for p in (
         rf"\b{_I} (?:really |honestly |simply |just )?(?:don't|do not) know\b",
         rf"\b{_I} (?:have no|don't have any|do not have any) (?:idea|information|knowledge|"
@@ -84,8 +84,8 @@ _DONT_KNOW: tuple[re.Pattern[str], ...] = tuple(
 )
 
 # "I can't help with that": the app will not answer.
-_DECLINE: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p)
+_DECLINE: tuple[LazyPattern, ...] = tuple(
+    LazyPattern(p)
     for p in (
         rf"\b{_I}\s?{_CANT} (?:\w+ ){{0,2}}?(?:help|assist|provide|comply|answer|do|fulfil|"
         r"fulfill|share|discuss|give|generate|create|write|support|engage|participate|offer|"
@@ -117,90 +117,41 @@ _PREAMBLE_CHARS = 30
 
 
 def _normalize(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
+    return _fold(unicodedata.normalize("NFKC", text))
+
+
+def _fold(nfkc: str) -> str:
+    """An NFKC text casefolded, quotes straightened, whitespace collapsed."""
+    text = nfkc.casefold()
     for fancy, plain in _QUOTES:
         text = text.replace(fancy, plain)
     return " ".join(text.split())
 
 
-_PATTERNS: tuple[tuple[Kind, re.Pattern[str]], ...] = (
+_PATTERNS: tuple[tuple[Kind, LazyPattern], ...] = (
     *(("dont_know", p) for p in _DONT_KNOW),
     *(("decline", p) for p in _DECLINE),
 )
-_NON_LETTERS_TO_SPACE = bytes(b if 97 <= b <= 122 else 32 for b in range(256))
-
-
-class _Prefilter:
-    """Which patterns can match a text, from what every match of each one contains.
-
-    The evidence comes from the patterns themselves (:func:`guard`, shared with the
-    injection rules): per clause, words or substrings one of which every match has.
-    Each clause is a bit; a word of the text sets the bits of the clauses it stands
-    for (a phrase by its rarest word), a substring found in the text sets its
-    clause's bit, and a pattern with a clause left unset cannot match, so its regex
-    is not run. Patterns without a guard always run. A typical answer leaves two or
-    three of the 24 patterns, instead of 24 scans of every sentence.
-    """
-
-    def __init__(self, patterns: Sequence[re.Pattern[str]]) -> None:
-        self.index: dict[bytes, int] = {}  # word -> bits of the clauses it stands for
-        self.substrings: list[tuple[str, int]] = []  # substring -> bit of its clause
-        self.needs: list[tuple[int, ...] | None] = []  # per pattern: masks, one per conjunction
-        bits = 0
-        for pattern in patterns:
-            found = guard(pattern)
-            if found is None:
-                self.needs.append(None)
-                continue
-            masks = []
-            for conjunction in found:
-                mask = 0
-                for clause in conjunction:
-                    bit = 1 << bits
-                    bits += 1
-                    for phrase in clause.phrases:
-                        # Every word of a phrase is in the text when the phrase is: its rarest.
-                        word = min(phrase.split(), key=lambda w: (word_odds(w), w)).encode()
-                        self.index[word] = self.index.get(word, 0) | bit
-                    self.substrings += [(sub, bit) for sub in clause.substrings]
-                    mask |= bit
-                masks.append(mask)
-            self.needs.append(tuple(masks))
-        self.words = frozenset(self.index)
-
-    def possible(self, text: str) -> tuple[int, ...]:
-        """Indices of the patterns that may match somewhere in ``text`` (casefolded)."""
-        runs = text.encode("ascii", "replace").translate(_NON_LETTERS_TO_SPACE).split()
-        have = 0
-        for word in self.words.intersection(runs):
-            have |= self.index[word]
-        for sub, bit in self.substrings:
-            if sub in text:
-                have |= bit
-        return self._patterns(have)
-
-    @functools.lru_cache(maxsize=1024)  # noqa: B019 - one instance per process
-    def _patterns(self, have: int) -> tuple[int, ...]:
-        return tuple(
-            i
-            for i, masks in enumerate(self.needs)
-            if masks is None or any(not mask & ~have for mask in masks)
-        )
 
 
 @functools.cache
-def _prefilter() -> _Prefilter:
-    """Derived from the patterns once, or read from an earlier process's on-disk cache."""
-    patterns = [p for _, p in _PATTERNS]
-    key = table_key(patterns, Path(__file__))
-    return cached("refusal-prefilter", key, lambda: _Prefilter(patterns), _Prefilter)
+def _pattern_set() -> PatternSet:
+    """The patterns on Hyperscan, compiled once per process (or loaded from an earlier
+    process's on-disk copy): one scan of an answer says which may match one of its
+    sentences, so a typical answer runs none of the 24 regexes."""
+    return PatternSet("refusal", [p for _, p in _PATTERNS], anchored=False)
+
+
+def _possible(answer: str) -> tuple[int, ...]:
+    """Indices of the patterns that may match a sentence of ``answer``, in order."""
+    return tuple(sorted(_pattern_set().possible(answer)))
 
 
 def _first_match(sentence: str, possible: Sequence[int] | None = None) -> tuple[Kind, str] | None:
     """The refusal phrase in one sentence: "don't know" wins over "decline".
 
-    ``possible``: the patterns worth running (the prefilter's answer for a text that
-    holds the sentence), in order; None runs all.
+    ``possible``: the patterns worth running (:func:`_possible` of a text that holds the
+    sentence), in order; None runs all.
     """
     for i in range(len(_PATTERNS)) if possible is None else possible:
         kind, pattern = _PATTERNS[i]
@@ -232,13 +183,13 @@ class RefusalRules(Evaluator):
 
     def load(self, context: PluginContext) -> None:
         super().load(context)
-        _prefilter()  # derived from the patterns once per process, not during the first record
+        _pattern_set()  # once per process, not during the first record
 
     def _score(self, record: RagRecord) -> EvalResult:
-        answer = _normalize(record.answer)
+        answer = _fold(self.texts.view(record.answer).nfkc)
         if not answer:
             return self.not_applicable("the answer is empty")
-        possible = _prefilter().possible(answer)
+        possible = _possible(answer)
         if not possible:
             return self.result(0.0, label="answered", explanation="no refusal phrase", kind=None)
         parts = sentences(answer) or [answer]

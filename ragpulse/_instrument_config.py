@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from opentelemetry.sdk.trace.export import SpanExporter
+from typing import TYPE_CHECKING, Any
 
 from ragpulse.errors import ConfigError
+
+if TYPE_CHECKING:  # imported where used: `ragpulse eval` and serve read ENV_* names only
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 # --- Environment variables (explicit argument > env var > default) -------------
 ENV_SERVICE_NAME = "RAGPULSE_SERVICE_NAME"
@@ -172,7 +173,7 @@ def _resolve_config(
                 f"unknown exporter {exporter!r}: use 'otlp', 'kafka', 'console', 'none' "
                 "or pass a SpanExporter instance"
             )
-    elif not isinstance(exporter, SpanExporter):
+    elif not isinstance(exporter, _span_exporter()):
         raise ConfigError(
             f"exporter must be a name or an opentelemetry SpanExporter, got {type(exporter)!r}"
         )
@@ -220,3 +221,9 @@ def _resolve_config(
         kafka_bootstrap=kafka_bootstrap or _env(ENV_KAFKA_BOOTSTRAP) or DEFAULT_KAFKA_BOOTSTRAP,
         kafka_topic=kafka_topic or _env(ENV_KAFKA_TOPIC) or DEFAULT_KAFKA_TOPIC,
     )
+
+
+def _span_exporter() -> type[SpanExporter]:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    return SpanExporter

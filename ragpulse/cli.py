@@ -291,9 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _harness_flags(parser: argparse.ArgumentParser) -> None:
-    from ragpulse.harness import parse_conditions
+def _parse_conditions(value: str) -> list[str]:
+    from ragpulse.harness import parse_conditions  # only when the flag is given
 
+    return parse_conditions(value)
+
+
+def _harness_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "test harness (a labelled test set through a retriever and generator, under "
         "adversarial conditions; --concurrency, --max-drop, --report-dir, --html apply)"
@@ -308,7 +312,7 @@ def _harness_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--conditions",
-        type=parse_conditions,
+        type=_parse_conditions,
         help="comma-separated: retrieved,gold,counterfactual,injected,gold_removed,"
         "irrelevant_only (default: all six; retrieved and gold_removed need --retriever or "
         "rows with a recorded run, gold and counterfactual need reference_contexts; a row "
@@ -512,6 +516,7 @@ def serve(args: argparse.Namespace) -> int:
     import time
 
     from ragpulse.collector.service import Collector
+    from ragpulse.runtime import tune_for_throughput
 
     overrides: dict[str, Any] = {
         "host": args.host,
@@ -531,6 +536,7 @@ def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     collector.start()
+    tune_for_throughput()
     log = logging.getLogger("ragpulse")
     if settings.source == "kafka":
         k = settings.kafka
@@ -649,6 +655,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     from ragpulse.offline_io import batches, count_lines, open_text, read_rows
     from ragpulse.plugins import load_evaluators
     from ragpulse.redaction import Redactor
+    from ragpulse.runtime import tune_for_throughput
 
     settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
     evaluation = settings.evaluation
@@ -658,6 +665,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     with closing(context):
         wanted = load_evaluators(selection, evaluation)
         evaluators = load_evaluators_safely(wanted, context)
+        tune_for_throughput()
         if not evaluators:
             console.print("[red]no evaluator can run[/red] (see the errors above)")
             return 2

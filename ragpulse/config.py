@@ -16,7 +16,6 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -450,6 +449,8 @@ class _FileSource(PydanticBaseSettingsSource):
 def read_config_file(path: Path) -> dict[str, Any]:
     # Nesting is bounded (safe_json.MAX_DEPTH) before or while parsing: the parsers
     # recurse per level and would fail with RecursionError on a deeply nested file.
+    import yaml  # here: most runs read no file, and the import costs a run ~25 ms
+
     from ragpulse import safe_json
 
     try:

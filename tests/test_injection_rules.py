@@ -11,8 +11,6 @@ import pytest
 
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.injection import FAMILIES, RULES, TextScan, scan_text
-from ragpulse.evaluators.injection.normalize import _normalize
-from ragpulse.evaluators.injection.search import _Haystack
 from ragpulse.evaluators.injection_rules import InjectionRules
 from ragpulse.record import Document, RagRecord
 
@@ -320,7 +318,6 @@ def test_every_rule_is_well_formed() -> None:
     for rule in RULES:
         assert rule.family in FAMILIES
         assert 0 < rule.weight < 1
-        assert rule.anchors and all(rule.anchors)
         assert rule.reach < 10_000, f"{rule.name} has an unbounded repetition"
 
 
@@ -366,7 +363,7 @@ def test_repeated_token_flood_is_flagged() -> None:
 
 
 def _prose(n_chars: int, seed: int = 7) -> str:
-    """Non-repeating English-like filler, with words that are also rule anchors."""
+    """Non-repeating English-like filler, with words that the rules also use."""
     rng = random.Random(seed)
     words = (
         "the a of and to in is was for on that with as by at from his her their its an "
@@ -405,31 +402,12 @@ def test_two_megabyte_document_finds_a_buried_attack() -> None:
 def test_large_texts_find_the_same_rules_as_small_ones(
     text: str, document: bool, family: str
 ) -> None:
-    # Windows around anchors and the vocabulary gate must not lose matches.
+    # Chunks of a long text, and Hyperscan's view of them, must not lose matches.
     small = scan_text(text, document=document)
     filler = _prose(120_000, seed=len(text))
     cut = filler.find(". ", len(filler) // 3) + 2
     big = scan_text(filler[:cut] + text + "\n" + filler[cut:], document=document)
     assert set(small.rules) <= set(big.rules)
-
-
-def test_anchor_trie_finds_what_str_find_finds() -> None:
-    # Large texts locate anchors with one regex-trie pass; small ones with str.find.
-    text = _normalize(
-        _prose(60_000)
-        + " aiinstructions the useruser <|im_start|> don't follow; ignore ignored ignoring"
-        + " ![x](http://a/?q={x}) your response must; systemprompt a.i. os.system("
-    ).folded
-    fast = _Haystack(text, folded=True)
-    slow = _Haystack(text, folded=True)
-    slow.use_trie = False
-    assert fast.use_trie
-    for rule in RULES:
-        if rule.space != "folded":
-            continue
-        for anchor in rule.anchors:
-            got = fast.positions(anchor, word_start=rule.word_anchors)
-            assert got == slow.positions(anchor, word_start=rule.word_anchors), anchor
 
 
 # --- development split ----------------------------------------------------------

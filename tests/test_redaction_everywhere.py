@@ -132,7 +132,7 @@ def _run_serve(tmp_path: Path, backend: CaptureServer, redaction: dict[str, obje
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ragpulse.cli", "--log-level", "DEBUG", "serve",
-             "--config", str(config), "--otlp-http-port", str(otlp),
+             "--config", str(config), "--otlp-http-port", str(otlp), "--otlp-grpc-port", "0",
              "--metrics-port", str(metrics), "--results-jsonl", str(results),
              "--otlp-export-endpoint", backend.url],
             env={k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")},

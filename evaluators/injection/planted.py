@@ -22,10 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
-from ragpulse.evaluators.injection.scan import scan_text
-from ragpulse.evaluators.text import normalize, sentences
+from ragpulse.evaluators.injection.scan import DOCUMENT_SCAN, TextScan, scan_document, scan_text
+from ragpulse.evaluators.text import TextAnalyses, TextView, normalize, sentences
 from ragpulse.record import RagRecord
 
 FLAG_RISK = 0.5
@@ -83,9 +82,12 @@ def payloads(text: str) -> list[str]:
     return list(dict.fromkeys(p for p in found if p.strip()))
 
 
-@lru_cache(maxsize=1024)
-def _planted(content: str) -> tuple[float, tuple[str, ...], tuple[str, ...], bool] | None:
-    scan = scan_text(content, document=True)
+_Found = tuple[float, tuple[str, ...], tuple[str, ...], bool]
+_PLANTED = "injection/planted"  # key of a document's finding in its shared analysis
+
+
+def _planted(content: str, scan: TextScan) -> _Found | None:
+    """A document's flagged span and payloads, from its scan (``scan`` of ``content``)."""
     if scan.risk < FLAG_RISK:
         return None
     parts = sentences(content)
@@ -103,27 +105,42 @@ def _planted(content: str) -> tuple[float, tuple[str, ...], tuple[str, ...], boo
     return scan.risk, tuple(dict.fromkeys(span)), tuple(dict.fromkeys(found)), whole
 
 
-def planted(record: RagRecord) -> list[Planted]:
-    """The record's flagged documents, in order (empty for nearly every record)."""
+def _planted_in(view: TextView) -> _Found | None:
+    """:func:`_planted` of a document, kept with its shared analysis: the scan is the one
+    ``injection/rules`` makes of the document, and each document is looked at once."""
+    return view.derived(
+        _PLANTED, lambda text: _planted(text, view.derived(DOCUMENT_SCAN, scan_document))
+    )
+
+
+def planted(record: RagRecord, texts: TextAnalyses | None = None) -> list[Planted]:
+    """The record's flagged documents, in order (empty for nearly every record).
+
+    ``texts``: the evaluator's shared analyses (``Evaluator.texts``); without them each
+    call scans the documents anew.
+    """
+    texts = texts if texts is not None else TextAnalyses()
     out = []
     for i, doc in enumerate(record.documents):
-        found = _planted(doc.content) if doc.content.strip() else None
+        found = _planted_in(texts.view(doc.content)) if doc.content.strip() else None
         if found is not None:
             risk, span, found_payloads, whole = found
             out.append(Planted(i, risk, span, found_payloads, whole))
     return out
 
 
-def evidence_documents(record: RagRecord, found: Sequence[Planted] | None = None) -> list[str]:
+def evidence_documents(
+    record: RagRecord, found: Sequence[Planted] | None = None, texts: TextAnalyses | None = None
+) -> list[str]:
     """Each document's text with its flagged span taken out (the same text when unflagged)."""
-    found = planted(record) if found is None else found
-    texts = [d.content for d in record.documents]
+    found = planted(record, texts) if found is None else found
+    evidence = [d.content for d in record.documents]
     for p in found:
-        text = texts[p.document]
+        text = evidence[p.document]
         for part in p.span:
             text = text.replace(part, " ")
-        texts[p.document] = text
-    return texts
+        evidence[p.document] = text
+    return evidence
 
 
 def without_flagged(record: RagRecord) -> RagRecord:

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from ragpulse.evaluators.injection.rule import DELIMITER, DOC_COMMAND, ENCODED, EXFIL, TOOL, Rule
 from ragpulse.evaluators.injection.vocabulary import (
-    _AI_ANCHORS,
     _AI_NOUNS,
     _gap,
     _rx,
     _then,
-    _words,
 )
 
 CONTENT_RULES: tuple[Rule, ...] = (
@@ -23,15 +21,13 @@ CONTENT_RULES: tuple[Rule, ...] = (
         DELIMITER,
         0.85,
         _rx(r"<\|[a-z0-9_]{2,40}\|>|<\|(?:im_start|im_end|endoftext|eot_id|start_header_id)"),
-        ("<|",),
     ),
-    Rule("inst_tag", DELIMITER, 0.7, _rx(r"\[/?inst\]"), ("inst]",)),
+    Rule("inst_tag", DELIMITER, 0.7, _rx(r"\[/?inst\]")),
     Rule(
         "llama_sys_tag",
         DELIMITER,
         0.85,
         _rx(r"<</?sys>>|\[system\]\(#\w{1,30}\)"),
-        ("sys>>", "[system]("),
     ),
     Rule(
         "role_header",
@@ -41,7 +37,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"(?:^|\n)[ \t]?#{1,6}[ \t]?(?:system|instructions?|assistant|user|human|response|"
             r"new instructions|system prompt|admin|developer)[ \t]?:"
         ),
-        ("#",),
     ),
     Rule(
         "role_prefix",
@@ -51,7 +46,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"(?:^|\n)[ \t]?(?:system|assistant|human|user|developer|admin|administrator)"
             r"(?:[ \t](?:message|prompt|note|override))?[ \t]?:[ \t]"
         ),
-        _words("system|assistant|human|user|developer|admin"),
     ),
     Rule(
         "uppercase_role_marker",
@@ -62,7 +56,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"(?:[ \t](?:MESSAGE|PROMPT|NOTE|OVERRIDE|UPDATE|INSTRUCTIONS?))?[ \t]?:"
             r"|\[(?:SYSTEM|ADMIN|DEVELOPER|OVERRIDE)(?:[ \t](?:MESSAGE|PROMPT|NOTE|OVERRIDE))?\]"
         ),
-        _words("SYSTEM|ADMIN|DEVELOPER|OVERRIDE|INSTRUCTION"),
         space="plain",
     ),
     Rule(
@@ -75,10 +68,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"tool_output|tool_result|function_results?|document_content|email_content|"
             r"external_content|admin|im_start)[ \t]?>"
         ),
-        _words(
-            "document|context|retrieved|search_result|untrusted|user_|instruction|system|tool_|"
-            "function_result|_content|admin|im_start"
-        ),
     ),
     Rule(
         "fake_boundary_text",
@@ -89,7 +78,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"[ \t](?:the[ \t])?(?:document|context|user input|search results?|retrieved \w{1,30}|"
             r"instructions|system prompt|conversation|prompt|input)\b"
         ),
-        _words("end of|begin|start of|new "),
     ),
     Rule(
         "html_comment_instruction",
@@ -99,7 +87,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"<!--[^>]{0,300}?\b(?:ignore|disregard|assistant|ai|llm|you must|you should|respond|"
             r"reply|instructions?|system)\b"
         ),
-        ("<!--",),
         where="document",
     ),
     # --- encoded payloads ------------------------------------------------------
@@ -112,7 +99,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             rf"reverse)\b{_then(8)}\W{{1,10}}(?:and|then)\W{{1,10}}{_gap(3)}(?:follow|execute|run|"
             r"obey|perform|do what|carry out|act on|comply|respond to|answer|do it|do as)\b"
         ),
-        _words("decod|decrypt|deciph|unscrambl|deobfusc|rot13|revers|base64"),
     ),
     Rule(
         "encoding_mention",
@@ -122,7 +108,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:base64|base-64|rot13|rot-13|hexadecimal|morse code|caesar cipher|leetspeak|"
             rf"binary)\b{_then(4)}\W{{1,10}}(?:encoded|string|text|message|payload|instruction)"
         ),
-        _words("base64|base-64|rot13|rot-13|hexadecimal|morse|caesar|leet|binary"),
     ),
     Rule(
         "string_concat_payload",
@@ -133,7 +118,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"[a-z]\w{0,2}\s?=\s?[\"'][^\"'\n]{1,300}[\"']"
             r"[\s\S]{0,400}?\b[a-z]\w{0,2}\s?\+\s?[a-z]\w{0,2}\b"
         ),
-        ("+",),
     ),
     Rule(
         "split_payload",
@@ -144,7 +128,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:parts?|strings?|pieces|fragments|a,? b,? and c|a and b)\b"
             r"|\bpart\s?1\b[^\n]{0,200}?\bpart\s?2\b"
         ),
-        _words("combine|concatenat|join|interlac|merge|put together|assembl|part 1|part1"),
     ),
     # --- exfiltration links ------------------------------------------------------
     Rule(
@@ -152,7 +135,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
         EXFIL,
         0.45,
         _rx(r"!\[[^\]\n]{0,300}\]\(\s?<?(?:https?:)?//[^\s)?]{1,500}\?[^\s)]{1,2000}\)"),
-        ("![",),
     ),
     Rule(
         "md_image_placeholder",
@@ -164,14 +146,12 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"(?:data|secret|password|conversation|history|chat|summary|prompt|memory|"
             r"messages?|info|context|key|token|email)=[^\s)&]{0,40}(?:[{<$\[]|\.\.\.)"
         ),
-        ("![",),
     ),
     Rule(
         "md_link_placeholder",
         EXFIL,
         0.45,
         _rx(r"\[[^\]\n]{0,300}\]\(\s?<?https?://[^\s)?]{1,500}\?[^\s)]{0,500}(?:[{<$\[]|%7b|%5b)"),
-        ("](",),
     ),
     Rule(
         "html_img_query",
@@ -180,7 +160,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
         _rx(
             r"<img\b[^>]{0,500}?\bsrc\s?=\s?[\"']?(?:https?:)?//[^\"'\s>?]{1,500}\?[^\"'\s>]{1,2000}"
         ),
-        ("<img",),
     ),
     Rule(
         "send_data_to_url",
@@ -197,10 +176,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"endpoint|webhook|server|address)|this (?:url|link|endpoint|webhook|address)|"
             r"[\w.+-]{1,64}@[\w-]{1,63}\.[a-z]{2,24}|webhook|query (?:string|parameter))"
         ),
-        _words(
-            "conversation|chat|dialogue|message|password|secret|api|credential|the user|"
-            "system prompt|session|cookie|access token|everything above"
-        ),
     ),
     Rule(
         "send_to_url",
@@ -210,7 +185,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             rf"\b(?:send|post|forward|transmit|upload|exfiltrate|submit)\b{_then(6)}\W{{1,10}}"
             r"to\W{1,10}(?:https?://|www\.)"
         ),
-        ("http", "www."),
     ),
     Rule(
         "send_to_email",
@@ -220,7 +194,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             rf"\b(?:send|forward|email|e-mail|cc|bcc|mail)\b{_then(8)}\W{{1,10}}to\s"
             r"[\w.+-]{1,64}@[\w-]{1,63}\.[a-z]{2,24}"
         ),
-        ("@",),
     ),
     Rule(
         "phishing_lure",
@@ -231,7 +204,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"breached)|verify your (?:account|identity|password)|reset your password)\b"
             r"[^\n]{0,80}?\b(?:link|click|https?://|www\.)"
         ),
-        ("your account", "verify your", "reset your"),
     ),
     Rule(
         "render_markdown_image",
@@ -241,7 +213,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             rf"\b(?:render|display|show|output|include|print|embed|insert)\b{_then(4)}\W{{1,10}}"
             r"(?:this|the following|an?)\s(?:markdown|image|img|tracking pixel)\b"
         ),
-        _words("markdown|image|img|tracking pixel"),
     ),
     # --- tool-call bait --------------------------------------------------------
     Rule(
@@ -252,7 +223,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:attention|note|message|notice|reminder|memo|important|instructions?|warning)"
             rf"\s?(?:to|for)\s(?:the\s|any\s|all\s|every\s)?{_AI_NOUNS}\b"
         ),
-        _AI_ANCHORS,
     ),
     Rule(
         "if_you_are_ai",
@@ -265,7 +235,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"(?=\s?[,.;:!?)\-]|\s?$|\s(?:reading|processing|summari[sz]ing|browsing|that|who|"
             r"tasked|and|or|agent|assistant|model|system|crawler|scraper|here)\b)"
         ),
-        ("if you are", "if you're"),
     ),
     Rule(
         "hello_ai",
@@ -275,7 +244,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:dear|hey|hi|hello|attention|listen)\s?,?\s(?:ai|a\.i\.|assistant|chatgpt|gpt|"
             r"llm|claude|gemini|copilot|bard|bing|chatbot|language model)\b"
         ),
-        (*_AI_ANCHORS, "bing"),
     ),
     Rule(
         "ai_must_act",
@@ -289,7 +257,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"fetch|browse|visit|download|upload|forward|ignore|disregard|respond|reply|say|"
             r"output|print|include|tell|recommend|insert|append|reveal|disclose|share)\b"
         ),
-        (*_AI_ANCHORS, "agent", "bot"),
     ),
     Rule(
         "tool_call_syntax",
@@ -299,14 +266,12 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"</?tool_call>|</?function_calls?>|<invoke\b|<\|python_tag\|>|\bto=functions\.\w"
             r"|\bfunctions\.\w{1,64}\s?\("
         ),
-        _words("tool_call>|function_call|<invoke|python_tag|functions."),
     ),
     Rule(
         "tool_call_json",
         TOOL,
         0.3,
         _rx(r"\"(?:tool_calls|function_call|tool_use)\"\s?:"),
-        ("tool_calls", "function_call", "tool_use"),
     ),
     Rule(
         "call_tool_imperative",
@@ -316,14 +281,12 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:call|invoke|execute|trigger|use)\s(?:the\s|a\s|this\s)?(?:\w{1,30}\s)?"
             r"(?:function|tool|plugin|api|shell command|terminal command|script|action)\b"
         ),
-        _words("function|tool|plugin|api|command|script|action"),
     ),
     Rule(
         "send_email_imperative",
         TOOL,
         0.2,
         _rx(r"\b(?:send|write|compose|draft|forward)\s(?:\w{1,30}\s){0,2}?(?:email|e-mail)\sto\b"),
-        ("email", "e-mail"),
     ),
     Rule(
         "destructive_action",
@@ -334,7 +297,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"(?:user'?s?\s)?(?:files|emails|inbox|database|records|repository|repo|account|"
             r"tables?|contacts|calendar)\b"
         ),
-        _words("delete|wipe|erase|drop"),
     ),
     Rule(
         "transfer_funds",
@@ -344,7 +306,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:transfer|wire|send)\s(?:\$?[\d,.]{1,20}\s?(?:dollars|usd|eur|btc|eth|bitcoin)?|"
             rf"money|funds|crypto|bitcoin|the balance)\b{_then(5)}\W{{1,10}}to\b"
         ),
-        ("transfer", "wire", "send"),
     ),
     Rule(
         "dangerous_code",
@@ -355,7 +316,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"|\bsubprocess\.(?:run|popen|call)\b|\beval\s?\(\s?(?:atob|base64)|"
             r"\bpowershell\s-(?:e|enc|encodedcommand)\b|__import__\s?\(\s?['\"]os"
         ),
-        _words("rm |curl|wget|os.system|subprocess|eval|powershell|__import__"),
     ),
     # --- imperatives to the assistant (documents should describe, not command) --
     Rule(
@@ -363,7 +323,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
         DOC_COMMAND,
         0.45,
         _rx(r"\b(?:tell|convince|persuade|urge|trick|instruct)\sthe\suser\b"),
-        ("the user",),
     ),
     Rule(
         "hide_from_user",
@@ -374,7 +333,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"mentioning|reveal|revealing|alert|alerting|let|letting|notify|notifying)\s"
             r"(?:this\s|it\s|that\s|anything\s)?(?:to\s)?the\suser\b"
         ),
-        ("the user",),
     ),
     Rule(
         "your_response_must",
@@ -384,7 +342,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\byour\s(?:response|answer|reply|output|summary|next message)\s(?:must|should|"
             r"shall|will|needs to|has to)\b"
         ),
-        _words("your response|your answer|your reply|your output|your summary|your next message"),
         where="document",
     ),
     Rule(
@@ -394,10 +351,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
         _rx(
             r"\b(?:in|at the (?:start|end|beginning) of|begin|start|end)\s(?:your|each)\s"
             r"(?:response|answer|reply|output|summary)\b"
-        ),
-        _words(
-            "your response|your answer|your reply|your output|your summary|each response|"
-            "each answer|each reply|each output|each summary"
         ),
         where="document",
     ),
@@ -409,7 +362,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:always|only|never)\s(?:respond|reply|answer)\b|\b(?:respond|reply|answer)\s"
             r"(?:only\s)?(?:with|using)\s(?:the (?:word|phrase|text|following)|only)\b"
         ),
-        ("respond", "reply", "answer"),
         where="document",
     ),
     Rule(
@@ -423,7 +375,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"disclose|recommend|pretend|refuse|comply|obey|follow (?:these|the (?:new|following)"
             r") instructions)\b"
         ),
-        _words("you must|you should|you shall|you will|you need to|you have to|you are"),
         where="document",
     ),
     Rule(
@@ -434,7 +385,6 @@ CONTENT_RULES: tuple[Rule, ...] = (
             r"\b(?:when|if|whenever)\s(?:the user|a user|users)\s(?:asks?|requests?|queries|"
             r"inquires|mentions?)\b"
         ),
-        ("user",),
         where="document",
     ),
 )

@@ -17,16 +17,13 @@ from ragpulse.evaluators.injection.vocabulary import (
     _NOT_A_PROMPT_TOPIC,
     _NOT_A_TOPIC,
     _NOT_NEGATED,
-    _OVERRIDE_VERB_ANCHORS,
     _OVERRIDE_VERBS,
     _PRIOR,
-    _SECRET_ANCHORS,
     _SECRET_OBJECTS,
     _gap,
     _rx,
     _sgap,
     _then,
-    _words,
 )
 
 # After an extraction verb, inside one sentence: "your [...] instructions".
@@ -56,7 +53,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
         _rx(
             rf"\b{_OVERRIDE_VERBS}\W{{1,10}}{_gap(3)}{_PRIOR}\W{{1,10}}{_gap(2)}{_INSTRUCTION_NOUNS}\b"
         ),
-        _OVERRIDE_VERB_ANCHORS,
     ),
     Rule(
         "ignore_everything_before",
@@ -68,7 +64,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"so far|until now|up to now|you(?:'ve| have)? (?:been|were) (?:told|given|instructed|"
             r"taught|programmed))\b"
         ),
-        _OVERRIDE_VERB_ANCHORS,
     ),
     Rule(
         "ignore_the_above",
@@ -79,7 +74,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"preceding|foregoing|prior|earlier)(?:\s(?:text|content|message|one|part|section|"
             r"paragraph|lines?))?\s?(?:[.,;:!]|\band\b|$)"
         ),
-        _OVERRIDE_VERB_ANCHORS,
     ),
     Rule(
         "ignore_this_and_say",
@@ -91,7 +85,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"state|print|output|respond|reply|write|tell|answer|claim|declare|return|repeat|"
             r"give me)\b"
         ),
-        _OVERRIDE_VERB_ANCHORS,
     ),
     Rule(
         "regardless_of_previous",
@@ -103,7 +96,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"initial|system)\s(?:instructions?|directives?|tasks?|prompts?|rules|guidelines|"
             r"commands?|requests?)\b"
         ),
-        _words("regardless|irrespective|in spite|despite|notwithstanding"),
     ),
     Rule(
         "new_instructions_header",
@@ -114,7 +106,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"system|admin|administrator|developer)\s(?:instructions?|directives?|commands?|"
             r"orders|system prompt|prompt|task|objective|mission)\s?:"
         ),
-        _words("instruction|directive|command|order|prompt|task|objective|mission"),
     ),
     Rule(
         "your_new_task",
@@ -124,7 +115,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"\byour\s(?:new|real|actual|true|only|sole|updated)\s(?:task|goal|objective|"
             r"mission|instructions?|directive|purpose)\s(?:is|are|will be|now)\b"
         ),
-        _words("your new|your real|your actual|your true|your only|your sole|your upd"),
     ),
     Rule(
         "from_now_on",
@@ -135,7 +125,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"(?:this|the) conversation)\b,?\s(?:you|your|always|only|never|respond|answer|"
             r"reply|act|behave|ignore|do not|don't)\b"
         ),
-        _words("from now on|from this point|henceforth|for the rest of"),
     ),
     Rule(
         "do_not_answer_user",
@@ -145,7 +134,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"\b(?:do not|don't|never|stop)\s(?:answer|respond to|reply to|address|help with)\s"
             r"(?:the|this|that|any|their)\s(?:user'?s?|original|actual)\b"
         ),
-        ("user", "original", "actual"),
     ),
     Rule(
         "ignore_instructions_multilingual",
@@ -189,12 +177,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
                 ]
             )
         ),
-        _words(
-            "ignor|oubli|ne tenez|ne tiens|olvid|descarta|omite|no hagas|esqueç|esquec|"
-            "desconsider|descarte|dimentic|trascura|non considerare|vergiss|vergessen|missacht|"
-            "negeer|vergeet|игнор|проигнор|забуд|не обращай|ігнор|zignoruj|zapomnij|talimat|komut|"
-            "kural|αγνο|ξεχ|忽略|忽视|无视|忘|不要理会|無視|무시|잊어|تجاهل|انس|تناس|निर्देश"
-        ),
     ),
     # --- role / mode hijack ----------------------------------------------------
     Rule(
@@ -206,7 +188,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"become|now)\s(?:now\s)?(?:dan|stan|dude|evilbot|aim|jailbreak|jailbroken)\b"
             r"|\bdan mode\b"
         ),
-        _words("do anything now|dan|stan|dude|evilbot|aim|jailbr"),
     ),
     Rule(
         "unrestricted_ai",
@@ -219,10 +200,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"the ai)"
             r"|alter ego)\b"
         ),
-        _words(
-            "unrestricted|unfiltered|uncensored|jailbroken|unaligned|amoral|unethical|evil|rogue|"
-            "unbound|unchained|unlimited|unshackled"
-        ),
     ),
     Rule(
         "jailbreak_mode",
@@ -232,7 +209,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"\b(?:dan|jailbreak|jailbroken|unrestricted|unfiltered|uncensored|evil|opposite|"
             r"god|chaos|unlocked|no[- ]?limits?)\smode\b"
         ),
-        ("mode",),
     ),
     Rule(
         "you_are_in_mode",
@@ -244,7 +220,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             rf"{_gap(2)}(?:in|into|enter|entering|activate|enable|switch(?:ed)? (?:to|into)|"
             rf"operating in|running in|placed in|put in|now in)\s(?:the\s)?{_MODE_NAMES}\smode\b"
         ),
-        ("mode",),
     ),
     Rule(
         "entering_mode",
@@ -255,7 +230,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             rf"now in|engaging|engage)\s{_gap(3)}(?:override|maintenance|developer|admin|debug|god|"
             r"system|security|verification|diagnostic|sudo|root|unrestricted|jailbreak)\smode\b"
         ),
-        ("mode",),
     ),
     Rule(
         "mode_enabled",
@@ -267,7 +241,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"activate|engage|initiate|switch to|boot into)\s(?:the\s)?(?:developer|admin|"
             r"system|sudo|root|super ?user|override)\smode\b"
         ),
-        ("mode",),
     ),
     Rule(
         "you_are_no_longer",
@@ -278,15 +251,13 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"an assistant|a language model|chatgpt|required|constrained|subject|obliged|"
             r"governed)\b"
         ),
-        ("no longer",),
     ),
-    Rule("you_are_now", HIJACK, 0.3, _rx(r"\byou(?: are|'re) now\b"), ("are now", "'re now")),
+    Rule("you_are_now", HIJACK, 0.3, _rx(r"\byou(?: are|'re) now\b")),
     Rule(
         "pretend_you_are",
         HIJACK,
         0.3,
         _rx(r"\b(?:pretend|imagine|roleplay|role-play)\s(?:to be|you are|that you are|you're)\b"),
-        _words("pretend|imagine|roleplay|role-play"),
     ),
     Rule(
         "act_without_restrictions",
@@ -303,10 +274,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"boundaries|constraints|polic(?:y|ies)|principles|programming|filters?)|filters|"
             r"filtering|censorship|ethics|morals|morality|guardrails|safeguards)\b"
         ),
-        _words(
-            "without|with no|free of|free from|ignoring|bypassing|regardless of|bound by|"
-            "unbound by|unconstrained by"
-        ),
     ),
     Rule(
         "disable_safety",
@@ -319,7 +286,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"ies)"
             r")|ethical (?:guidelines|constraints|restrictions)|guardrails|safeguards|censorship)\b"
         ),
-        _words("safety|content|ethical|guardrail|safeguard|censorship"),
     ),
     Rule(
         "never_refuse",
@@ -330,7 +296,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"must not|are not allowed to|aren't allowed to)\s(?:ever\s)?(?:refuse|decline|"
             r"deny|reject)\b"
         ),
-        _words("refuse|decline|deny|reject"),
     ),
     Rule(
         "no_disclaimers",
@@ -342,14 +307,12 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"moralis\w{0,10}|moral (?:lectures?|commentary)|ethical (?:considerations|concerns|"
             r"warnings?)|warnings? or disclaimers?)\b"
         ),
-        _words("disclaimer|caveat|moral|ethical"),
     ),
     Rule(
         "stay_in_character",
         HIJACK,
         0.3,
         _rx(r"\b(?:stay|remain|keep) in character\b|\bbreak(?:ing)? character\b"),
-        ("character",),
     ),
     Rule(
         "authority_claim",
@@ -362,7 +325,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"\sof\s(?:this|the)\s(?:system|model|ai|assistant|bot)|god|openai|anthropic|"
             r"the system)\b"
         ),
-        _words("i am|i'm|im |this is"),
     ),
     Rule(
         "obey_me",
@@ -373,7 +335,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"listen to|follow|comply with|do)\s(?:me|my\s(?:\w{1,30}\s)?(?:instructions|commands|"
             r"orders|rules)|everything i say|what i say|whatever i say|all of my)\b"
         ),
-        _words("you must|you have to|you will|you shall|you need to"),
     ),
     Rule(
         "no_filtering_ai",
@@ -384,7 +345,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"ethical\s|moral\s|safety\s)?(?:filtering|filters|restrictions|censorship|guardrails|"
             r"limitations|ethics|morals)\b"
         ),
-        _words("filter|restrictions|censorship|guardrails|limitations|ethics|morals"),
     ),
     Rule(
         "hypothetical_framing",
@@ -395,7 +355,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"(?:hypothetical|fictional|parallel|alternate|dystopian) (?:world|universe|scenario|"
             r"reality|future|society))\b"
         ),
-        _words("imagine|suppose|let's say|hypothetical|in a "),
         where="question",
     ),
     # --- system prompt / secret extraction -------------------------------------
@@ -406,10 +365,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
         _rx(
             rf"\b(?:{_EXTRACT_COMMANDS}{_YOUR_INSTRUCTIONS}|"
             rf"{_EXTRACT_QUESTIONS}{_YOUR_INSTRUCTIONS}{_ASKED_ABOUT_A_TASK})"
-        ),
-        _words(
-            "prompt|instructions|directives|system message|programming|initial|original|hidden|"
-            "secret|internal"
         ),
     ),
     Rule(
@@ -424,8 +379,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"secret|internal|developer|confidential|initial|pre|meta)[- ]?(?:prompt|"
             rf"instructions|directives)\b{_NOT_A_PROMPT_TOPIC}"
         ),
-        ("prompt", "instructions", "directives"),
-        word_anchors=False,  # "systemprompt", "preprompt"
     ),
     Rule(
         "repeat_words_above",
@@ -435,9 +388,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"\b(?:repeat|print|output|echo|recite|reproduce|write out|spell out)\W{1,10}"
             rf"{_gap(3)}(?:words|everything|instructions|prompt)\W{{1,10}}{_gap(2)}(?:above|"
             r"before this|preceding|prior to this|that came before|at the (?:start|beginning))\b"
-        ),
-        _words(
-            "above|before this|preceding|prior to this|came before|at the start|at the beginning"
         ),
     ),
     Rule(
@@ -449,14 +399,12 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"(?:(?:were|have|had) you (?:been )?(?:given|told|provided)|did you (?:get|receive))"
             r"|\b(?:instructions|prompt) (?:you were|you've been|you have been) given\b"
         ),
-        _words("given|told|provided|did you"),
     ),
     Rule(
         "ask_your_secret",
         EXTRACTION,
         0.6,
         _rx(_ask_your_secret(_ASK_VERBS)),
-        _SECRET_ANCHORS,
         where="question",
     ),
     Rule(
@@ -466,7 +414,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
         EXTRACTION,
         0.6,
         _rx(_ask_your_secret(_ASK_VERBS_NOT_TO_THE_READER)),
-        _SECRET_ANCHORS,
         where="document",
     ),
     Rule(
@@ -477,7 +424,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             rf"{_NOT_NEGATED}\b{_ASK_VERBS}{_IN_SENTENCE}{_sgap(3)}(?:the|that|this)\s(?:secret|hidden|"
             rf"confidential)\s(?:key|password|passcode|word|code|phrase|token|value)\b{_NOT_A_TOPIC}"
         ),
-        ("secret", "hidden", "confidential"),
     ),
     Rule(
         "ask_secret_multilingual",
@@ -491,10 +437,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"hasło|klucz)\b|(?:你的|您的|あなたの|君の|당신의|너의)\s?(?:秘密|密钥|密码|"
             r"秘密鍵|パスワード|비밀번호|비밀 ?키)"
         ),
-        _words(
-            "clave|contraseña|mot de passe|clé|passwort|schlüssel|chiave|senha|chave|ключ|пароль|"
-            "hasło|klucz|秘密|密钥|密码|パスワード|비밀"
-        ),
     ),
     Rule(
         "ask_the_password",
@@ -504,7 +446,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"\b(?:the|our|this)\s(?:system\s|admin\s|secret\s|confidential\s)?(?:password|"
             r"passphrase|passcode|secret key|secret word|confidential string)\b"
         ),
-        _words("password|passphrase|passcode|secret key|secret word|confidential string"),
         where="question",
     ),
     Rule(
@@ -518,7 +459,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"(?:balance|account)|account (?:number|details)|personal (?:data|information|details)|"
             r"favou?rite \w{1,30}|age)\b"
         ),
-        ("user",),
         where="question",
     ),
     Rule(
@@ -531,10 +471,6 @@ OVERRIDE_RULES: tuple[Rule, ...] = (
             r"with (?:dashes|dots|spaces) (?:in )?between|each (?:digit|letter|character) "
             r"separated|one (?:letter|character) at a time|first letter of each (?:line|word)|"
             r"interlace)\b"
-        ),
-        _words(
-            "reverse order|backwards|pig latin|leet|base64|morse|hex|acrostic|between|separated|"
-            "at a time|first letter|interlace"
         ),
         where="question",
     ),

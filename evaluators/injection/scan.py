@@ -1,28 +1,24 @@
-"""Scan one text: hidden characters, the rules that can match it, decoded payloads, memoised.
+"""Scan one text: hidden characters, the rules that match it, decoded payloads.
 
-Per text: flag hidden characters on the raw text, normalise once, ask
-:mod:`search` which rules to try (on a short text only those whose guard holds,
-usually one or two), run those, then look for encoded payloads and floods among
+Per text: flag hidden characters on the raw text, normalise once, scan the
+normalised text once for every rule (:mod:`engine`: Hyperscan says which rules
+may match, ``re`` runs those), then look for encoded payloads and floods among
 the tokens and scan decoded payloads the same way. Whether a rule fires, and on
 what excerpt, is always its own regex's answer.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
+import functools
 from dataclasses import dataclass, field
-from functools import lru_cache
 
+from ragpulse.evaluators.injection.engine import PatternSet
 from ragpulse.evaluators.injection.normalize import _hidden_characters, _normalize, _Normalized
 from ragpulse.evaluators.injection.payloads import _token_payloads
-from ragpulse.evaluators.injection.rules import _FAMILY_OF, _WEIGHTS
-from ragpulse.evaluators.injection.search import _Haystack, _rules_to_try, _search
+from ragpulse.evaluators.injection.rule import Rule, Space
+from ragpulse.evaluators.injection.rules import _FAMILY_OF, _RULES, _WEIGHTS
 
 EXCERPT_CHARS = 120
-_CACHE_MAX_CHARS = 8_000  # memoised by value up to this; longer texts by a digest...
-_DIGEST_MAX_CHARS = 65_536  # ...up to this: beyond, documents rarely repeat (and floods never)
 
 
 @dataclass(frozen=True)
@@ -44,18 +40,54 @@ class TextScan:
         return dict(zip(self.rules, self.weights, strict=True))
 
 
+_NOTHING = TextScan()
+
+
+class _Space:
+    """The rules of one text space (casefolded or plain) on one pattern set."""
+
+    def __init__(self, space: Space) -> None:
+        self.rules: tuple[Rule, ...] = tuple(r for r in _RULES if r.space == space)
+        self.patterns = PatternSet(f"injection-{space}", [r.pattern for r in self.rules])
+        # The rules that apply to a question (False) or a document (True).
+        self.wanted = {
+            document: frozenset(
+                i
+                for i, r in enumerate(self.rules)
+                if r.where != ("question" if document else "document")
+            )
+            for document in (False, True)
+        }
+
+
+@functools.cache
+def _spaces() -> tuple[_Space, _Space]:
+    """The casefolded and the plain rules, compiled once per process."""
+    return _Space("folded"), _Space("plain")
+
+
+def prepare() -> None:
+    """Load (or compile) the rule databases now rather than during the first scan."""
+    _spaces()
+
+
+def unexpressed() -> dict[str, str]:
+    """Rule name -> why Hyperscan cannot take its regex (``re`` runs it on every text)."""
+    return {
+        space.rules[i].name: why
+        for space in _spaces()
+        for i, why in space.patterns.unexpressed.items()
+    }
+
+
 def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nested: bool) -> None:
     """Fill ``hits`` (rule name -> matched text) from the regex and token rules."""
-    haystacks = {
-        "folded": _Haystack(norm.folded, folded=True),
-        "plain": _Haystack(norm.plain, folded=False),
-    }
-    skip_where = "question" if document else "document"
-    for rule in _rules_to_try(norm.folded):
-        if rule.name in hits or rule.where == skip_where:
-            continue
-        if (m := _search(rule, haystacks[rule.space])) is not None:
-            hits[rule.name] = m.group()
+    for space, text in zip(_spaces(), (norm.folded, norm.plain), strict=True):
+        wanted = space.wanted[document]
+        if hits:
+            wanted = frozenset(i for i in wanted if space.rules[i].name not in hits)
+        for i, m in space.patterns.first_matches(text, wanted).items():
+            hits[space.rules[i].name] = m.group()
     if norm.mixed_script is not None:
         hits.setdefault("mixed_script_word", norm.mixed_script)
     if nested:
@@ -71,9 +103,16 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
 
 
-def _scan(text: str, document: bool) -> TextScan:
+def scan_text(text: str, *, document: bool = False) -> TextScan:
+    """Run every rule over one text.
+
+    ``document=True`` adds the rules for imperatives addressed to the assistant
+    (normal in a user's question, suspicious in retrieved content) and drops
+    the question-only ones (asking for a password or another user's data is
+    what a question does, not a document). Pure and thread-safe.
+    """
     if not text or text.isspace():
-        return TextScan()
+        return _NOTHING
     hits: dict[str, str] = {}
     if not text.isascii():
         smuggled = _hidden_characters(text, hits)
@@ -81,7 +120,7 @@ def _scan(text: str, document: bool) -> TextScan:
             text = text + "\n" + smuggled
     _match_rules(_normalize(text), document=document, hits=hits, nested=False)
     if not hits:
-        return TextScan()
+        return _NOTHING
     names = sorted(hits, key=lambda n: (-_WEIGHTS[n], n))
     weights = tuple(_WEIGHTS[n] for n in names)
     survive = 1.0
@@ -96,43 +135,15 @@ def _scan(text: str, document: bool) -> TextScan:
     )
 
 
-_scan_cached = lru_cache(maxsize=2048)(_scan)
-_LONG_CACHE_SIZE = 256  # long texts' scans, keyed by a digest: the texts are not kept
-_long_scans: OrderedDict[bytes, TextScan] = OrderedDict()
-_long_lock = threading.Lock()
+QUESTION_SCAN = "injection/scan:question"
+DOCUMENT_SCAN = "injection/scan:document"
+"""Keys under which a text's scans are kept with its shared analysis
+(``TextView.derived``): every evaluator that scans a document finds it scanned."""
 
 
-def _scan_long(text: str, document: bool) -> TextScan:
-    """A long text's scan, memoised by a digest of the text (its scan costs milliseconds,
-    its digest microseconds; the cache holds 16-byte keys, never the texts)."""
-    key = hashlib.blake2b(
-        text.encode("utf-8", "surrogatepass"), digest_size=16, person=b"doc" if document else b"q"
-    ).digest()
-    with _long_lock:
-        found = _long_scans.get(key)
-        if found is not None:
-            _long_scans.move_to_end(key)
-            return found
-    found = _scan(text, document)
-    with _long_lock:
-        _long_scans[key] = found
-        while len(_long_scans) > _LONG_CACHE_SIZE:
-            _long_scans.popitem(last=False)
-    return found
+def scan_question(text: str) -> TextScan:
+    return scan_text(text)
 
 
-def scan_text(text: str, *, document: bool = False) -> TextScan:
-    """Run every rule over one text.
-
-    ``document=True`` adds the rules for imperatives addressed to the assistant
-    (normal in a user's question, suspicious in retrieved content) and drops
-    the question-only ones (asking for a password or another user's data is
-    what a question does, not a document). Pure and thread-safe; texts are
-    memoised because the same documents are retrieved again and again (short
-    ones by value, longer ones up to 64 KiB by a digest).
-    """
-    if len(text) <= _CACHE_MAX_CHARS:
-        return _scan_cached(text, document)
-    if len(text) <= _DIGEST_MAX_CHARS:
-        return _scan_long(text, document)
-    return _scan(text, document)
+def scan_document(text: str) -> TextScan:
+    return scan_text(text, document=True)

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cached_property
-from typing import Protocol
-
-
-class PatternSource(Protocol):
-    """What the guards read of a pattern: a compiled ``re.Pattern`` or a :class:`LazyPattern`."""
-
-    @property
-    def pattern(self) -> str: ...
-
-    @property
-    def flags(self) -> int: ...
 
 
 class LazyPattern:
     """A regex compiled on first use.
 
     The rule table holds about 80 patterns; compiling them all costs ~0.1 s at import,
-    while the prefilter lets a typical text run only a rule or two. ``pattern`` is
-    known without compiling (the on-disk cache key of the guards reads it); ``search``
-    and ``flags`` compile once (two threads may both compile: harmless).
+    while Hyperscan lets a typical text run none of them. ``pattern`` is known without
+    compiling (the rule databases are built, and keyed on disk, from it); ``search``
+    compiles once (two threads may both compile: harmless).
     """
 
     def __init__(self, pattern: str) -> None:
@@ -33,13 +23,11 @@ class LazyPattern:
     def compiled(self) -> re.Pattern[str]:
         return re.compile(self.pattern)
 
-    @cached_property
-    def flags(self) -> int:
-        """As compiled: inline flags such as ``(?i)`` included (compiles)."""
-        return self.compiled.flags
-
     def search(self, text: str, pos: int = 0, endpos: int = 1 << 62) -> re.Match[str] | None:
         return self.compiled.search(text, pos, endpos)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text)
 
 
 def _rx(pattern: str) -> LazyPattern:
@@ -76,11 +64,7 @@ def _then(n: int) -> str:
     return rf"(?:\W{{1,10}}\w{{1,30}}){{0,{n}}}?"
 
 
-# Vocabulary shared by the rule tables: ``*_ANCHORS`` are literals, the rest regex groups.
-_OVERRIDE_VERB_ANCHORS = _words(
-    "ignor|disregard|forget|overlook|bypass|overrid|overwrit|neglect|abandon|discard|dismiss|"
-    "set aside|put aside|not follow|'t follow|stop following|longer follow"
-)
+# Vocabulary shared by the rule tables: regex groups.
 _OVERRIDE_VERBS = _alt(
     "ignore|ignoring|disregard|disregarding|forget|forgetting|overlook|bypass|override|overwrite|"
     "neglect|abandon|discard|dismiss|set aside|put aside|do not follow|don't follow|"
@@ -95,17 +79,10 @@ _INSTRUCTION_NOUNS = _alt(
     "guidance|constraints|restrictions|programming|training|policies|messages|context|"
     "conversation|text|input"
 )
-_AI_ANCHORS = _words(
-    "ai|a.i.|assistant|llm|language model|chatbot|gpt|chatgpt|claude|gemini|bard|copilot"
-)
 _AI_NOUNS = _alt(
     r"ai|a\.i\.|ai assistants?|virtual assistants?|digital assistants?|llms?|"
     r"large language models?|language models?|chatbots?|ai models?|ai agents?|ai systems?|"
     r"gpt(?:-?\d)?|chatgpt|claude|gemini|bard|copilot"
-)
-_SECRET_ANCHORS = _words(
-    "secret|password|passcode|passphrase|pass phrase|pin|api|private key|access|auth|credential|"
-    "key|token|code word|codeword"
 )
 _SECRET_OBJECTS = _alt(
     "secret(?: key| word| code| phrase| token| password)?|password|passcode|passphrase|"
