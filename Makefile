@@ -33,6 +33,8 @@ demo: $(STAMP)
 
 test: $(STAMP) prometheus chromium typecheck backends docs
 	$(BIN)/ruff check .
+	# The layers (pyproject.toml [tool.importlinter]): the package keeps its shape.
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml, docs/) into build/site (git-ignored). --strict turns
@@ -104,6 +106,7 @@ $(BACKENDS)/mlflow/.installed:
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check .
 
 bench: $(STAMP)

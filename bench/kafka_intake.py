@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers import rag_request
 from kafka_env import Broker, free_port
 
+from ragpulse.cli.demo_app import corpus
 from ragpulse.collector import otlp
 from ragpulse.collector.assembly import Assembler
 from ragpulse.config import AssemblySettings
-from ragpulse.demo_app import corpus
 from ragpulse.telemetry import CollectorMetrics
 
 DEV = Path(

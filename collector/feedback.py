@@ -1,4 +1,4 @@
-"""Join user feedback spans (``ragpulse.feedback``) to the traces they are about.
+"""Join user feedback spans (``ragpulse.sdk.feedback``) to the traces they are about.
 
 Feedback within the assembly window is attached to the open trace (so its
 record carries the score and priority rules can act on it); feedback for a

@@ -1,6 +1,6 @@
 """Behaviour under adversarial conditions, decided mechanically from what was planted.
 
-``ragpulse eval --generator`` (:mod:`ragpulse.harness`) builds each test-set row's
+``ragpulse eval --generator`` (:mod:`ragpulse.offline.harness`) builds each test-set row's
 documents under a condition and records what it planted on the row
 (``Reference.condition`` / ``Reference.planted``). These evaluators read that back:
 

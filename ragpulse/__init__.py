@@ -11,29 +11,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
-    from ragpulse.current import current_span_id as current_span_id
-    from ragpulse.current import current_trace_id as current_trace_id
-    from ragpulse.feedback import feedback as feedback
     from ragpulse.function_evaluator import evaluator as evaluator
-    from ragpulse.instrument import InstrumentConfig as InstrumentConfig
-    from ragpulse.instrument import configure as configure
-    from ragpulse.instrument import generation as generation
-    from ragpulse.instrument import generation_span as generation_span
-    from ragpulse.instrument import pipeline as pipeline
-    from ragpulse.instrument import pipeline_span as pipeline_span
-    from ragpulse.instrument import retrieval as retrieval
-    from ragpulse.instrument import retrieval_span as retrieval_span
-    from ragpulse.instrument import shutdown as shutdown
     from ragpulse.record import Document as Document
     from ragpulse.record import EvalResult as EvalResult
     from ragpulse.record import RagRecord as RagRecord
+    from ragpulse.sdk.current import current_span_id as current_span_id
+    from ragpulse.sdk.current import current_trace_id as current_trace_id
+    from ragpulse.sdk.feedback import feedback as feedback
+    from ragpulse.sdk.instrument import InstrumentConfig as InstrumentConfig
+    from ragpulse.sdk.instrument import configure as configure
+    from ragpulse.sdk.instrument import generation as generation
+    from ragpulse.sdk.instrument import generation_span as generation_span
+    from ragpulse.sdk.instrument import pipeline as pipeline
+    from ragpulse.sdk.instrument import pipeline_span as pipeline_span
+    from ragpulse.sdk.instrument import retrieval as retrieval
+    from ragpulse.sdk.instrument import retrieval_span as retrieval_span
+    from ragpulse.sdk.instrument import shutdown as shutdown
 
 _EXPORTS = {
-    "ragpulse.current": "current_span_id current_trace_id",
-    "ragpulse.feedback": "feedback",
+    "ragpulse.sdk.current": "current_span_id current_trace_id",
+    "ragpulse.sdk.feedback": "feedback",
     "ragpulse.function_evaluator": "evaluator",
     "ragpulse.record": "Document EvalResult RagRecord",
-    "ragpulse.instrument": "InstrumentConfig configure shutdown generation generation_span "
+    "ragpulse.sdk.instrument": "InstrumentConfig configure shutdown generation generation_span "
     "pipeline pipeline_span retrieval retrieval_span",
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}

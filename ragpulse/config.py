@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -472,14 +473,24 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+SettingsCheck = Callable[["Settings"], list[tuple[tuple[str, ...], str, str]]]
+"""A check of valid settings: (setting path, what is wrong, hint) per problem."""
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    *,
+    checks: Sequence[SettingsCheck] = (),
+    **overrides: Any,
+) -> Settings:
     """Resolve settings; ``overrides`` (from CLI flags) win, ``None`` values are ignored.
 
     Every problem is reported at once, in one :class:`~ragpulse.errors.ConfigError`
     (:class:`~ragpulse.settings_report.SettingsProblems`): each line names where the
     value came from (file and line, variable or flag), the setting, what is wrong and,
-    for a mistyped name, the closest real one. The checks that need valid settings
-    (plug-in options, evaluator names) run on the rest when part is invalid.
+    for a mistyped name, the closest real one. ``checks`` need valid settings (the
+    commands pass :func:`ragpulse.plugins.plugin_problems`: plug-in options, evaluator
+    names); they run on the rest when part is invalid, so that one run says it all.
     """
     from ragpulse.settings_report import Origins, Problem, SettingsProblems, problems_of
 
@@ -495,10 +506,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         unknown = {p.where for p in problems}  # said already: not again as an unknown key
         problems += [p for p in problems_of(exc, Settings, origins) if p.where not in unknown]
         settings = _the_rest(file_data, flags, exc)
-    if settings is not None:
-        from ragpulse.plugins import plugin_problems  # plug-ins import this module
-
-        for setting, what, hint in plugin_problems(settings):
+    for check in checks:
+        for setting, what, hint in check(settings) if settings is not None else ():
             problems.append(Problem(origins.of(setting), ".".join(setting), what, hint))
     if problems:
         raise SettingsProblems(sorted(problems, key=Problem.order))

@@ -249,9 +249,3 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
         )
     return problems
 
-
-def check_plugin_options(settings: Settings) -> None:
-    """ConfigError for the first of :func:`plugin_problems` (for code that builds
-    settings without :func:`~ragpulse.config.load_settings`)."""
-    for path, what, _ in plugin_problems(settings):
-        raise ConfigError(f"{'.'.join(path)}: {what}")

@@ -97,12 +97,12 @@ def setting_names(model: type[BaseModel], prefix: str = PREFIX) -> tuple[set[str
 
 
 def _other_names() -> set[str]:
-    from ragpulse import _instrument_config as app_side
+    from ragpulse import app_env
     from ragpulse.disk_cache import CACHE_ENV
 
     app = {
         value
-        for key, value in vars(app_side).items()
+        for key, value in vars(app_env).items()
         if key.startswith("ENV_") and isinstance(value, str) and value.startswith(PREFIX)
     }
     return {*OTHER, CACHE_ENV, *app}

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import ragpulse
-from ragpulse import demo_app
+from ragpulse.cli import demo_app
 
 
 def main() -> None:

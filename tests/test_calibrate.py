@@ -17,7 +17,8 @@ import pytest
 from aiohttp import web
 from judge_server import JudgeServer, _data
 
-from ragpulse.calibrate import (
+from ragpulse.cli import main
+from ragpulse.offline.calibrate import (
     METRICS,
     Calibration,
     CalibrationError,
@@ -28,7 +29,6 @@ from ragpulse.calibrate import (
     load_set,
     percentile,
 )
-from ragpulse.cli import main
 from ragpulse.record import EvalResult
 
 SECRET = "sk-calibrate-SECRET-7f3a"
@@ -313,7 +313,7 @@ def test_figures_count_unjudged_rows_and_ties() -> None:
 
 
 def test_modified_calibration_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ragpulse.calibrate as calibrate_module
+    import ragpulse.offline.calibrate as calibrate_module
 
     monkeypatch.setattr(
         calibrate_module, "_manifest", lambda: {"files": {"injection.jsonl": {"sha256": "0"}}}

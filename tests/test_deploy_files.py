@@ -259,7 +259,7 @@ def test_demo_app_main_sends_traces_to_ragpulse_endpoint() -> None:
     with CaptureServer() as backend:
         env = {**os.environ, "RAGPULSE_ENDPOINT": backend.url, "RAGPULSE_SERVICE_NAME": "demo"}
         proc = subprocess.run(
-            [sys.executable, "-m", "ragpulse.demo_app", "--count", "3", "--rate", "100"],
+            [sys.executable, "-m", "ragpulse.cli.demo_app", "--count", "3", "--rate", "100"],
             env=env,
             capture_output=True,
             text=True,

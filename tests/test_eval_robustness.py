@@ -27,7 +27,7 @@ from judge_server import Behaviour, JudgeServer
 from ragpulse.cli import main
 from ragpulse.config import Settings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
-from ragpulse.offline_io import read_rows
+from ragpulse.offline.io import read_rows
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import load_evaluators
 from ragpulse.record import Document, RagRecord

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from ragpulse.conditions import CONDITIONS, PAYLOADS, build_case, rng_for
+from ragpulse.offline.conditions import CONDITIONS, PAYLOADS, build_case, rng_for
 from ragpulse.plugins import evaluator_class
 from ragpulse.record import Reference
 
 TESTSET = Path(str(files("ragpulse").joinpath("demo_data/testset.jsonl")))
-DEMO = ["--generator", "ragpulse.demo_app:generate_for"]
-RETRIEVER = ["--retriever", "ragpulse.demo_app:retrieve"]
+DEMO = ["--generator", "ragpulse.cli.demo_app:generate_for"]
+RETRIEVER = ["--retriever", "ragpulse.cli.demo_app:retrieve"]
 DEADLINE_S = 300  # a generous bound on a run of seconds: a hang fails, a slow box does not
 
 
@@ -363,7 +363,7 @@ def test_harness_flags_without_a_generator_are_refused(tmp_path: Path) -> None:
 COUNTING_GENERATOR = """
 from pathlib import Path
 
-from ragpulse.demo_app import generate_for
+from ragpulse.cli.demo_app import generate_for
 
 
 def generate(question, documents):
@@ -424,7 +424,7 @@ def test_skipped_cases_are_counted_in_console_summary_and_report(
 def recorded_set(tmp_path: Path) -> Path:
     """The demo set with a recorded run per row (its retrieved documents and an answer),
     as a regression set from live traffic carries it."""
-    from ragpulse.demo_app import retrieve
+    from ragpulse.cli.demo_app import retrieve
 
     rows = []
     for row in lines(TESTSET):
@@ -469,7 +469,7 @@ def test_a_recorded_run_runs_every_condition_without_a_retriever(tmp_path: Path)
 HALF_BROKEN_RETRIEVER = """
 import zlib
 
-from ragpulse.demo_app import retrieve as demo_retrieve
+from ragpulse.cli.demo_app import retrieve as demo_retrieve
 
 
 def retrieve(question):

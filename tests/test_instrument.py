@@ -27,9 +27,10 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 import ragpulse
-from ragpulse import _provider, instrument
 from ragpulse import semconv as sc
 from ragpulse.errors import ConfigError
+from ragpulse.sdk import instrument
+from ragpulse.sdk import provider as _provider
 
 ENV_VARS = (
     "RAGPULSE_SERVICE_NAME",

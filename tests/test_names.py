@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from ragpulse.cli import main
+from ragpulse.offline.testset import ALIASES, canonical_row
 from ragpulse.plugins import resolve_evaluator_names
-from ragpulse.testset import ALIASES, canonical_row
 
 ROW = {
     "question": "How much storage does the Pro plan include?",
@@ -68,12 +68,12 @@ def test_a_bare_metric_name_selects_every_method_when_none_is_on_by_default(
     [
         (["--metrics", "faithfullness"], "unknown evaluator 'faithfullness' (did you mean "
          "faithfulness?)"),
-        (["--replay", "ragpulse.demo_app:answer", "--max-drop", "faithfullness=0.05"],
+        (["--replay", "ragpulse.cli.demo_app:answer", "--max-drop", "faithfullness=0.05"],
          "--max-drop faithfullness: no such metric (did you mean faithfulness?)"),
-        (["--generator", "ragpulse.demo_app:generate_for", "--conditions", "retrieved",
+        (["--generator", "ragpulse.cli.demo_app:generate_for", "--conditions", "retrieved",
           "--max-drop", "faithfullness=0.05"],
          "--max-drop faithfullness=0.05: no metric 'faithfullness' (did you mean faithfulness?)"),
-        (["--generator", "ragpulse.demo_app:generate_for", "--conditions", "retrieved",
+        (["--generator", "ragpulse.cli.demo_app:generate_for", "--conditions", "retrieved",
           "--max-drop", "recall@5/idz=0.05"], "did you mean recall@5/ids or"),
     ],
     ids=["metrics", "replay-gate", "harness-gate", "harness-method"],
@@ -106,7 +106,8 @@ def test_ragas_names_are_read_and_said(tmp_path: Path, capsys: pytest.CaptureFix
 def test_deepeval_names_run_the_harness(tmp_path: Path) -> None:
     source = write_rows(tmp_path / "deepeval.jsonl", [DEEPEVAL])
     out = tmp_path / "out.jsonl"
-    argv = ["eval", str(source), "-o", str(out), "--generator", "ragpulse.demo_app:generate_for",
+    argv = ["eval", str(source), "-o", str(out),
+            "--generator", "ragpulse.cli.demo_app:generate_for",
             "--conditions", "retrieved,gold"]  # fmt: skip
     assert main(argv) == 0  # retrieval_context is the recorded run: no --retriever needed
     rows = [json.loads(x) for x in out.read_text().splitlines()]

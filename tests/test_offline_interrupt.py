@@ -22,7 +22,7 @@ DEADLINE_S = 300  # a hang guard only: nothing here is timed
 FUNCTIONS = """
 import threading
 
-from ragpulse.demo_app import generate_for
+from ragpulse.cli.demo_app import generate_for
 
 NEVER = threading.Event()
 FAST = {fast!r}

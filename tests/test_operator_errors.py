@@ -31,6 +31,9 @@ def _env() -> dict[str, str]:
         if not k.upper().startswith("RAGPULSE_") or k == "RAGPULSE_CACHE_DIR"
     }
     env["PYTHONUNBUFFERED"] = "1"
+    # The gRPC receiver's default port (4317) may be held by another process on a shared
+    # machine; no test here is about it (flags, which win, name it where one is).
+    env["RAGPULSE_OTLP_GRPC_PORT"] = "0"
     return env
 
 

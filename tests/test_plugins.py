@@ -34,6 +34,7 @@ from ragpulse.plugins import (
     build_sinks,
     evaluator_class,
     evaluator_names,
+    plugin_problems,
     resolve_evaluator_names,
     sink_classes,
 )
@@ -268,8 +269,8 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_bad_options_fail_at_load_naming_plugin_key_and_fix(
     tmp_path: Path, yaml: str, message: str
 ) -> None:
-    with pytest.raises(ConfigError, match=message):
-        load_settings(write(tmp_path, yaml))
+    with pytest.raises(ConfigError, match=message):  # the commands' checks: plug-in options
+        load_settings(write(tmp_path, yaml), checks=[plugin_problems])
 
 
 def test_options_as_strings_are_coerced_like_any_setting(tmp_path: Path) -> None:

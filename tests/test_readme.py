@@ -60,7 +60,7 @@ from readme_blocks import (
 )
 
 import ragpulse
-from ragpulse._instrument_config import _EXPORTER_NAMES
+from ragpulse.sdk.config import _EXPORTER_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # not resolved: the venv's bin, not the base Python's

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from test_slices import run_rows  # the same synthetic rows
 
-from ragpulse.slice_report import write_sliced_reports
-from ragpulse.slices import sliced_summary
+from ragpulse.offline.slice_report import write_sliced_reports
+from ragpulse.offline.slices import sliced_summary
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Generous: a cold start on a loaded 2-core machine; the test never asserts on time.

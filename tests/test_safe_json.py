@@ -17,7 +17,7 @@ from ragpulse.collector.kafka_source import KafkaSource
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings, read_config_file
 from ragpulse.errors import ConfigError, DecodeError
-from ragpulse.offline import parse_lines
+from ragpulse.offline.score import parse_lines
 from ragpulse.safe_json import MAX_DEPTH, NestingTooDeep
 
 DEEP = 5_000

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from ragpulse.slice_report import markdown, print_sliced, write_sliced_reports
-from ragpulse.slices import parse_gate, sliced_summary
+from ragpulse.offline.slice_report import markdown, print_sliced, write_sliced_reports
+from ragpulse.offline.slices import parse_gate, sliced_summary
 
 
 def result(metric: str, method: str, score: float | None, **kw: Any) -> dict[str, Any]:
@@ -279,8 +279,8 @@ def test_harness_line_numbers_and_notes(tmp_path: Path) -> None:
     assert all(w["row"] >= 100 for w in s["slices"]["all"]["worst"])
     s["notes"] = ["3 of 16 rows lack reference_answers"]
     assert "- 3 of 16 rows lack reference_answers" in markdown(s)
-    # The harness imports the renderers from ragpulse.slices.
-    from ragpulse import slices
+    # The harness imports the renderers from ragpulse.offline.slices.
+    from ragpulse.offline.score import slices
 
     assert slices.write_sliced_reports is write_sliced_reports
     page = slices.write_sliced_reports(s, tmp_path / "o.jsonl", None, html=True)["html"]
@@ -304,7 +304,7 @@ WORSE_GENERATOR = '''
 import json
 from importlib.resources import files
 
-from ragpulse.demo_app import generate_for
+from ragpulse.cli.demo_app import generate_for
 
 _ROWS = files("ragpulse").joinpath("demo_data/testset.jsonl").read_text("utf-8").splitlines()
 MULTI_HOP = {
@@ -331,7 +331,7 @@ def test_ci_loop_fails_on_multi_hop_without_gold_and_not_on_factoid(tmp_path: Pa
     testset = Path(str(files("ragpulse").joinpath("demo_data/testset.jsonl")))
     (tmp_path / "worse_gen.py").write_text(WORSE_GENERATOR, encoding="utf-8")
     conditions = ["--conditions", "retrieved,gold,gold_removed", "--seed", "1"]
-    retriever = ["--retriever", "ragpulse.demo_app:retrieve"]
+    retriever = ["--retriever", "ragpulse.cli.demo_app:retrieve"]
 
     def harness(out: str, generator: str, *extra: str) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "ragpulse.cli", "eval", str(testset), "-o", out]
@@ -341,7 +341,7 @@ def test_ci_loop_fails_on_multi_hop_without_gold_and_not_on_factoid(tmp_path: Pa
             cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False
         )
 
-    base = harness("base.jsonl", "ragpulse.demo_app:generate_for")
+    base = harness("base.jsonl", "ragpulse.cli.demo_app:generate_for")
     assert base.returncode == 0, base.stderr + base.stdout
     baseline = json.loads((tmp_path / "base.summary.json").read_text())
     before = baseline["slices"]["question_type=multi-hop,condition=gold_removed"]["metrics"]
@@ -420,7 +420,7 @@ def test_a_baseline_with_other_conditions_is_compared_per_condition() -> None:
 
 
 def test_baselines_and_gate_names_are_checked_before_any_call() -> None:
-    from ragpulse.slices import baseline_problem, gate_names_problem, parse_gates
+    from ragpulse.offline.slices import baseline_problem, gate_names_problem, parse_gates
 
     summary = sliced_summary(run_rows(), None, None, [])
     assert baseline_problem(summary, ["retrieved"], "b.json") is None

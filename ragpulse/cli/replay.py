@@ -1,7 +1,7 @@
 """``ragpulse eval SET -o OUT --replay module:function [--control ...]``: the command.
 
 Reads the set (a file or a set folder), replays every row through the pipeline
-(:func:`ragpulse.replay.replay`) and scores and writes each row as its calls finish, so
+(:func:`ragpulse.offline.replay.replay`) and scores and writes each row as its calls finish, so
 an interrupted run keeps what it did (answers not yet scored are written with
 ``not_scored``); a finished run's output is put in input order. Then the comparison,
 the reports and the exit status.
@@ -35,8 +35,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.offline_io import Feed, Interrupted, SignalStop, StreamedOutput
-from ragpulse.replay import ReplayRow
+from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
+from ragpulse.offline.replay import ReplayRow
 
 REGRESSION_TO_THE_MEAN = (
     "its recorded scores are low by selection, so they rise on a second look even through "
@@ -60,7 +60,7 @@ def replay_file(args: argparse.Namespace, console: Console) -> int:
     nothing was replayed, or an evaluator failed on every replayed row; 2 for a path or
     usage problem (found before the pipeline is imported); 128 + the signal on
     SIGINT/SIGTERM, the rows scored so far kept."""
-    from ragpulse.offline_io import path_problem
+    from ragpulse.offline.io import path_problem
 
     problem = path_problem(args.input, args.output, folder_ok=True) or _flags_problem(args)
     if problem:
@@ -82,8 +82,8 @@ def _flags_problem(args: argparse.Namespace) -> str | None:
     """Usage problems found before anything is imported: a --max-drop that does not parse
     or names no metric, a --control that is neither a function nor a set."""
     from ragpulse.errors import ConfigError
+    from ragpulse.offline.replay import parse_max_drop
     from ragpulse.plugins import did_you_mean, evaluator_names, metric_names
-    from ragpulse.replay import parse_max_drop
 
     if args.concurrency < 1:
         return "--concurrency must be at least 1"
@@ -108,8 +108,8 @@ def _flags_problem(args: argparse.Namespace) -> str | None:
 
 def _readable(path: Path, console: Console) -> tuple[list[Path], int | None]:
     """The set's readable files; an exit code when there is none."""
-    from ragpulse.offline_io import not_text
-    from ragpulse.replay import input_files
+    from ragpulse.offline.io import not_text
+    from ragpulse.offline.replay import input_files
 
     files = input_files(path)
     problems = [p for p in map(not_text, files) if p]
@@ -132,9 +132,9 @@ class _Input:
 
 
 def _read(files: Sequence[Path]) -> _Input:
-    from ragpulse.offline import parse_lines
-    from ragpulse.offline_io import open_text
-    from ragpulse.replay import to_row
+    from ragpulse.offline.io import open_text
+    from ragpulse.offline.replay import to_row
+    from ragpulse.offline.score import parse_lines
 
     def lines() -> Iterator[str]:
         for file in files:
@@ -178,17 +178,18 @@ def _replay_run(
     state: _Progress,
 ) -> int:
     """The body of :func:`replay_file`, over the readable ``files`` of its input."""
-    from ragpulse.cli import _evaluation_overrides, _offline_run, load_settings
+    from ragpulse.cli.common import evaluation_overrides, load_settings
     from ragpulse.evaluation import load_evaluators_safely
+    from ragpulse.offline.replay import load_function, parse_max_drop, recorded_names, selection
+    from ragpulse.offline.run import offline_run
     from ragpulse.plugins import evaluator_names, load_evaluators
     from ragpulse.redaction import Redactor
-    from ragpulse.replay import load_function, parse_max_drop, recorded_names, selection
 
     max_drop = parse_max_drop(args.max_drop or [])
     fn = load_function(args.replay)
     control_set = Path(args.control) if args.control and Path(args.control).exists() else None
     control_fn = load_function(args.control) if args.control and control_set is None else None
-    settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
+    settings = load_settings(args.config, evaluation=evaluation_overrides(args))
     found = _read(files)
     why = _nothing_to_replay(found)
     if why:
@@ -216,7 +217,7 @@ def _replay_run(
         selection_names = [n for n in recorded if n in known] or settings.evaluation.evaluators
     total = len(rows) + (len(control_input.rows) if control_input else 0)
     state.rows = total
-    progress, task, context = _offline_run(settings, "replaying and scoring", total)
+    progress, task, context = offline_run(settings, "replaying and scoring", total, console)
     wanted = load_evaluators(selection_names, settings.evaluation)
     evaluators = load_evaluators_safely(wanted, context)
     if not evaluators:
@@ -225,7 +226,7 @@ def _replay_run(
     redactor = Redactor.from_settings(settings, "eval_output")  # off unless apply_to names it
 
     def line_of(row: ReplayRow, scored: bool = True) -> str:
-        from ragpulse.replay import output_line
+        from ragpulse.offline.replay import output_line
 
         text = output_line(row, **({} if scored else {"not_scored": "interrupted"}))
         if redactor.enabled:
@@ -276,7 +277,7 @@ def _stream(
     """Replay on worker threads; score and write each batch of finished rows here."""
     import threading
 
-    from ragpulse.replay import replay, score
+    from ragpulse.offline.replay import replay, score
 
     feed = state.feed = Feed[ReplayRow]()
 
@@ -337,7 +338,7 @@ def _summaries(
 ) -> dict[str, Any]:
     """The main comparison, with the selection, and the control's (which the thresholds
     then judge: against the control pipeline, or on the control set as well)."""
-    from ragpulse.replay import against_control, selection, summarize
+    from ragpulse.offline.replay import against_control, selection, summarize
 
     rows = found.rows
     meta = {"input": str(args.input), "output": str(args.output), "replay": args.replay,
@@ -393,7 +394,7 @@ def _summaries(
 
 
 def _finish_report(args: argparse.Namespace, summary: dict[str, Any], console: Console) -> None:
-    from ragpulse.report import write_reports
+    from ragpulse.offline.report import write_reports
 
     paths = write_reports(summary, args.output, args.report_dir, args.html)
     print_replay(summary)
@@ -420,8 +421,8 @@ def _replay_failure(
 
 
 def print_replay(summary: dict[str, Any]) -> None:
-    from ragpulse.cli import _stdout, _table
-    from ragpulse.report import (
+    from ragpulse.cli.common import stdout, table
+    from ragpulse.offline.report import (
         SCORE_HEADER,
         THRESHOLD_HEADER,
         WORST_HEADER,
@@ -433,21 +434,21 @@ def print_replay(summary: dict[str, Any]) -> None:
         worst_rows,
     )
 
-    out = _stdout()
+    out = stdout()
     title = (
         f"{summary['replayed']} of {summary['rows']} rows replayed with {summary['replay']} "
         f"-> {summary['output']}"
     )
-    out.print(_table(title, SCORE_HEADER, score_rows(summary)))
+    out.print(table(title, SCORE_HEADER, score_rows(summary)))
     line = selection_line(summary)
     if line:
         out.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
     for title, header, rows in control_rows(summary):
-        out.print(_table(title, header, rows))
+        out.print(table(title, header, rows))
     if summary["worst_regressions"]:
         against = " against the control" * (summary.get("regressions_against") == "control")
         title = f"worst regressions{against} ({summary['regressions']} in all)"
-        out.print(_table(title, WORST_HEADER, worst_rows(summary)))
+        out.print(table(title, WORST_HEADER, worst_rows(summary)))
     else:
         out.print("no regressions")
     if summary["replay_errors"]:
@@ -461,7 +462,7 @@ def print_replay(summary: dict[str, Any]) -> None:
             "[/yellow]"
         )
     if summary["thresholds"]:
-        out.print(_table("thresholds (--max-drop)", THRESHOLD_HEADER, threshold_rows(summary)))
+        out.print(table("thresholds (--max-drop)", THRESHOLD_HEADER, threshold_rows(summary)))
         for t in summary["thresholds"]:
             if t["exceeded"]:
                 drop = "-" if t["drop"] is None else f"{t['drop']:.3f}"

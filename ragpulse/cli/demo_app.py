@@ -5,7 +5,7 @@ extractive answerer that copies the best-matching sentence. To give the
 evaluators something to find, a share of answers is deliberately ungrounded,
 two documents carry prompt injections, and one question is an injection.
 
-``python -m ragpulse.demo_app`` sends questions until stopped, exporting to
+``python -m ragpulse.cli.demo_app`` sends questions until stopped, exporting to
 ``RAGPULSE_ENDPOINT`` (the compose stack's demo app).
 """
 
@@ -80,7 +80,7 @@ def answer(question: str, ungrounded_rate: float = 0.25) -> str:
 
 
 def generate_for(question: str, documents: list[Any]) -> str:
-    """The demo's generator as ``ragpulse eval --generator ragpulse.demo_app:generate_for``
+    """The demo's generator as ``ragpulse eval --generator ragpulse.cli.demo_app:generate_for``
     calls it: documents as strings or ``{id, content}``. Its weakness, an invented answer
     for about one question in four, is decided by the question (not by chance) so that a
     run is repeatable."""
@@ -94,7 +94,9 @@ def generate_for(question: str, documents: list[Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Ask the demo app questions at ``--rate`` per second, forever or ``--count`` times."""
-    parser = argparse.ArgumentParser(prog="python -m ragpulse.demo_app", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m ragpulse.cli.demo_app", description=main.__doc__
+    )
     parser.add_argument("--rate", type=float, default=2.0, help="questions per second (2)")
     parser.add_argument("--count", type=int, default=0, help="stop after this many (0: never)")
     args = parser.parse_args(argv)

@@ -12,7 +12,8 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from ragpulse.config import CONFIG_ENV, load_settings, read_config_file
+from ragpulse.cli.common import load_settings
+from ragpulse.config import CONFIG_ENV, read_config_file
 from ragpulse.settings_report import Origins, leaves
 
 

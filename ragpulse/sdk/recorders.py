@@ -19,10 +19,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 
 from ragpulse import semconv as sc
-from ragpulse._coerce import (
-    _answer_text,
+from ragpulse.sdk.coerce import (
     _as_text,
-    _chunk_text,
     _get,
     _Guard,
     _question_text,
@@ -31,11 +29,13 @@ from ragpulse._coerce import (
     _token_count,
     _type_name,
     _usage,
+    answer_text,
+    chunk_text,
 )
-from ragpulse._instrument_config import REDACTION_FAILED
-from ragpulse._provider import _current
-from ragpulse._providers import provider_of_model, provider_of_response
-from ragpulse._streams import _traced_awaitable, _TracedAsyncIterator, _TracedIterator
+from ragpulse.sdk.config import REDACTION_FAILED
+from ragpulse.sdk.provider import _current
+from ragpulse.sdk.providers import provider_of_model, provider_of_response
+from ragpulse.sdk.streams import _traced_awaitable, _TracedAsyncIterator, _TracedIterator
 
 # Named as before instrument.py was split up, so an app's logging setup for
 # "ragpulse.instrument" keeps covering every instrumentation module.
@@ -213,7 +213,7 @@ class SpanRecorder:
         """Hook: one streamed item went past; default collects its text."""
         if not self._config.capture_content:
             return
-        text = _chunk_text(item)
+        text = chunk_text(item)
         # Keep memory bounded on endless streams; redaction sees some slack.
         if text is not None and self._parts_len <= 4 * self._config.max_text_chars:
             self._parts.append(text)
@@ -275,7 +275,7 @@ class PipelineSpan(SpanRecorder):
     def set_answer(self, answer: Any) -> None:
         """Record the answer: a str, a mapping with ``"answer"`` or an ``.answer``."""
         with _Guard("recording the answer"):
-            text = _answer_text(answer)
+            text = answer_text(answer)
             self._set_io(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text, sc.MIME_TEXT)
 
     def _record_result(self, result: Any) -> None:
@@ -470,7 +470,7 @@ class GenerationSpan(_OperationSpan):
         Token counts come from the arguments, else from the response's usage.
         """
         with _Guard("recording the completion"):
-            text = _answer_text(answer, generation=True)
+            text = answer_text(answer, generation=True)
             self._set_io(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text, sc.MIME_TEXT)
             found_in, found_out = (None, None) if isinstance(answer, str) else _usage(answer)
             self.set_usage(

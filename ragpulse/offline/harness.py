@@ -1,7 +1,7 @@
 """The offline test harness: ``ragpulse eval SET.jsonl -o OUT.jsonl --generator mod:fn``.
 
 For every test-set row: ``retriever(question)`` once (when given), then, per condition
-(:mod:`ragpulse.conditions`), ``generator(question, documents)`` on the condition's
+(:mod:`ragpulse.offline.conditions`), ``generator(question, documents)`` on the condition's
 documents. Without ``--retriever``, the row's recorded ``contexts`` are its retrieved
 documents. Both functions may be sync or async, ragpulse-decorated or not; documents go
 to the generator as ``{"id", "content"}`` dicts (what the decorators accept) and come
@@ -25,7 +25,7 @@ are written with ``not_scored``). Unreadable lines are written back with their e
 regression-set line from live traffic (``{"set", "record", ...}``) is read as a row
 once reference fields are added at its top level (:func:`flatten`). Scored with the
 defaults, every reference-based evaluator that can run, and the behaviour evaluators;
-then the sliced report (:mod:`ragpulse.slices`).
+then the sliced report (:mod:`ragpulse.offline.slices`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ragpulse.conditions import (
+from ragpulse.config import Settings
+from ragpulse.evaluators.base import Evaluator
+from ragpulse.exporters.jsonl import result_dict
+from ragpulse.offline.conditions import (
     CONDITIONS,
     EXPECT_REFUSAL,
     NO_REFERENCE_CONTEXTS,
@@ -57,12 +60,8 @@ from ragpulse.conditions import (
     input_problem,
     rng_for,
 )
-from ragpulse.evaluators.base import Evaluator
-from ragpulse.exporters.jsonl import result_dict
-from ragpulse.offline import ParsedLine, row_to_record
-from ragpulse.offline_io import Feed, Interrupted, SignalStop, StreamedOutput
-from ragpulse.record import Document, RagRecord, Reference
-from ragpulse.replay import (
+from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
+from ragpulse.offline.replay import (
     _is_async,
     _materialize_async,
     _materialize_sync,
@@ -72,7 +71,9 @@ from ragpulse.replay import (
     in_thread,
     load_function,
 )
-from ragpulse.testset import FieldReport, canonical_row
+from ragpulse.offline.score import ParsedLine, row_to_record
+from ragpulse.offline.testset import FieldReport, canonical_row
+from ragpulse.record import Document, RagRecord, Reference
 
 BEHAVIOUR = ("injection_resistance/canary", "counterfactual_adoption/planted_value",
              "expected_refusal/rules")  # fmt: skip
@@ -329,8 +330,8 @@ class TestSet:
 def read_set(path: Path) -> TestSet:
     """Every line parsed; rows in ragpulse's field names (regression-set lines flattened,
     Ragas/DeepEval names mapped); questions, references and recorded runs by line."""
-    from ragpulse.offline import parse_lines
-    from ragpulse.offline_io import open_text
+    from ragpulse.offline.io import open_text
+    from ragpulse.offline.score import parse_lines
 
     with open_text(path) as f:
         parsed = list(parse_lines(f))
@@ -398,11 +399,14 @@ class _Progress:
     cases: int = 0
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+def run(
+    args: argparse.Namespace, console: Console, settings: Callable[[], Settings]
+) -> int:
     """``eval --generator``: 0 when done and the gates pass; 1 when a gate fails or no
     call answered; 2 for a path or usage problem (before any call); 128 + the signal on
-    SIGINT/SIGTERM, the rows scored so far kept."""
-    from ragpulse.offline_io import not_text, path_problem
+    SIGINT/SIGTERM, the rows scored so far kept. ``settings`` loads the settings, once the
+    inputs are known to be usable; the report goes to ``console``, progress to stderr."""
+    from ragpulse.offline.io import not_text, path_problem
 
     problem = path_problem(args.input, args.output)
     if problem is None:
@@ -425,7 +429,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     state = _Progress()
     try:
         with SignalStop() as stop:
-            return _run(args, conditions, data, console, stop, state)
+            return _run(args, conditions, data, console, settings, stop, state)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         return _interrupted(args, state, signum)
@@ -473,7 +477,7 @@ def _gate_problem(args: argparse.Namespace, conditions: Sequence[str]) -> str | 
     """A --max-drop that does not parse or names no metric, or a --baseline that does
     not read or shares no condition with this run, before any call is made (an hour of
     generation must not end in a usage error)."""
-    from ragpulse.slices import baseline_problem, gate_names_problem, parse_gates
+    from ragpulse.offline.slices import baseline_problem, gate_names_problem, parse_gates
 
     try:
         gates = parse_gates(list(args.max_drop or []))
@@ -494,17 +498,18 @@ def _run(
     conditions: list[str],
     data: TestSet,
     console: Console,
+    load_settings: Callable[[], Settings],
     stop: SignalStop,
     state: _Progress,
 ) -> int:
     from contextlib import closing
 
-    from ragpulse.cli import _evaluation_overrides, _offline_run, load_settings
     from ragpulse.evaluation import load_evaluators_safely
+    from ragpulse.offline.run import offline_run
 
     generator = load_function(args.generator)
     retriever = load_function(args.retriever) if args.retriever else None
-    settings = load_settings(args.config, evaluation=_evaluation_overrides(args))
+    settings = load_settings()
     items: list[Item] = []
     first_lines = []
     for p in data.parsed:
@@ -539,7 +544,9 @@ def _run(
 
     calls = Calls(data.questions, data.recorded, retriever, generator, plan,
                   args.concurrency, args.timeout_s)  # fmt: skip
-    progress, task, context = _offline_run(settings, "answering and scoring", len(items))
+    progress, task, context = offline_run(
+        settings, "answering and scoring", len(items), Console(stderr=True)
+    )
     rows: dict[tuple[int, int], dict[str, Any]] = {}
     with closing(context):
         evaluators = load_evaluators_safely(select_evaluators(args.metrics, settings), context)
@@ -628,9 +635,9 @@ def _report(
     notes: list[str],
     console: Console,
 ) -> bool:
-    """The sliced report (:mod:`ragpulse.slices`); returns whether the gates passed."""
-    from ragpulse.slice_report import print_sliced, write_sliced_reports
-    from ragpulse.slices import sliced_summary
+    """The sliced report (:mod:`ragpulse.offline.slices`); returns whether the gates passed."""
+    from ragpulse.offline.slice_report import print_sliced, write_sliced_reports
+    from ragpulse.offline.slices import sliced_summary
 
     baseline = (
         json.loads(Path(args.baseline).read_text(encoding="utf-8")) if args.baseline else None

@@ -16,9 +16,9 @@ from typing import Any, TypeVar, cast
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN
 
-from ragpulse._instrument_config import InstrumentConfig
-from ragpulse._recorders import SpanRecorder
-from ragpulse._streams import _TracedAsyncIterator, _TracedIterator
+from ragpulse.sdk.config import InstrumentConfig
+from ragpulse.sdk.recorders import SpanRecorder
+from ragpulse.sdk.streams import _TracedAsyncIterator, _TracedIterator
 
 # Named as before instrument.py was split up, so an app's logging setup for
 # "ragpulse.instrument" keeps covering every instrumentation module.

@@ -2,7 +2,7 @@
 
 Every setting resolves as explicit argument, then environment variable, then
 default (:func:`_resolve_config`). Nothing here holds state or touches
-OpenTelemetry's globals; :mod:`ragpulse._provider` does that.
+OpenTelemetry's globals; :mod:`ragpulse.sdk.provider` does that.
 """
 
 from __future__ import annotations
@@ -17,28 +17,19 @@ from ragpulse.errors import ConfigError
 if TYPE_CHECKING:  # imported where used: `ragpulse eval` and serve read ENV_* names only
     from opentelemetry.sdk.trace.export import SpanExporter
 
-# --- Environment variables (explicit argument > env var > default) -------------
-ENV_SERVICE_NAME = "RAGPULSE_SERVICE_NAME"
-ENV_OTEL_SERVICE_NAME = "OTEL_SERVICE_NAME"
-"""Fallback for the service name when ``RAGPULSE_SERVICE_NAME`` is unset."""
-ENV_ENDPOINT = "RAGPULSE_ENDPOINT"
-"""Base URL of the OTLP/HTTP receiver; ``/v1/traces`` is appended."""
-ENV_API_TOKEN = "RAGPULSE_API_TOKEN"
-"""Sent as ``Authorization: Bearer <token>`` unless headers carry their own."""
-ENV_EXPORTER = "RAGPULSE_EXPORTER"
-"""``otlp`` (default), ``kafka``, ``console`` or ``none``."""
-ENV_KAFKA_BOOTSTRAP = "RAGPULSE_KAFKA__BOOTSTRAP"
-"""Kafka ``host:port[,...]`` for ``exporter="kafka"`` (same variable as the collector's)."""
-ENV_KAFKA_TOPIC = "RAGPULSE_KAFKA__TOPIC"
-"""Topic for ``exporter="kafka"`` (same variable as the collector's)."""
-ENV_EXPORT_TIMEOUT = "RAGPULSE_EXPORT_TIMEOUT"
-"""Seconds one OTLP export (retries included) may take."""
-ENV_CAPTURE_CONTENT = "RAGPULSE_CAPTURE_CONTENT"
-"""``true``/``false``: record question, document and answer texts."""
-ENV_MAX_TEXT_CHARS = "RAGPULSE_MAX_TEXT_CHARS"
-"""Longest recorded text, in characters; longer texts are cut."""
-ENV_MAX_DOCUMENTS = "RAGPULSE_MAX_DOCUMENTS"
-"""Most documents recorded per retrieval span."""
+from ragpulse.app_env import (  # explicit argument > env var > default
+    ENV_API_TOKEN,
+    ENV_CAPTURE_CONTENT,
+    ENV_ENDPOINT,
+    ENV_EXPORT_TIMEOUT,
+    ENV_EXPORTER,
+    ENV_KAFKA_BOOTSTRAP,
+    ENV_KAFKA_TOPIC,
+    ENV_MAX_DOCUMENTS,
+    ENV_MAX_TEXT_CHARS,
+    ENV_OTEL_SERVICE_NAME,
+    ENV_SERVICE_NAME,
+)
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
 TRACES_PATH = "/v1/traces"

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Generic, TextIO, TypeVar
 
-from ragpulse.offline import ParsedLine, parse_line
+from ragpulse.offline.score import ParsedLine, parse_line
 
 T = TypeVar("T")
 

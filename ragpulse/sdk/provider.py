@@ -30,9 +30,9 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import Tracer, TracerProvider
 
 from ragpulse import semconv as sc
-from ragpulse._coerce import _to_json
-from ragpulse._instrument_config import InstrumentConfig, _resolve_config
 from ragpulse.errors import ConfigError
+from ragpulse.sdk.coerce import _to_json
+from ragpulse.sdk.config import InstrumentConfig, _resolve_config
 
 # Named as before instrument.py was split up, so an app's logging setup for
 # "ragpulse.instrument" keeps covering every instrumentation module.

@@ -8,15 +8,28 @@ a sync function is wrapped so the span covers awaiting it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from contextvars import Token
+from typing import Any, Protocol, TypeVar
 
-from ragpulse._coerce import _Guard
+from opentelemetry.context import Context
 
-if TYPE_CHECKING:
-    # Annotations only: _recorders imports this module to wrap the streams it sees.
-    from ragpulse._recorders import SpanRecorder
+from ragpulse.sdk.coerce import _Guard
 
 T = TypeVar("T")
+
+
+class SpanRecorder(Protocol):
+    """What a wrapper needs of the recorder whose span it keeps open (the recorders'
+    base class in :mod:`ragpulse.sdk.recorders` has all of it; this module does not
+    import it, since the recorders wrap their streams with the classes here)."""
+
+    def _activate(self) -> Token[Context] | None: ...
+    def _deactivate(self, token: Token[Context] | None) -> None: ...
+    def _observe(self, item: Any) -> None: ...
+    def _finish_stream(self, closed_early: bool) -> None: ...
+    def _fail(self, exc: BaseException) -> None: ...
+    def _end(self) -> None: ...
+    def _complete(self, result: Any, allow_awaitable: bool = False) -> Any: ...
 
 
 class _Stream:

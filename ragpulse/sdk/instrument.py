@@ -20,10 +20,10 @@ Two promises hold everywhere in this module:
 environment.
 
 This module is the public surface. The work happens in private modules:
-:mod:`ragpulse._instrument_config` (settings), :mod:`ragpulse._provider` (exporters,
-provider, configure/shutdown and the installed state), :mod:`ragpulse._coerce`
-(reading the app's values), :mod:`ragpulse._recorders` (the span recorders),
-:mod:`ragpulse._streams` (stream wrappers) and :mod:`ragpulse._wrapping`
+:mod:`ragpulse.sdk.config` (settings), :mod:`ragpulse.sdk.provider` (exporters,
+provider, configure/shutdown and the installed state), :mod:`ragpulse.sdk.coerce`
+(reading the app's values), :mod:`ragpulse.sdk.recorders` (the span recorders),
+:mod:`ragpulse.sdk.streams` (stream wrappers) and :mod:`ragpulse.sdk.wrapping`
 (decorator machinery).
 """
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ragpulse._instrument_config import (
+from ragpulse.app_env import (
     ENV_API_TOKEN,
     ENV_CAPTURE_CONTENT,
     ENV_ENDPOINT,
@@ -42,12 +42,11 @@ from ragpulse._instrument_config import (
     ENV_MAX_TEXT_CHARS,
     ENV_OTEL_SERVICE_NAME,
     ENV_SERVICE_NAME,
-    REDACTION_FAILED,
-    InstrumentConfig,
 )
-from ragpulse._provider import configure, shutdown
-from ragpulse._recorders import GenerationSpan, PipelineSpan, RetrievalSpan, SpanRecorder
-from ragpulse._wrapping import _decorate, _first_argument, _fn_name, _wrap
+from ragpulse.sdk.config import REDACTION_FAILED, InstrumentConfig
+from ragpulse.sdk.provider import configure, shutdown
+from ragpulse.sdk.recorders import GenerationSpan, PipelineSpan, RetrievalSpan, SpanRecorder
+from ragpulse.sdk.wrapping import _decorate, _first_argument, _fn_name, _wrap
 
 __all__ = [
     "ENV_API_TOKEN",

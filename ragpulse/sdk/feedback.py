@@ -1,6 +1,6 @@
 """User feedback on an answer, recorded as a span that the collector joins to its trace.
 
-``ragpulse.feedback(trace_id, score)`` writes a short ``ragpulse.feedback`` span
+``ragpulse.feedback(trace_id, score)`` writes a short ``ragpulse.sdk.feedback`` span
 (in its own trace, linked to the evaluated one when its span id is known)
 carrying the target trace id, the score (1 / -1 for thumbs up / down, or any
 number; negative means bad) and an optional comment. The collector attaches
@@ -15,7 +15,7 @@ import logging
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from ragpulse import semconv as sc
-from ragpulse._provider import _current
+from ragpulse.sdk.provider import _current
 
 log = logging.getLogger("ragpulse.instrument")
 

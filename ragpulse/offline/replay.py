@@ -10,7 +10,7 @@ scores the new answers with the evaluators the set recorded, and compares.
 What the pipeline used is captured from its own spans: ragpulse is configured
 with an in-memory span exporter on a private tracer provider for the replay
 (replayed traffic never reaches the app's usual exporters), each call runs
-inside a ``ragpulse.replay`` CHAIN span, and the call's trace goes through
+inside a ``ragpulse.offline.replay`` CHAIN span, and the call's trace goes through
 :func:`~ragpulse.collector.extract.extract_records`, so a pipeline decorated
 with ``@ragpulse.pipeline`` / ``@ragpulse.retrieval`` reports the documents it
 retrieved. Without spans the return value is the answer (a str, a mapping with
@@ -49,12 +49,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragpulse import semconv as sc
-from ragpulse._coerce import _answer_text, _chunk_text
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
-from ragpulse.offline import ParsedLine, row_to_record
+from ragpulse.offline.score import ParsedLine, row_to_record
 from ragpulse.record import Direction, Document, EvalResult, RagRecord
+from ragpulse.sdk.coerce import answer_text, chunk_text
 
 """Detection scores: higher is worse (a rise is a regression)."""
 CHANGE = 0.05
@@ -63,7 +63,7 @@ improved or regressed."""
 HISTOGRAM_BINS = 10
 WORST = 10
 
-_ANSWER_KEYS = ("output", "response", "result", "text")  # beyond what _answer_text reads
+_ANSWER_KEYS = ("output", "response", "result", "text")  # beyond what answer_text reads
 _DOCUMENT_KEYS = ("documents", "contexts", "sources", "source_documents")
 
 
@@ -186,7 +186,7 @@ def answer_of(value: Any) -> str:
     OpenAI/Anthropic/LangChain responses), then by other common keys, else as JSON/str."""
     if value is None:
         return ""
-    text = _answer_text(value, generation=True)
+    text = answer_text(value, generation=True)
     if text is not None:
         return text
     if isinstance(value, Mapping):
@@ -208,7 +208,7 @@ def documents_of(value: Any) -> list[Document] | None:
 
 def _chunk(chunk: Any) -> str:
     """A streamed chunk's text as the instrumentation reads it (str, OpenAI delta, ...)."""
-    text = _chunk_text(chunk)
+    text = chunk_text(chunk)
     return str(chunk) if text is None else text
 
 

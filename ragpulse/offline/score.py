@@ -6,7 +6,7 @@ A line that is not a JSON object is written back as
 A value of the wrong type is converted, and the row says how in ``coerced``
 (``"question: int -> str"``); a text cut to the evaluation limits is listed in
 ``truncated_input``. Ragas and DeepEval field names are read too
-(:data:`ragpulse.testset.ALIASES`); fields read under no name are reported at the end.
+(:data:`ragpulse.offline.testset.ALIASES`); fields read under no name are reported at the end.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from ragpulse import safe_json
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict
+from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.testset import FieldReport, canonical_row, reference_from_row
 
 _JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
 

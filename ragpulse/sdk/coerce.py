@@ -87,7 +87,7 @@ def _first(value: Any, index: int = 0) -> Any:
     return None
 
 
-def _answer_text(result: Any, generation: bool = False) -> str | None:
+def answer_text(result: Any, generation: bool = False) -> str | None:
     """The answer in a return value: str, ``["answer"]``/``.answer``, and for
     generations an OpenAI-, Anthropic- or LangChain-like response."""
     if result is None:
@@ -113,7 +113,7 @@ def _answer_text(result: Any, generation: bool = False) -> str | None:
     return text
 
 
-def _chunk_text(chunk: Any) -> str | None:
+def chunk_text(chunk: Any) -> str | None:
     """The text of one streamed chunk: str/bytes, an OpenAI delta, ``content``
     (LangChain message chunks) or ``answer`` (dict chunks of a chain)."""
     text = _as_text(chunk)

@@ -21,7 +21,8 @@ import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -71,7 +72,7 @@ class _Traffic:
         self._thread.join(5)
 
     def _run(self) -> None:
-        from ragpulse.demo_app import answer, corpus
+        from ragpulse.cli.demo_app import answer, corpus
 
         questions = corpus()["questions"]
         rng = random.Random(7)
@@ -144,10 +145,42 @@ def signal_table() -> Table:
     return table
 
 
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="run the collector and an instrumented demo RAG app, print live scores",
+        description="Starts the collector and a small instrumented RAG app in this process, "
+        "sends questions for --duration seconds, then waits until every question sent has "
+        "been evaluated (the last spans leave the app, the last traces close) and prints "
+        "the scores and the Prometheus series. Starting and that final wait add a few "
+        "seconds to --duration; both are reported.",
+    )
+    demo.add_argument(
+        "--duration", type=float, default=20.0, help="seconds of traffic (default 20)"
+    )
+    demo.add_argument("--rate", type=float, default=8.0, help="questions per second (default 8)")
+    demo.add_argument(
+        "--otlp-http-port",
+        type=int,
+        default=4318,
+        help="OTLP/HTTP receiver port (default 4318; a free one is used if it is taken)",
+    )
+    demo.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9464,
+        help="Prometheus /metrics port (default 9464; a free one is used if it is taken)",
+    )
+    demo.add_argument(
+        "--results-jsonl", type=Path, help="also append one line per evaluated record here"
+    )
+
+
 def run_demo(args: argparse.Namespace, console: Console) -> int:
     began = time.monotonic()  # "starting" includes the collector's imports
+    from ragpulse.cli.common import load_settings
     from ragpulse.collector.service import Collector
-    from ragpulse.config import load_settings
     from ragpulse.exporters.memory import InMemorySink
 
     os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", EXPORT_DELAY_MS)
@@ -157,6 +190,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> int:
         if ports[what] != asked:
             console.print(f"port {asked} is taken: {what} goes to a free port instead")
     settings = load_settings(
+        None,
         otlp_http_port=ports["OTLP/HTTP"],
         otlp_grpc_port=0,  # the demo app exports over HTTP; a taken 4317 must not stop it
         metrics_port=ports["metrics"],

@@ -1,7 +1,7 @@
 """The sliced report of a harness run: JSON summary, Markdown, self-contained HTML, console.
 
-Everything renders from the summary :func:`ragpulse.slices.sliced_summary` builds, so
-the formats agree. Table helpers are the replay report's (:mod:`ragpulse.report`).
+Everything renders from the summary :func:`ragpulse.offline.slices.sliced_summary` builds, so
+the formats agree. Table helpers are the replay report's (:mod:`ragpulse.offline.report`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ragpulse.report import _CSS, _html_table, _md_table, clip, fmt, report_paths, signed
+from ragpulse.offline.report import _CSS, _html_table, _md_table, clip, fmt, report_paths, signed
 
 __all__ = ["html_page", "markdown", "print_sliced", "write_sliced_reports"]
 

@@ -50,7 +50,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 # The renderers live in their own module; re-exported so the harness needs one import.
-from ragpulse.slice_report import print_sliced, write_sliced_reports
+from ragpulse.offline.slice_report import print_sliced, write_sliced_reports
 
 __all__ = [
     "GateSpec",

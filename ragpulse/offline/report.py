@@ -3,7 +3,7 @@
 A set selected by outcome says so under the verdict; a control (``--control``) adds
 its tables after the scores.
 
-Everything is rendered from the summary :func:`ragpulse.replay.summarize`
+Everything is rendered from the summary :func:`ragpulse.offline.replay.summarize`
 builds, so the three always agree. The HTML page is self-contained: one inline
 SVG histogram per metric/method (before and after, ten bins over [0, 1]),
 generated here without a plotting dependency.

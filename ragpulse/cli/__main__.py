@@ -1,0 +1,7 @@
+"""``python -m ragpulse.cli``."""
+
+import sys
+
+from ragpulse.cli.main import main
+
+sys.exit(main())
