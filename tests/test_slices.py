@@ -280,7 +280,7 @@ def test_harness_line_numbers_and_notes(tmp_path: Path) -> None:
     s["notes"] = ["3 of 16 rows lack reference_answers"]
     assert "- 3 of 16 rows lack reference_answers" in markdown(s)
     # The harness imports the renderers from ragpulse.offline.slices.
-    from ragpulse.offline.score import slices
+    from ragpulse.offline import slices
 
     assert slices.write_sliced_reports is write_sliced_reports
     page = slices.write_sliced_reports(s, tmp_path / "o.jsonl", None, html=True)["html"]
