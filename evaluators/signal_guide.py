@@ -1,5 +1,5 @@
 """What each local score can see, measured on the labelled dev sets, and what to switch on
-for real accuracy. One table, shown by ``ragpulse demo`` and in the README's quick start
+for real accuracy. One table, shown by ``ragpulse demo`` and in the docs (explanation/tiers.md)
 (a test keeps the two and the evaluators' label lines in step).
 
 Figures: AUROC on ``shared/data/dev`` (``bench/lexical_dev.py``, ``bench/model_tier.py``,
@@ -68,7 +68,7 @@ def rows() -> list[tuple[str, ...]]:
 
 
 def markdown() -> str:
-    """The table in Markdown (the README's quick start)."""
+    """The table in Markdown (docs/explanation/tiers.md shows it)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for method, *rest in rows():
         name, _, note = method.partition(" ")

@@ -1,20 +1,29 @@
-"""README.md's fenced blocks and their ``readme-test`` markers, for tests/test_readme.py.
+"""The fenced blocks of README.md and docs/**/*.md and their ``readme-test`` markers, for
+tests/test_readme.py.
 
-The rule the README test applies (documented here once, where it is parsed):
+The rule the README test applies to every page (documented here once, where it is parsed):
 
 * A fenced block tagged ``sh``, ``bash``, ``shell`` or ``console`` is commands. It runs
   as written: as one bash script (``-e -o pipefail``: every line must succeed) in the
-  root of a fresh clone, in README order, so a later block may use what an earlier
-  one made, and it must exit 0. In a ``console`` block only ``$ ``-prefixed lines are
+  root of a fresh clone, in page order (README.md first, then the docs pages in the
+  order of mkdocs.yml's navigation), so a later block may use what an earlier one
+  made, and it must exit 0. In a ``console`` block only ``$ ``-prefixed lines are
   commands (the rest is their output).
+* A block with a title (```` ```python title="app.py" ````, as MkDocs Material shows
+  it) is a file the reader saves under that name: before a shell block runs, every
+  titled block above it on the same page is written to that path in the clone.
 * An HTML comment right before the opening fence (blank lines between are fine)
   changes that:
 
   - ``<!-- readme-test: skip (why) -->``: not run; the reason is reported (a pytest skip).
   - ``<!-- readme-test: needs WHAT -->``: needs something absent from a test machine
-    (docker, a Kafka broker, an API key): skipped, saying what. The one service the test
-    provides itself is ``needs judge at 127.0.0.1:8000``: the tests' OpenAI-compatible
-    judge double is started on that port and the block runs.
+    (docker, a Kafka broker, an API key): skipped, saying what. Two needs the test
+    meets itself: ``needs judge at 127.0.0.1:8000`` starts the tests' OpenAI-compatible
+    judge double on that port (skipped, saying so, when it is taken), and ``needs free
+    ports P1,P2,...`` (a block that starts ``ragpulse serve`` on its default ports) runs
+    the block in a network namespace of its own, where every port is free; where no
+    namespace can be had, it runs when those ports can be bound on 127.0.0.1, and is
+    skipped otherwise, with the rest of its page.
   - ``<!-- readme-test: synopsis (why) -->``: a usage synopsis (``[optional]`` arguments),
     not run; each line's subcommand must exist and every flag it names must be in that
     subcommand's ``--help``.
@@ -23,7 +32,8 @@ The rule the README test applies (documented here once, where it is parsed):
   typo cannot silently skip a block.
 * Every other block is not commands: untagged blocks are diagrams (the test fails if
   one starts like a command, so no command hides from it), ``yaml`` and ``toml``
-  blocks must parse, ``python`` blocks must compile. Inline ``code`` spans are prose.
+  and ``json`` blocks must parse (a ``.jsonl`` title: each line), ``python`` blocks
+  must compile. Inline ``code`` spans are prose.
 """
 
 from __future__ import annotations
@@ -34,14 +44,15 @@ from dataclasses import dataclass
 SHELL_TAGS = frozenset({"sh", "bash", "shell", "console"})
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(?P<body>.*?)\s*-->\s*$")
 _KINDS = re.compile(r"^(?P<kind>skip|needs|synopsis)\b\s*(?P<why>.*)$")
-_FENCE = re.compile(r"^ {0,3}(?P<fence>```+|~~~+)\s*(?P<tag>[\w+-]*)")
+_FENCE = re.compile(r"^ {0,3}(?P<fence>```+|~~~+)\s*(?P<tag>[\w+-]*)(?P<rest>.*)$")
+_TITLE = re.compile(r"""\btitle=(?P<q>["'])(?P<title>[^"']+)(?P=q)""")
 COMMAND_WORDS = ("$ ", "ragpulse ", "make ", "pip ", "python", "docker ", "kubectl ",
                  "git ", "curl ", "cd ", "export ")  # fmt: skip
 """How a command line starts: an untagged block starting so is a command in hiding."""
 
 
 class ReadmeError(ValueError):
-    """The README breaks the rule above (a bad marker, an unclosed fence)."""
+    """A page breaks the rule above (a bad marker, an unclosed fence)."""
 
 
 @dataclass(frozen=True)
@@ -51,10 +62,16 @@ class Block:
     body: str
     marker: str | None = None  # "skip" | "needs" | "synopsis"
     why: str = ""  # the marker's text after its kind
+    title: str | None = None  # the file a titled block is saved as
+    source: str = "README.md"  # the page it is on
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
 
     @property
     def id(self) -> str:
-        return f"L{self.line}-{self.tag or 'untagged'}"
+        return f"{self.source}:L{self.line}-{self.tag or 'untagged'}"
 
     @property
     def is_shell(self) -> bool:
@@ -68,8 +85,8 @@ class Block:
         return "\n".join(line[2:] for line in lines if line.startswith("$ "))
 
 
-def parse(text: str) -> list[Block]:
-    """Every fenced block of a Markdown text, with the marker on the line before it."""
+def parse(text: str, source: str = "README.md") -> list[Block]:
+    """Every fenced block of a Markdown page, with the marker on the line before it."""
     blocks: list[Block] = []
     lines = text.splitlines()
     pending: tuple[int, str, str] | None = None  # (line, kind, why) of an unused marker
@@ -78,11 +95,11 @@ def parse(text: str) -> list[Block]:
         line = lines[i]
         if m := MARKER.match(line.strip()):
             if pending is not None:
-                raise ReadmeError(f"README.md:{pending[0]}: readme-test marker without a block")
+                raise ReadmeError(f"{source}:{pending[0]}: readme-test marker without a block")
             kind = _KINDS.match(m["body"])
             if kind is None:
                 raise ReadmeError(
-                    f"README.md:{i + 1}: unknown readme-test marker {m['body']!r} "
+                    f"{source}:{i + 1}: unknown readme-test marker {m['body']!r} "
                     "(use skip (why), needs WHAT or synopsis (why))"
                 )
             pending = (i + 1, kind["kind"], kind["why"].strip())
@@ -91,20 +108,22 @@ def parse(text: str) -> list[Block]:
         fence = _FENCE.match(line)
         if fence is None:
             if line.strip() and pending is not None:
-                raise ReadmeError(f"README.md:{pending[0]}: readme-test marker without a block")
+                raise ReadmeError(f"{source}:{pending[0]}: readme-test marker without a block")
             i += 1
             continue
         close = fence["fence"]
         end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == close), None)
         if end is None:
-            raise ReadmeError(f"README.md:{i + 1}: fence never closed")
+            raise ReadmeError(f"{source}:{i + 1}: fence never closed")
         marker, why = (pending[1], pending[2]) if pending else (None, "")
         body = "\n".join(lines[i + 1 : end]) + "\n"
-        blocks.append(Block(i + 1, fence["tag"].lower(), body, marker, why))
+        title = _TITLE.search(fence["rest"])
+        named = title["title"] if title else None
+        blocks.append(Block(i + 1, fence["tag"].lower(), body, marker, why, named, source))
         pending = None
         i = end + 1
     if pending is not None:
-        raise ReadmeError(f"README.md:{pending[0]}: readme-test marker without a block")
+        raise ReadmeError(f"{source}:{pending[0]}: readme-test marker without a block")
     return blocks
 
 
@@ -135,3 +154,14 @@ def split_synopsis(command: str) -> tuple[list[str], list[str]]:
         sub.append(word)
     rest = " ".join(words[1 + len(sub) :])
     return sub, sorted(set(_FLAG.findall(rest)))
+
+
+def nav_pages(nav: object) -> list[str]:
+    """The Markdown pages of an mkdocs.yml ``nav``, in order (paths relative to docs/)."""
+    if isinstance(nav, str):
+        return [nav] if nav.endswith(".md") else []
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in nav_pages(value)]
+    if isinstance(nav, list):
+        return [page for item in nav for page in nav_pages(item)]
+    return []

@@ -1,6 +1,6 @@
 """Scores that say what they can see: one table of what each local method separates on the
-dev sets, in the README's quick start and in ``make demo``, with label lines that are the
-evaluators' own."""
+dev sets, in the docs (explanation/tiers.md) and in ``make demo``, with label lines that are
+the evaluators' own."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from ragpulse.evaluators.signal_guide import SIGNALS, markdown, rows
 from ragpulse.plugins import evaluator_class, resolve_evaluator_names
 from ragpulse.record import Document, RagRecord
 
-README = Path(__file__).parents[1] / "README.md"
+TIERS_PAGE = Path(__file__).parents[1] / "docs" / "explanation" / "tiers.md"
 
 
-def test_readme_quick_start_shows_the_table() -> None:
-    text = README.read_text()
-    quick_start = text[text.index("## Quick start") : text.index("## Concepts")]
-    assert markdown() in quick_start
+def test_the_docs_show_the_table() -> None:
+    text = TIERS_PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## What the scores can see") : text.index("## The cheap tier")]
+    assert markdown() in section
 
 
 def test_demo_prints_the_same_table() -> None:

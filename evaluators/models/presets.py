@@ -8,7 +8,8 @@ these models is read with the preset's label map when ``preset:`` names it
 (hub downloads are off unless ``HF_HUB_OFFLINE=0``, so production points
 ``model:`` at a directory and ``preset:`` at the row below).
 
-The README's presets table is :func:`markdown_table`'s output (a test keeps them equal).
+The presets table in docs/how-to/detectors.md is :func:`markdown_table`'s output (a test keeps
+them equal).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def names(family: str) -> list[str]:
 
 
 def markdown_table() -> str:
-    """The presets as a Markdown table (the README shows it)."""
+    """The presets as a Markdown table (docs/how-to/detectors.md shows it)."""
     lines = [
         "| preset | method | hub id | model | reads | licence |",
         "|---|---|---|---|---|---|",
