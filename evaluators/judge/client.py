@@ -46,6 +46,7 @@ O = TypeVar("O", bound=BaseModel)  # noqa: E741
 T = TypeVar("T")
 
 PROBE_TIMEOUT_S = 5.0
+CLOSE_WAIT_S = 2.0  # close(): how long the loop's thread may take to stop
 """The start-up probe's bound (GET {base_url}/models, no retry); it only ever logs."""
 _UNREACHABLE = ("connection_error", "timeout", "auth_error")
 FAILURES_BEFORE_WARNING = 3
@@ -87,9 +88,10 @@ class JudgeClient:
         self.budget = budget or Budget(settings.calls_per_minute, settings.tokens_per_minute)
         self._mode = "json_object" if settings.structured == "json_object" else "json_schema"
         self._loop = asyncio.new_event_loop()
-        threading.Thread(
+        self._io = threading.Thread(
             target=self._loop.run_forever, name="ragpulse-judge-io", daemon=True
-        ).start()
+        )
+        self._io.start()
         self._semaphore = asyncio.Semaphore(settings.concurrency)
 
         async def count_retryable(response: Any) -> None:
@@ -172,9 +174,13 @@ class JudgeClient:
 
     def close(self) -> None:
         """Stop the client's event loop and close the cache (the plug-in context closes
-        shared clients)."""
+        shared clients). The loop's thread is waited for (a call in flight is abandoned
+        after CLOSE_WAIT_S), so that nothing of the client still runs while the process
+        exits and frees what that thread would touch."""
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._io is not threading.current_thread():
+            self._io.join(CLOSE_WAIT_S)
         self.cache.close()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
