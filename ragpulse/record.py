@@ -120,8 +120,10 @@ class Reference(BaseModel):
 class RagRecord(BaseModel):
     """One question -> retrieval -> answer exchange, extracted from a trace.
 
-    ``span_id`` is the span the scores are about (the pipeline span); evaluation
-    signals are parented to it.
+    ``span_id`` is the pipeline span of the exchange. Each evaluation is exported about
+    the span it judges (the generation span for an answer metric, the retrieval span for
+    context relevance, this one otherwise): as a log event in its context, and as an
+    EVALUATOR span in a trace of its own, linked to it, never parented.
     """
 
     model_config = ConfigDict(frozen=True)
