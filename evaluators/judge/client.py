@@ -24,6 +24,8 @@ from the judge stage's worker thread through :meth:`JudgeClient.run`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -92,6 +94,7 @@ class JudgeClient:
             target=self._loop.run_forever, name="ragpulse-judge-io", daemon=True
         )
         self._io.start()
+        self._probing: asyncio.Task[None] | None = None
         self._semaphore = asyncio.Semaphore(settings.concurrency)
 
         async def count_retryable(response: Any) -> None:
@@ -111,23 +114,31 @@ class JudgeClient:
         )
 
     def probe(self) -> None:
-        """Ask ``GET {base_url}/models`` once, on a daemon thread, and log what it says.
+        """Ask ``GET {base_url}/models`` once, on the client's loop, and log what it says.
 
         An unreachable judge (or a refused key, or an unknown model) is then one warning
         naming the URL at start, instead of an error per record later. Nothing waits for
-        the probe and nothing fails by it: a slow judge only gets a note.
+        the probe and nothing fails by it: a slow judge only gets a note. It runs on the
+        loop (not a thread of its own) so that :meth:`close` can cancel it: a thread
+        still loading TLS certificates while the interpreter exits crashes it.
         """
-        threading.Thread(target=self._probe, name="ragpulse-judge-probe", daemon=True).start()
+        # Built here, on the caller's thread: the TLS context is made with the client.
+        client = openai.AsyncOpenAI(
+            base_url=self.settings.base_url,
+            api_key=self.settings.key(),
+            timeout=PROBE_TIMEOUT_S,
+            max_retries=0,
+        )
 
-    def _probe(self) -> None:
+        async def start() -> asyncio.Task[None]:
+            return asyncio.ensure_future(self._probe(client))
+
+        self._probing = asyncio.run_coroutine_threadsafe(start(), self._loop).result()
+
+    async def _probe(self, client: openai.AsyncOpenAI) -> None:
         try:
-            with openai.OpenAI(
-                base_url=self.settings.base_url,
-                api_key=self.settings.key(),
-                timeout=PROBE_TIMEOUT_S,
-                max_retries=0,
-            ) as client:
-                offered = [m.id for m in client.models.list().data]
+            async with client:
+                offered = [m.id for m in (await client.models.list()).data]
         except openai.APITimeoutError:  # slow, not absent: the calls will tell
             log.info(
                 "LLM judge at %s did not list its models within %.0fs; judge calls will tell "
@@ -177,6 +188,15 @@ class JudgeClient:
         shared clients). The loop's thread is waited for (a call in flight is abandoned
         after CLOSE_WAIT_S), so that nothing of the client still runs while the process
         exits and frees what that thread would touch."""
+        probing = self._probing
+        if probing is not None and not probing.done() and self._loop.is_running():
+
+            async def settle() -> None:  # a probe still waiting: the calls told by now
+                probing.cancel()
+                await asyncio.gather(probing, return_exceptions=True)
+
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                asyncio.run_coroutine_threadsafe(settle(), self._loop).result(CLOSE_WAIT_S)
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._io is not threading.current_thread():
