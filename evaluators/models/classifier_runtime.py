@@ -24,13 +24,14 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.models.loading import _quiet_transformers, load_model, resolve
 from ragpulse.evaluators.models.onnx_backend import cache_dir, read_json
+
+if TYPE_CHECKING:  # numpy is imported where it is used: deciding which
+    import numpy as np  # evaluators run must not pay for it
 
 Head = Literal["sequence", "token", "hhem"]
 Backend = Literal["torch", "onnx"]
@@ -107,6 +108,8 @@ class Classifier:
 
     def encode(self, first: list[str], second: list[str] | None = None) -> Encoded:
         """Pad a batch (no truncation: callers window texts to fit first)."""
+        import numpy as np
+
         with self._lock:
             enc = self.tokenizer(
                 first,
@@ -127,6 +130,8 @@ class Classifier:
     # -- inference --------------------------------------------------------------------
     def logits(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """(batch, labels) for sequence and hhem heads, (batch, tokens, labels) for token."""
+        import numpy as np
+
         if self._session is not None:
             feed = {name: inputs[name] for name in self._inputs}
             out: np.ndarray = self._session.run(None, feed)[0]

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-import numpy as np
 from pydantic import Field
 
 from ragpulse.errors import ConfigError, ModelUnavailable
@@ -25,6 +24,9 @@ from ragpulse.evaluators.models.classifier_runtime import Classifier, Head, load
 from ragpulse.evaluators.models.loading import missing_extra
 from ragpulse.evaluators.models.presets import Preset, names, preset
 from ragpulse.plugin_context import PluginContext, PluginOptions
+
+if TYPE_CHECKING:  # numpy is imported where it is used: deciding which
+    import numpy as np  # evaluators run must not pay for it
 
 T = TypeVar("T")
 Label = str | int
@@ -162,6 +164,8 @@ class DetectorEvaluator(Evaluator):
     def probability(logits: np.ndarray, positive: list[int]) -> np.ndarray:
         """P(positive) per row (or per token): sigmoid of a single logit, else the softmax
         mass of the positive labels."""
+        import numpy as np
+
         if logits.shape[-1] == 1 or not positive:
             result: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(logits[..., 0], -40, 40)))
             return result

@@ -13,11 +13,12 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ragpulse.errors import ModelUnavailable
+
+if TYPE_CHECKING:  # numpy is imported where it is used: deciding which
+    import numpy as np  # evaluators run must not pay for it
 
 CACHE_ENV = "RAGPULSE_CACHE_DIR"
 
@@ -59,6 +60,8 @@ class OnnxBackend:
         return [len(e.ids) for e in self._counter.encode_batch(texts, add_special_tokens=False)]
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        import numpy as np
+
         out = []
         for start in range(0, len(texts), batch_size):
             encodings = self._tokenizer.encode_batch(texts[start : start + batch_size])
