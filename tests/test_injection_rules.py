@@ -441,3 +441,13 @@ def test_dev_set_precision_and_false_positive_rate(dev_data: Path) -> None:
     assert precision >= 0.9
     assert fpr <= 0.05
     assert recall >= 0.3
+
+
+@pytest.mark.parametrize("unit", ["cake", "ignore this", "ignore the above", "please do it now"])
+def test_a_flood_is_twenty_repeats_of_a_unit_of_up_to_four_tokens(unit: str) -> None:
+    def flood(repeats: int) -> bool:
+        text = "Intro words here. " + " ".join([unit] * repeats) + " and the end."
+        return "repeated_token_run" in scan_text(text, document=True).rules
+
+    assert not flood(19)
+    assert flood(20) and flood(21)

@@ -36,6 +36,9 @@ _RUN_8 = re.compile(rb"\x08{8,}")  # bytes in binary: "01101001 ..."
 _RUN_1_MIN, _RUN_2_MIN, _RUN_8_MIN = b"\x01" * 6, b"\x02" * 20, b"\x08" * 8
 _REPEATS = 20  # a token or short phrase repeated this many times in a row is a flood
 _TRUE_RUNS = {k: re.compile(rb"\x01{%d,}" % (k * (_REPEATS - 1))) for k in range(1, 5)}
+# Every unit size above divides 12, so a flood of any of them is also periodic with
+# period 12 over at least 20 - 12 tokens: one test at lag 12 rules out all four.
+_COMMON_LAG, _COMMON_NEED = 12, bytes(_REPEATS - 12)
 _STRIP = "\"'`()[]{}<>,.;:!?"
 
 
@@ -93,7 +96,9 @@ def _repeating_lags(signature: bytes) -> list[int]:
     """
     if len(signature) < _REPEATS:
         return []
-    value = int.from_bytes(signature, "big")
+    value, n = int.from_bytes(signature, "big"), len(signature)
+    if _COMMON_NEED not in (value ^ (value >> 8 * _COMMON_LAG)).to_bytes(n, "big"):
+        return []
     lags = []
     for k in _TRUE_RUNS:
         need = k * (_REPEATS - 1)
