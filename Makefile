@@ -33,6 +33,7 @@ demo: $(STAMP)
 
 test: $(STAMP) prometheus chromium typecheck backends docs
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	# The layers (pyproject.toml [tool.importlinter]): the package keeps its shape.
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -12,7 +12,9 @@ import re
 import sys
 
 TOKEN = re.compile(r"\w+")
-STOP = frozenset("a an the of to in and or is are was were be it that this for on with as by at".split())
+STOP = frozenset(
+    "a an the of to in and or is are was were be it that this for on with as by at".split()
+)
 
 
 def tokens(text: str) -> list[str]:

@@ -108,7 +108,9 @@ def probe_vs_lexical() -> None:
 
     probe.load(PluginContext())
     print(f"\nfaithfulness/probe (threshold {probe.threshold}) vs faithfulness/lexical, same rows")
-    print(f"{'set':38} {'protocol':31} {'method':8} {'n':>5} {'AUROC':>6} {'bal@thr':>7} {'best':>6}")
+    print(
+        f"{'set':38} {'protocol':31} {'method':8} {'n':>5} {'AUROC':>6} {'bal@thr':>7} {'best':>6}"
+    )
     for name, protocol in PROBE_SETS.items():
         rows = [json.loads(line) for line in (DEV / name).open(encoding="utf-8")]
         records = [record(r) for r in rows]

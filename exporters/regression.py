@@ -176,11 +176,7 @@ def _file_started(path: Path) -> float | None:
 
 
 def _iso(ts: float) -> str:
-    return (
-        datetime.fromtimestamp(ts, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass

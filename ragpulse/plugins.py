@@ -248,4 +248,3 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
             partial(resolve_evaluator_names, [item], settings.evaluation),
         )
     return problems
-

@@ -78,9 +78,7 @@ def test_serve_runs_the_third_party_evaluator_and_sink(
     csv_path = tmp_path / "scores.csv"
     config = settings_file(tmp_path, csv_path)
     port = free_port()
-    proc, _ = start_serve(
-        "--config", str(config), "--otlp-http-port", str(port), env=plugin_env
-    )
+    proc, _ = start_serve("--config", str(config), "--otlp-http-port", str(port), env=plugin_env)
     try:
         trace_id = new_trace_id()
         body = rag_request(

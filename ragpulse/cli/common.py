@@ -69,9 +69,7 @@ def kafka_flags(parser: argparse.ArgumentParser, group_path: str) -> None:
     group.add_argument(
         "--kafka-bootstrap", help=setting_help("host:port[,host:port]", "kafka.bootstrap")
     )
-    group.add_argument(
-        "--kafka-topic", help=setting_help("spans keyed by trace id", "kafka.topic")
-    )
+    group.add_argument("--kafka-topic", help=setting_help("spans keyed by trace id", "kafka.topic"))
     group.add_argument("--kafka-group", help=setting_help("consumer group", group_path))
     group.add_argument(
         "--kafka-encoding",

@@ -80,7 +80,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     kafka_flags(serve, "kafka.group")
     judge_flags(serve, online=True)
 
-
     rekey = sub.add_parser(
         "rekey",
         parents=[common],

@@ -399,9 +399,7 @@ class _Progress:
     cases: int = 0
 
 
-def run(
-    args: argparse.Namespace, console: Console, settings: Callable[[], Settings]
-) -> int:
+def run(args: argparse.Namespace, console: Console, settings: Callable[[], Settings]) -> int:
     """``eval --generator``: 0 when done and the gates pass; 1 when a gate fails or no
     call answered; 2 for a path or usage problem (before any call); 128 + the signal on
     SIGINT/SIGTERM, the rows scored so far kept. ``settings`` loads the settings, once the

@@ -17,7 +17,8 @@ class PolitenessKeywords(Evaluator):
 
     class Options(PluginOptions):
         words: list[str] = Field(
-            default_factory=lambda: ["please", "thank"], min_length=1,
+            default_factory=lambda: ["please", "thank"],
+            min_length=1,
             description="courtesy words, matched case-insensitively",
         )
         polite_at: float = Field(0.5, ge=0, le=1, description="score labelled 'polite'")
