@@ -25,13 +25,15 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from multiprocessing import Queue
 from pathlib import Path
 
+from cheap_tier import free_port, peak_rss_mib, scrape_all
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from opentelemetry.proto.common.v1 import common_pb2
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers import rag_request
 
 WORDS = (
     "plan price month storage notes offline sync device account team admin billing "
@@ -40,36 +42,15 @@ WORDS = (
 ).split()
 
 
-def _kv(key: str, value: str) -> common_pb2.KeyValue:
-    return common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
-
-
 def body(traces: int, rng: random.Random) -> bytes:
     """One OTLP request: ``traces`` RAG traces of three spans each."""
-    req = trace_service_pb2.ExportTraceServiceRequest()
-    rs = req.resource_spans.add()
-    rs.resource.attributes.append(_kv("service.name", "burst-app"))
-    scope = rs.scope_spans.add()
-    for _ in range(traces):
-        trace_id, root = secrets.token_bytes(16), secrets.token_bytes(8)
-        question = " ".join(rng.choices(WORDS, k=8)) + "?"
-        docs = [" ".join(rng.choices(WORDS, k=100)) for _ in range(5)]
-        answer = " ".join(rng.choices(WORDS, k=30)) + "."
-        specs = [
-            (root, b"", "pipeline", [("ragpulse.role", "pipeline"), ("input.value", question),
-                                     ("output.value", answer), ("ragpulse.route", "/ask")]),
-            (secrets.token_bytes(8), root, "retrieve",
-             [("openinference.span.kind", "RETRIEVER"), ("input.value", question)]
-             + [(f"retrieval.documents.{i}.document.content", d) for i, d in enumerate(docs)]),
-            (secrets.token_bytes(8), root, "generate",
-             [("openinference.span.kind", "LLM"), ("output.value", answer)]),
-        ]  # fmt: skip
-        for span_id, parent, name, attrs in specs:
-            span = scope.spans.add()
-            span.trace_id, span.span_id, span.parent_span_id = trace_id, span_id, parent
-            span.name, span.start_time_unix_nano, span.end_time_unix_nano = name, 1, 2
-            span.attributes.extend(_kv(k, v) for k, v in attrs)
-    return req.SerializeToString()
+    specs = [
+        (secrets.token_bytes(16), " ".join(rng.choices(WORDS, k=8)) + "?",
+         [" ".join(rng.choices(WORDS, k=100)) for _ in range(5)],
+         " ".join(rng.choices(WORDS, k=30)) + ".")
+        for _ in range(traces)
+    ]  # fmt: skip
+    return rag_request(specs, service="burst-app").SerializeToString()
 
 
 def send(port: int, bodies: list[bytes], results: Queue) -> None:  # type: ignore[type-arg]
@@ -97,28 +78,11 @@ def send(port: int, bodies: list[bytes], results: Queue) -> None:  # type: ignor
 
 
 def scraped(url: str, name: str, **labels: str) -> float:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        text = resp.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return sum(
+        value
+        for sample, have, value in scrape_all(url)
+        if sample == name and all(have.get(k) == v for k, v in labels.items())
+    )
 
 
 def main() -> None:
