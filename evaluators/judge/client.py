@@ -48,8 +48,9 @@ O = TypeVar("O", bound=BaseModel)  # noqa: E741
 T = TypeVar("T")
 
 PROBE_TIMEOUT_S = 5.0
-CLOSE_WAIT_S = 2.0  # close(): how long the loop's thread may take to stop
 """The start-up probe's bound (GET {base_url}/models, no retry); it only ever logs."""
+CLOSE_WAIT_S = 2.0
+"""close(): how long the probe and then the loop's thread may take to stop."""
 _UNREACHABLE = ("connection_error", "timeout", "auth_error")
 FAILURES_BEFORE_WARNING = 3
 """Calls in a row that must fail (unreachable, timeout, refused key) before the judge is
