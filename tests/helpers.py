@@ -212,6 +212,24 @@ def http_get(url: str, timeout: float = 30, openmetrics: bool = False) -> str:
         return str(resp.read().decode())
 
 
+def metrics_once_evaluated(url: str, records: int, openmetrics: bool = False) -> str:
+    """/metrics once ``records`` records are evaluated. The pipeline counts
+    ``ragpulse_records_evaluated_total`` after the last sink took a record, so this
+    scrape has every sink's share; one taken as soon as a JSONL line appears may not
+    (the sinks take a record one after another, the JSONL sink before Prometheus)."""
+
+    def counted() -> str | None:
+        text = http_get(url, openmetrics=openmetrics)
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "ragpulse_records_evaluated_total" and float(value) >= records:
+                return text
+        return None
+
+    text: str = wait_until(counted, 60, f"/metrics never counted {records} evaluated records")
+    return text
+
+
 def start_serve(
     *args: str, env: dict[str, str] | None = None, quiet: bool = False
 ) -> tuple[subprocess.Popen[bytes], str]:

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CaptureServer, http_get, new_trace_id, rag_request, start_serve, stop_process
+from helpers import (
+    CaptureServer,
+    http_get,
+    metrics_once_evaluated,
+    new_trace_id,
+    rag_request,
+    start_serve,
+    stop_process,
+)
 from kafka_env import free_port, wait_until
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -144,7 +152,7 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
     [clean] = [r for r in grounded["results"] if r["metric"] == "injection"]
     assert clean["label"] == "benign"
 
-    body = http_get(metrics_url)
+    body = metrics_once_evaluated(metrics_url, 3)
     mean = {}
     for route in ("/grounded", "/ungrounded"):
         labels = {"metric": "faithfulness", "method": "lexical", "route": route}

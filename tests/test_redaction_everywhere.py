@@ -26,7 +26,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CaptureServer, http_get, new_trace_id, rag_request, stop_process
+from helpers import (
+    CaptureServer,
+    http_get,
+    metrics_once_evaluated,
+    new_trace_id,
+    rag_request,
+    stop_process,
+)
 from kafka_env import free_port, wait_until
 
 from ragpulse.config import RedactionSettings, load_settings
@@ -169,7 +176,7 @@ def _run_serve(tmp_path: Path, backend: CaptureServer, redaction: dict[str, obje
                 60,
                 "serve did not write the evaluated record within 60s",
             )
-            metrics_text = http_get(metrics_url, openmetrics=True)
+            metrics_text = metrics_once_evaluated(metrics_url, 1, openmetrics=True)
         finally:
             stop_process(proc)
     assert proc.returncode == 0, log_path.read_text()
