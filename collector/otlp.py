@@ -334,8 +334,9 @@ def _attributes(kvs: Any) -> dict[str, AttributeValue]:
     out: dict[str, AttributeValue] = {}
     for kv in kvs:
         v = kv.value
-        # Most values are strings: read them without a second call to find the field.
-        out[kv.key] = v.string_value if v.WhichOneof("value") == "string_value" else _value(v)
+        # Most values are non-empty strings: those need no call to find the field.
+        s = v.string_value
+        out[kv.key] = s if s or v.WhichOneof("value") == "string_value" else _value(v)
     return out
 
 

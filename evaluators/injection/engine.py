@@ -260,16 +260,26 @@ class PatternSet:
         """Indices of the patterns that may match somewhere in ``text`` (one scan)."""
         return self._scan(text, text.isascii())
 
-    def first_matches(self, text: str, wanted: AbstractSet[int]) -> dict[int, re.Match[str]]:
+    def first_matches(
+        self, text: str, wanted: AbstractSet[int], flagged_out: set[int] | None = None
+    ) -> dict[int, re.Match[str]]:
         """The first match (as ``pattern.search(text)`` finds it) of each wanted pattern
-        that matches ``text``; Hyperscan decides which to search, and in which chunks."""
+        that matches ``text``; Hyperscan decides which to search, and in which chunks.
+
+        ``flagged_out`` receives the patterns that may match ``text`` (the wanted ones and
+        the others, which are not searched): what :meth:`possible` says, from the same
+        scan. A text taken in chunks reports every pattern (the scan stops early)."""
         n, ascii_text = len(text), text.isascii()
         if n <= CHUNK:
             flagged = self._scan(text, ascii_text)
+            if flagged_out is not None:
+                flagged_out.update(flagged)
             if not flagged:
                 return {}
             found = {i: self.patterns[i].search(text) for i in sorted(flagged & wanted)}
             return {i: m for i, m in found.items() if m is not None}
+        if flagged_out is not None:
+            flagged_out.update(range(len(self.patterns)))
         pending = set(wanted)
         matches: dict[int, re.Match[str]] = {}
         reach = self.reach

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from ragpulse.evaluators.injection.engine import PatternSet
 from ragpulse.evaluators.injection.normalize import _hidden_characters, _normalize, _Normalized
-from ragpulse.evaluators.injection.payloads import _token_payloads
+from ragpulse.evaluators.injection.payloads import GATES, _token_payloads
 from ragpulse.evaluators.injection.rule import Rule, Space
 from ragpulse.evaluators.injection.rules import _FAMILY_OF, _RULES, _WEIGHTS
+from ragpulse.evaluators.injection.vocabulary import LazyPattern
 
 EXCERPT_CHARS = 120
 
@@ -44,11 +45,18 @@ _NOTHING = TextScan()
 
 
 class _Space:
-    """The rules of one text space (casefolded or plain) on one pattern set."""
+    """The rules of one text space (casefolded or plain) on one pattern set; the folded
+    set also holds the payload gates (after the rules), so that one scan answers both."""
 
     def __init__(self, space: Space) -> None:
         self.rules: tuple[Rule, ...] = tuple(r for r in _RULES if r.space == space)
-        self.patterns = PatternSet(f"injection-{space}", [r.pattern for r in self.rules])
+        gates = GATES if space == "folded" else {}
+        n = len(self.rules)
+        self.gates: dict[int, str] = {n + i: name for i, name in enumerate(gates)}
+        self.patterns = PatternSet(
+            f"injection-{space}",
+            [r.pattern for r in self.rules] + [LazyPattern(g) for g in gates.values()],
+        )
         # The rules that apply to a question (False) or a document (True).
         self.wanted = {
             document: frozenset(
@@ -74,7 +82,7 @@ def prepare() -> None:
 def unexpressed() -> dict[str, str]:
     """Rule name -> why Hyperscan cannot take its regex (``re`` runs it on every text)."""
     return {
-        space.rules[i].name: why
+        space.rules[i].name if i < len(space.rules) else f"gate:{space.gates[i]}": why
         for space in _spaces()
         for i, why in space.patterns.unexpressed.items()
     }
@@ -82,17 +90,20 @@ def unexpressed() -> dict[str, str]:
 
 def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nested: bool) -> None:
     """Fill ``hits`` (rule name -> matched text) from the regex and token rules."""
+    flagged: set[int] = set()
     for space, text in zip(_spaces(), (norm.folded, norm.plain), strict=True):
         wanted = space.wanted[document]
         if hits:
             wanted = frozenset(i for i in wanted if space.rules[i].name not in hits)
-        for i, m in space.patterns.first_matches(text, wanted).items():
+        found = space.patterns.first_matches(text, wanted, flagged if space.gates else None)
+        for i, m in found.items():
             hits[space.rules[i].name] = m.group()
     if norm.mixed_script is not None:
         hits.setdefault("mixed_script_word", norm.mixed_script)
     if nested:
         return
-    for name, excerpt, decoded in _token_payloads(norm.plain, norm.folded):
+    gates = {name for i, name in _spaces()[0].gates.items() if i in flagged}
+    for name, excerpt, decoded in _token_payloads(norm.plain, norm.folded, gates):
         hits.setdefault(name, excerpt)
         if decoded is not None:
             _match_rules(_normalize(decoded), document=document, hits=hits, nested=True)
