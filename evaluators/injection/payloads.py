@@ -42,21 +42,16 @@ _TRUE_RUNS = {k: re.compile(rb"\x01{%d,}" % (k * (_REPEATS - 1))) for k in range
 _COMMON_LAG, _COMMON_NEED = 12, bytes(_REPEATS - 12)
 _STRIP = "\"'`()[]{}<>,.;:!?"
 
-# Gates: one regex per part of the analysis below, each matching (on the casefolded,
-# whitespace-collapsed text) wherever that part could find something, and usually
-# nowhere in prose. They are scanned with the rules (one Hyperscan scan of the text):
-# a part whose gate did not fire is skipped. Floods have no gate: they are ruled out
-# from the token lengths (``_repeating_lags``), which every text needs.
+# Gates: a regex for each check over the long tokens, matching (on the casefolded,
+# whitespace-collapsed text) wherever that check could find something, and nearly
+# nowhere in prose. They are scanned with the rules (one Hyperscan scan of the text): a
+# check whose gate did not fire is skipped. The token runs and floods need no gate: one
+# C-speed test of the token lengths rules them out.
 ENCODED_GATE = "encoded"  # base64 (40+ of its characters, casefolded), \x escapes, %XX
 SPACED_GATE = "spaced"  # letters joined by separators inside one token
-RUN_1_GATE, RUN_2_GATE, RUN_8_GATE = "run1", "run2", "run8"  # runs of 1/2/8-char tokens
 GATES: dict[str, str] = {
     ENCODED_GATE: r"[a-z0-9+/_-]{40}|(?:\\x[0-9a-f]{2}){10}|(?:%[0-9a-f]{2}){10}",
     SPACED_GATE: _SPACED_SEPARATED.pattern,
-    # Six one-letter tokens (the shortest keyword), three hex pairs, one byte in binary.
-    RUN_1_GATE: r"(?:^|\s)[a-z](?:\s+[a-z]){5}(?:\s|$)",
-    RUN_2_GATE: r"(?:^|\s)[0-9a-f]{2}(?:\s+[0-9a-f]{2}){2}(?:\s|$)",
-    RUN_8_GATE: r"[01]{8}",
 }
 ALL_GATES: frozenset[str] = frozenset(GATES)
 
@@ -168,19 +163,19 @@ def _token_payloads(
             joined = _SEPARATORS.sub("", sm.group())
             if any(k in joined for k in _SPACED_KEYWORDS):
                 yield "spaced_out_keyword", sm.group(), None
-    for m in _runs(_RUN_2, _RUN_2_MIN, signature) if RUN_2_GATE in gates else ():
+    for m in _runs(_RUN_2, _RUN_2_MIN, signature):
         run = [t.strip(_STRIP) for t in tokens[max(0, m.start() - 1) : m.end() + 1]]
         run = [t for t in run if _HEX_TOKEN.fullmatch(t)]
         if len(run) >= 20 and (text := _decode_hex("".join(run))) is not None:
             yield "hex_text", " ".join(run[:12]), text
-    for m in _runs(_RUN_8, _RUN_8_MIN, signature) if RUN_8_GATE in gates else ():
+    for m in _runs(_RUN_8, _RUN_8_MIN, signature):
         run = [t.strip(_STRIP) for t in tokens[max(0, m.start() - 1) : m.end() + 1]]
         run = [t for t in run if _BINARY_TOKEN.fullmatch(t)]
         if len(run) >= 8:
             text = _looks_like_text(bytes(int(t, 2) for t in run))
             if text is not None:
                 yield "binary_text", " ".join(run[:6]), text
-    for m in _runs(_RUN_1, _RUN_1_MIN, signature) if RUN_1_GATE in gates else ():
+    for m in _runs(_RUN_1, _RUN_1_MIN, signature):
         joined = "".join(tokens[m.start() : m.end()])
         if any(k in joined for k in _SPACED_KEYWORDS):
             yield "spaced_out_keyword", " ".join(tokens[m.start() : m.start() + 20]), None
