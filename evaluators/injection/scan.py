@@ -10,6 +10,7 @@ what excerpt, is always its own regex's answer.
 from __future__ import annotations
 
 import functools
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ragpulse.evaluators.injection.engine import PatternSet
@@ -67,6 +68,10 @@ class _Space:
             for document in (False, True)
         }
 
+    def open_gates(self, flagged: AbstractSet[int]) -> set[str]:
+        """The names of the payload gates among the ``flagged`` patterns of a scan."""
+        return {name for i, name in self.gates.items() if i in flagged}
+
 
 @functools.cache
 def _spaces() -> tuple[_Space, _Space]:
@@ -102,7 +107,7 @@ def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nes
         hits.setdefault("mixed_script_word", norm.mixed_script)
     if nested:
         return
-    gates = {name for i, name in _spaces()[0].gates.items() if i in flagged}
+    gates = _spaces()[0].open_gates(flagged)
     for name, excerpt, decoded in _token_payloads(norm.plain, norm.folded, gates):
         hits.setdefault(name, excerpt)
         if decoded is not None:
