@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -174,8 +175,11 @@ def kafka_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def quiet_abandoned_tasks() -> None:
     """After an interrupt, in-flight judge calls are abandoned on purpose: asyncio's
-    "Task was destroyed but it is pending" at exit would read as a crash."""
+    "Task was destroyed but it is pending" at exit would read as a crash. So would
+    Python's "coroutine ... was never awaited" for a batch of calls the interrupt
+    caught between being made and being handed to the judge client's loop."""
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
 
 
 def stdout() -> Console:
