@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ragpulse.errors import ConfigError
@@ -30,7 +30,10 @@ _config_data: ContextVar[dict[str, Any] | None] = ContextVar("ragpulse_config_da
 
 
 class _Section(PluginOptions):
-    """A settings section: immutable, unknown keys refused."""
+    """A settings section: immutable, unknown keys refused (built now: every run reads
+    the settings)."""
+
+    model_config = ConfigDict(defer_build=False)
 
 
 class AssemblySettings(_Section):
@@ -452,7 +455,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     # recurse per level and would fail with RecursionError on a deeply nested file.
     import yaml  # here: most runs read no file, and the import costs a run ~25 ms
 
-    from ragpulse import safe_json
+    from ragpulse import safe_json, safe_yaml
 
     try:
         text = path.read_text()
@@ -463,7 +466,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
             safe_json.check_depth(text, what="TOML")
             data = tomllib.loads(text)
         else:
-            data = safe_json.load_yaml(text)
+            data = safe_yaml.load_yaml(text)
     except (ValueError, yaml.YAMLError, RecursionError) as exc:  # TOMLDecodeError, too deep
         raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if data is None:

@@ -14,9 +14,13 @@ O = TypeVar("O", bound=BaseModel)  # noqa: E741
 
 
 class PluginOptions(BaseModel):
-    """Base of every plug-in's ``Options``: immutable, unknown keys refused."""
+    """Base of every plug-in's ``Options``: immutable, unknown keys refused.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Built on first use (``defer_build``): finding the default evaluators imports every
+    registered one, and most runs never validate the options of most of them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 def validate_options(kind: str, name: str, model: type[O], raw: Mapping[str, Any]) -> O:

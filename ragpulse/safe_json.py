@@ -6,7 +6,7 @@ the receiver became a 500. :func:`loads` first measures the bracket depth
 outside strings (a regular expression and ``bytes.translate``, both in C, then
 one pass of ``itertools.accumulate``), refuses anything deeper than
 ``max_depth`` with :class:`NestingTooDeep` (a ``ValueError``), and only then
-calls ``json.loads``. :func:`load_yaml` is the same bound for YAML (the
+calls ``json.loads``. :func:`ragpulse.safe_yaml.load_yaml` is the same bound for YAML (the
 settings file), counted as PyYAML composes nodes; TOML is checked with
 :func:`check_depth` before ``tomllib`` (its basic strings are JSON strings).
 """
@@ -17,8 +17,6 @@ import json
 import re
 from itertools import accumulate
 from typing import Any
-
-import yaml
 
 MAX_DEPTH = 64
 """Nesting allowed by default. OTLP/JSON needs about 10 levels plus attribute values."""
@@ -94,35 +92,3 @@ def _utf8(data: str | bytes | bytearray | memoryview) -> bytes:
         return raw.decode(encoding).encode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
         return raw  # json.loads will refuse it; the scan of the raw bytes is still safe
-
-
-def load_yaml(text: str, max_depth: int = MAX_DEPTH) -> Any:
-    """``yaml.safe_load`` that refuses nesting beyond ``max_depth`` (flow or block style).
-
-    PyYAML composes nodes recursively and fails with ``RecursionError`` near
-    1,000 levels; the bound is checked as each node is composed, so it is exact.
-    Raises :class:`NestingTooDeep` or ``yaml.YAMLError``.
-    """
-    loader = _BoundedSafeLoader(text, max_depth)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
-class _BoundedSafeLoader(yaml.SafeLoader):
-    def __init__(self, stream: str, max_depth: int) -> None:
-        super().__init__(stream)
-        self._max_depth = max_depth
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        # Collections count, as brackets do in JSON; scalars are leaves.
-        nested = bool(self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent))
-        self._depth += nested
-        try:
-            if self._depth > self._max_depth:
-                raise NestingTooDeep(self._max_depth, "YAML")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= nested

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -126,6 +125,8 @@ def yaml_lines(path: Path) -> dict[Path_, int]:
     file that is not YAML or does not parse (its own error says so)."""
     if path.suffix == ".toml":
         return {}
+    import yaml  # here: only a run with a YAML file pays for the import
+
     try:
         root = yaml.compose(path.read_text())
     except (OSError, yaml.YAMLError):

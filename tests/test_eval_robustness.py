@@ -332,3 +332,30 @@ def test_an_interrupted_run_keeps_every_row_written(
     assert f"interrupted ({sig.name}): {len(rows)} rows written" in last_line(stderr)
     assert 2 <= len(rows) < 400
     assert [row["id"] for row in rows] == list(range(len(rows)))  # input order, no gap
+
+
+def test_rows_come_back_as_written_with_the_results_appended(tmp_path: Path) -> None:
+    """Short rows are written back as their own text plus the results (no second encoding);
+    a row that already has a key scoring adds, or one past KEEP_TEXT_CHARS, is encoded anew.
+    Either way each output line is the input object with the results."""
+    from ragpulse.offline import score
+
+    lines = [
+        '{ "question" : "Caf\\u00e9 hours?",  "contexts": ["Caf\u00e9 opens at 8."], '
+        '"answer": "8", "n": 1.50 }\r\n',  # escapes, spacing and number text as written
+        json.dumps({**ROW, "results": "an earlier run's"}) + "\n",  # replaced, not doubled
+        json.dumps({**ROW, "question": 7}) + "\n",  # coerced: says so on the row
+        json.dumps({**ROW, "contexts": ["x " * score.KEEP_TEXT_CHARS]}) + "\n",  # too long
+    ]
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(lines), encoding="utf-8", newline="")
+    assert main(["eval", str(source), "-o", str(out)]) == 0
+    written = out.read_text(encoding="utf-8").splitlines()
+    assert written[0].startswith(lines[0].rstrip()[:-1].rstrip() + ', "results": [')
+    for line, got in zip(lines, written, strict=True):
+        row = json.loads(got)
+        results = row.pop("results")
+        assert [r["metric"] for r in results] and all("duration_ms" not in r for r in results)
+        row.pop("coerced", None), row.pop("truncated_input", None)
+        assert row == {k: v for k, v in json.loads(line).items() if k != "results"}
+    assert json.loads(written[2])["coerced"] == ["question: int -> str"]

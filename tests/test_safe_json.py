@@ -10,7 +10,7 @@ import pytest
 from helpers import Message
 from kafka.structs import TopicPartition
 
-from ragpulse import safe_json
+from ragpulse import safe_json, safe_yaml
 from ragpulse.cli import main
 from ragpulse.collector import otlp
 from ragpulse.collector.kafka_source import KafkaSource
@@ -70,14 +70,14 @@ def test_invalid_json_is_still_a_value_error() -> None:
 
 
 def test_yaml_bound_counts_collections_in_flow_and_block_style() -> None:
-    assert safe_json.load_yaml(nested(MAX_DEPTH)) == json.loads(nested(MAX_DEPTH))
+    assert safe_yaml.load_yaml(nested(MAX_DEPTH)) == json.loads(nested(MAX_DEPTH))
     with pytest.raises(NestingTooDeep, match="YAML nested deeper"):
-        safe_json.load_yaml(nested(MAX_DEPTH + 1))
+        safe_yaml.load_yaml(nested(MAX_DEPTH + 1))
     block = "".join("  " * i + "k:\n" for i in range(MAX_DEPTH + 1)) + "  " * (MAX_DEPTH + 1) + "v"
     with pytest.raises(NestingTooDeep):
-        safe_json.load_yaml(block)
+        safe_yaml.load_yaml(block)
     with pytest.raises(NestingTooDeep):
-        safe_json.load_yaml("[" * DEEP)
+        safe_yaml.load_yaml("[" * DEEP)
 
 
 # -- OTLP/JSON (receiver and Kafka otlp_json share parse_request) ------------------------

@@ -18,7 +18,6 @@ import socket
 import statistics
 import threading
 import time
-import urllib.request
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -260,6 +259,8 @@ def _run(
                 f"waiting {DRAIN_BOUND_S:.0f}s (still queued for a costly tier)"
             )
         live.update(_table(sink, evaluators, traffic, status))
+    import urllib.request  # here: only the demo fetches anything
+
     body = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
     series = [line for line in body.splitlines() if line.startswith("ragpulse_eval_score_count")]
     out = Console()

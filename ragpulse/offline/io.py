@@ -126,8 +126,8 @@ def read_rows(f: TextIO, max_line_chars: int = MAX_LINE_CHARS) -> Iterator[Parse
             error = f"line is {total} characters long, over the {max_line_chars} limit"
             yield ParsedLine(n, None, error, head, size=len(head))
             continue
-        parsed = parse_line(n, raw)
-        del raw  # the parsed row is all that is kept while the batch is scored
+        parsed = parse_line(n, raw, keep_text=True)
+        del raw  # the parsed row (and the line, if short) is all that is kept for the batch
         if parsed is not None:
             yield parsed
 

@@ -20,7 +20,7 @@ from typing import Any
 from ragpulse import safe_json
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.exporters.jsonl import result_dict
+from ragpulse.exporters.jsonl import result_dict, result_json
 from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
@@ -124,6 +124,12 @@ def row_to_record(row: dict[str, Any], line: int) -> RagRecord:
     return record_and_coercions(row, line)[0]
 
 
+KEEP_TEXT_CHARS = 1 << 20
+"""A row up to this many characters keeps its line, written back with the results appended
+(no second encoding of the row); a longer row is encoded again from what was parsed, so
+that a giant row is never held twice."""
+
+
 @dataclass
 class ParsedLine:
     line: int
@@ -131,10 +137,14 @@ class ParsedLine:
     error: str | None = None
     raw: str = ""
     size: int = 0  # characters of the line: batches are bounded by it
+    text: str = ""  # the line as read, for a row kept to be written back (parse_line)
 
 
-def parse_line(n: int, raw: str) -> ParsedLine | None:
-    """Line ``n``: a row, an error row, or None when blank."""
+def parse_line(n: int, raw: str, keep_text: bool = False) -> ParsedLine | None:
+    """Line ``n``: a row, an error row, or None when blank.
+
+    ``keep_text``: a row keeps its line (up to :data:`KEEP_TEXT_CHARS`) for :func:`score_rows`.
+    """
     if not raw.strip():
         return None
     try:
@@ -143,7 +153,8 @@ def parse_line(n: int, raw: str) -> ParsedLine | None:
         return ParsedLine(n, None, f"invalid JSON: {exc}", raw[:1000], size=len(raw))
     if not isinstance(row, dict):
         return ParsedLine(n, None, "line is not a JSON object", raw[:1000], size=len(raw))
-    return ParsedLine(n, row, size=len(raw))
+    text = raw if keep_text and len(raw) <= KEEP_TEXT_CHARS else ""
+    return ParsedLine(n, row, size=len(raw), text=text)
 
 
 def parse_lines(lines: Iterable[str]) -> Iterator[ParsedLine]:
@@ -268,14 +279,31 @@ def score_rows(
             continue
         row_results, coerced = by_line[p.line]
         summary.add(row_results)
-        row = dict(p.row)
-        row["results"] = [result_dict(r) for r in row_results]
+        added: dict[str, Any] = {}
         if coerced:
             summary.coerced_rows += 1
-            row["coerced"] = coerced
+            added["coerced"] = coerced
         truncated = row_results[0].details.get(TRUNCATED_INPUT) if row_results else None
         if truncated:
             summary.truncated_rows += 1
-            row[TRUNCATED_INPUT] = truncated
+            added[TRUNCATED_INPUT] = truncated
+        if p.text and not redact and p.row and _ADDED.isdisjoint(p.row):
+            out.append(_appended(p.text, row_results, added))
+            continue
+        row = dict(p.row)
+        row["results"] = [result_dict(r) for r in row_results]
+        row.update(added)
         out.append(json.dumps(redact(row) if redact else row, ensure_ascii=False))
     return out
+
+
+_ADDED = frozenset({"results", "coerced", TRUNCATED_INPUT})
+"""The keys scoring adds to a row (a row that has one already is encoded anew)."""
+
+
+def _appended(text: str, results: Sequence[EvalResult], added: dict[str, Any]) -> str:
+    """The row's own line with ``results`` (and ``added``) as its last keys: the same object
+    as encoding the row again, its values byte for byte as the user wrote them."""
+    body = text.rstrip()[:-1].rstrip()  # a non-empty object: its last value, then "}"
+    tail = "".join(f', "{k}": {json.dumps(v, ensure_ascii=False)}' for k, v in added.items())
+    return f'{body}, "results": [{", ".join(map(result_json, results))}]{tail}}}'
