@@ -42,16 +42,16 @@ def normalize(text: str) -> str:
 
 
 # ASCII characters that are not word characters (``\w``), apostrophes included: a split
-# after mapping them to spaces gives the same words as ``\w+``, three times faster.
-_ASCII_NON_WORD = str.maketrans(
-    {c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")}
-)
+# after mapping them to spaces gives the same words as ``\w+``, three times faster. The
+# map is applied to the text's bytes: ``bytes.translate`` is a table lookup per byte, five
+# times faster than ``str.translate`` (encoding and decoding ASCII are copies).
+_ASCII_NON_WORD = bytes(c if chr(c).isalnum() or c == ord("_") else ord(" ") for c in range(256))
 
 
 def _words(normalized: str) -> list[str]:
     """The ``\\w+`` runs of a normalised text, apostrophes splitting words ("it's": it, s)."""
     if normalized.isascii():
-        return normalized.translate(_ASCII_NON_WORD).split()
+        return normalized.encode("ascii").translate(_ASCII_NON_WORD).decode("ascii").split()
     return _TOKEN.findall(normalized.replace("'", " "))
 
 

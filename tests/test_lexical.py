@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ragpulse.evaluators.lexical import (
@@ -7,7 +9,7 @@ from ragpulse.evaluators.lexical import (
     LexicalContextRelevance,
     LexicalFaithfulness,
 )
-from ragpulse.evaluators.text import content_tokens
+from ragpulse.evaluators.text import _words, content_tokens
 from ragpulse.record import Document, RagRecord
 
 DOCS = [
@@ -22,6 +24,13 @@ def rec(question: str = "", answer: str = "", docs: list[Document] | None = None
 
 def test_content_tokens_drop_stop_words_and_punctuation() -> None:
     assert content_tokens("The Eiffel Tower, it's in PARIS!") == ("eiffel", "tower", "paris")
+
+
+def test_ascii_words_are_the_word_runs_of_the_regex() -> None:
+    """The ASCII fast path (a byte table, then a split) splits where ``\\w+`` does, on
+    every ASCII character; other text goes through the regex itself."""
+    every_ascii = "".join(map(chr, range(128))) * 2 + " it's a_b x1-y2 \x7f end"
+    assert _words(every_ascii) == re.findall(r"\w+", every_ascii.replace("'", " "))
 
 
 def test_faithfulness_grounded_beats_ungrounded() -> None:
