@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ragpulse.errors import ConfigError
@@ -30,10 +30,7 @@ _config_data: ContextVar[dict[str, Any] | None] = ContextVar("ragpulse_config_da
 
 
 class _Section(PluginOptions):
-    """A settings section: immutable, unknown keys refused (built now: every run reads
-    the settings)."""
-
-    model_config = ConfigDict(defer_build=False)
+    """A settings section: immutable, unknown keys refused."""
 
 
 class AssemblySettings(_Section):
