@@ -356,6 +356,7 @@ def test_rows_come_back_as_written_with_the_results_appended(tmp_path: Path) -> 
         row = json.loads(got)
         results = row.pop("results")
         assert [r["metric"] for r in results] and all("duration_ms" not in r for r in results)
-        row.pop("coerced", None), row.pop("truncated_input", None)
+        row.pop("coerced", None)
+        row.pop("truncated_input", None)
         assert row == {k: v for k, v in json.loads(line).items() if k != "results"}
     assert json.loads(written[2])["coerced"] == ["question: int -> str"]
