@@ -11,7 +11,7 @@ import pytest
 
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.injection import FAMILIES, RULES, TextScan, scan_text
-from ragpulse.evaluators.injection.normalize import _normalize
+from ragpulse.evaluators.injection.normalize import _collapse_whitespace, _normalize
 from ragpulse.evaluators.injection.payloads import _token_payloads
 from ragpulse.evaluators.injection.scan import _spaces
 from ragpulse.evaluators.injection_rules import InjectionRules
@@ -508,3 +508,15 @@ def test_token_runs_are_found_with_every_gate_shut(text: str) -> None:
 def test_payload_gates_stay_shut_on_prose() -> None:
     """The point of the gates: ordinary prose skips the payload analysis."""
     assert not _open_gates(_normalize(_prose(400)).folded)
+
+
+def test_collapsing_whitespace_gives_what_a_split_and_join_of_every_line_gives() -> None:
+    # The fast path (already collapsed) must agree with the full one on every text.
+    def reference(text: str) -> str:
+        return "\n".join(" ".join(line.split()) for line in text.splitlines() if line.split())
+
+    rng = random.Random(7)
+    alphabet = list("ab c.\n\t\r\x0b\x0c\x1c\x1d\x1e\x1f\x7f\x85\u2028\u00a0é")
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert _collapse_whitespace(text) == reference(text), repr(text)

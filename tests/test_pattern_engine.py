@@ -7,7 +7,13 @@ import re
 
 import pytest
 
-from ragpulse.evaluators.injection.engine import CHUNK, PatternSet, Unexpressible, loosen
+from ragpulse.evaluators.injection.engine import (
+    CHUNK,
+    PatternSet,
+    Unexpressible,
+    caseless_superset,
+    loosen,
+)
 from ragpulse.evaluators.injection.scan import unexpressed
 from ragpulse.evaluators.injection.vocabulary import LazyPattern
 
@@ -33,6 +39,32 @@ def test_a_pattern_hyperscan_cannot_take_runs_on_every_text() -> None:
     assert "negated class" in patterns.unexpressed[0]
     assert _first(patterns, "xéz and hello") == {0: "xéz", 1: "hello"}
     assert _first(patterns, "nothing here") == {}
+
+
+def test_a_caseless_pattern_is_flagged_on_the_lower_cased_text_and_matched_as_written() -> None:
+    # What lets one scan of an ASCII text's casefolded form stand for its plain form too.
+    patterns = PatternSet(
+        "test-caseless", [LazyPattern(r"\bSYSTEM:"), LazyPattern(r"\bSYSTEM:")], caseless={0}
+    )
+    assert patterns.possible("the system: reboot") == {0}
+    assert patterns.patterns[0].search("the system: reboot") is None  # re keeps the case
+    assert patterns.possible("the SYSTEM: reboot") == {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "superset"),
+    [
+        (r"\b(?:SYSTEM|ADMIN)[ \t]?:", True),
+        (r"[A-Z]{4}\w+", True),
+        (r"x[^\w.]y", True),  # escapes name no letter
+        (r"x[^A]y", False),  # caseless [^A] refuses "a", which [^A] takes
+        (r"x[^\x41]y", False),
+    ],
+)
+def test_caseless_superset_refuses_a_negated_class_naming_a_letter(
+    pattern: str, superset: bool
+) -> None:
+    assert caseless_superset(pattern) is superset
 
 
 @pytest.mark.parametrize(

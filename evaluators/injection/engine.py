@@ -140,14 +140,18 @@ if hs is not None:
     _FLAGS = hs.HS_FLAG_UTF8 | hs.HS_FLAG_PREFILTER | hs.HS_FLAG_SINGLEMATCH | hs.HS_FLAG_ALLOWEMPTY
 
 
-def _compile(patterns: dict[int, str]) -> tuple[bytes | None, dict[int, str]]:
-    """A serialised database of ``patterns`` (id -> expression), and the ids Hyperscan
-    refused (id -> its message); those are left out of the database."""
+def _compile(
+    patterns: dict[int, str], caseless: AbstractSet[int]
+) -> tuple[bytes | None, dict[int, str]]:
+    """A serialised database of ``patterns`` (id -> expression; the ``caseless`` ones
+    matched ignoring ASCII case), and the ids Hyperscan refused (id -> its message); those
+    are left out of the database."""
     refused: dict[int, str] = {}
 
     def build(ids: Sequence[int]) -> Any:
         db = hs.Database(mode=hs.HS_MODE_BLOCK)
-        db.compile(expressions=[patterns[i].encode() for i in ids], ids=list(ids), flags=_FLAGS)
+        flags = [_FLAGS | (hs.HS_FLAG_CASELESS if i in caseless else 0) for i in ids]
+        db.compile(expressions=[patterns[i].encode() for i in ids], ids=list(ids), flags=flags)
         return db
 
     try:
@@ -164,7 +168,7 @@ def _compile(patterns: dict[int, str]) -> tuple[bytes | None, dict[int, str]]:
 
 
 def _build(
-    sources: tuple[str, ...], anchored: bool
+    sources: tuple[str, ...], anchored: bool, caseless: AbstractSet[int]
 ) -> tuple[tuple[bytes | None, bytes | None], dict[int, str]]:
     """(database for ASCII text, database for any text), and why each pattern left out is."""
     unexpressed: dict[int, str] = {}
@@ -176,7 +180,8 @@ def _build(
                 loosened[i] = loosen(source, ascii_text=ascii_text, anchored=anchored)
             except Unexpressible as exc:
                 unexpressed[i] = str(exc)
-        blob, refused = _compile({i: p for i, p in loosened.items() if i not in unexpressed})
+        kept = {i: p for i, p in loosened.items() if i not in unexpressed}
+        blob, refused = _compile(kept, caseless)
         unexpressed.update(refused)
         databases.append(blob)
     return (databases[0], databases[1]), unexpressed
@@ -195,14 +200,27 @@ class PatternSet:
     Thread-safe: each thread scans with its own Hyperscan scratch space.
     """
 
-    def __init__(self, name: str, patterns: Sequence[Pattern], *, anchored: bool = True) -> None:
+    def __init__(
+        self,
+        name: str,
+        patterns: Sequence[Pattern],
+        *,
+        anchored: bool = True,
+        caseless: AbstractSet[int] = frozenset(),
+    ) -> None:
         """``anchored=False``: :meth:`possible` answers for each line or sentence of a text
-        too (``^`` and ``$`` are not held to the text's ends)."""
+        too (``^`` and ``$`` are not held to the text's ends). ``caseless``: indices of
+        patterns that Hyperscan flags ignoring ASCII case (``re`` still decides, with the
+        pattern's own case): what lets one scan of a lower-cased text stand for a scan of
+        the text as written (:func:`caseless_superset` says which patterns can)."""
         self.name = name
         self.patterns = tuple(patterns)
         self._sources = sources = tuple(p.pattern for p in self.patterns)
+        caseless = frozenset(caseless)
         version = hs.__version__ if hs is not None else "-"
-        self._key = key = digest([version, Path(__file__).read_bytes(), str(anchored), *sources])
+        self._key = key = digest(
+            [version, Path(__file__).read_bytes(), str(anchored), str(sorted(caseless)), *sources]
+        )
         self.unexpressed: dict[int, str] = {}
         """Index -> why Hyperscan cannot take the pattern: ``re`` runs it on every text."""
         self._databases: tuple[Any, Any] = (None, None)
@@ -210,13 +228,13 @@ class PatternSet:
             self.unexpressed = dict.fromkeys(range(len(sources)), _NO_HYPERSCAN)
         else:
             blobs, self.unexpressed = cached(
-                f"hyperscan-{name}", key, lambda: _build(sources, anchored), tuple
+                f"hyperscan-{name}", key, lambda: _build(sources, anchored, caseless), tuple
             )
             try:
                 self._databases = _load(blobs)
             except hs.error as exc:  # stored by a machine of another CPU kind: build anew
                 log.info("%s: rebuilding the stored pattern databases (%s)", name, exc)
-                blobs, self.unexpressed = _build(sources, anchored)
+                blobs, self.unexpressed = _build(sources, anchored, caseless)
                 self._databases = _load(blobs)
         for i, why in sorted(self.unexpressed.items()):
             log.info("%s: pattern %d runs on every text (%s)", name, i, why)
@@ -299,6 +317,20 @@ class PatternSet:
                     pending.discard(i)  # searched to the end of the text: no match at all
             start = stop
         return matches
+
+
+def caseless_superset(pattern: str) -> bool:
+    """Whether ``pattern``, flagged caselessly on ``text.lower()``, is flagged wherever it
+    matches an ASCII ``text``. Lower-casing keeps every position and what ``\\w``, ``\\d``,
+    ``\\s`` and ``\\b`` see there, and a caseless literal or class takes both cases; a
+    negated class naming a letter does not: caseless ``[^A]`` refuses the "a" that ``[^A]``
+    takes."""
+    for token in _TOKEN.findall(pattern):
+        if token.startswith("[^"):
+            body = re.sub(r"\\[wWsSdDtnrfv]", "", token[2:-1])  # escapes that name no letter
+            if re.search(r"[A-Za-z]", body):
+                return False
+    return True
 
 
 def max_width(pattern: str) -> int:

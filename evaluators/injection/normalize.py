@@ -59,15 +59,24 @@ def _collapse_whitespace(text: str) -> str:
     if (
         text.isascii()
         and not (text[:1].isspace() or text[-1:].isspace())
-        and not any(ch in text for ch in _ODD_ASCII_SPACE)
         and "  " not in text
-        and " \n" not in text
-        and "\n " not in text
+        and _only_spaces_and_newlines(text)
     ):
-        # Already collapsed but for blank lines, as most documents are: a few ``in``
+        # Already collapsed but for blank lines, as most documents are: a few C-speed
         # scans instead of a split and join of every word.
-        return text if "\n\n" not in text else "\n".join(filter(None, text.split("\n")))
+        if "\n" not in text:
+            return text
+        if " \n" not in text and "\n " not in text:
+            return text if "\n\n" not in text else "\n".join(filter(None, text.split("\n")))
     return "\n".join(line for line in map(" ".join, map(str.split, text.splitlines())) if line)
+
+
+def _only_spaces_and_newlines(ascii_text: str) -> bool:
+    """No whitespace but " " and "\\n" in an ASCII text (no tab, carriage return, ...)."""
+    # Every other ASCII whitespace character is a control character: not printable.
+    if ascii_text.isprintable():
+        return True
+    return not any(ch in ascii_text for ch in _ODD_ASCII_SPACE)
 
 
 def _normalize(text: str) -> _Normalized:

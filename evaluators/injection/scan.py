@@ -13,7 +13,7 @@ import functools
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from ragpulse.evaluators.injection.engine import PatternSet
+from ragpulse.evaluators.injection.engine import CHUNK, PatternSet, caseless_superset
 from ragpulse.evaluators.injection.normalize import _hidden_characters, _normalize, _Normalized
 from ragpulse.evaluators.injection.payloads import GATES, _token_payloads
 from ragpulse.evaluators.injection.rule import Rule, Space
@@ -46,27 +46,50 @@ _NOTHING = TextScan()
 
 
 class _Space:
-    """The rules of one text space (casefolded or plain) on one pattern set; the folded
-    set also holds the payload gates (after the rules), so that one scan answers both."""
+    """The rules of one text space on one pattern set.
+
+    The casefolded space holds every rule: its own, then the payload gates, then the
+    plain rules (case kept), which Hyperscan flags caselessly. On an ASCII text, whose
+    casefolded form is its plain one lower-cased letter for letter, one scan of the
+    casefolded text then says which rules of both spaces may match (a superset, see
+    :func:`~ragpulse.evaluators.injection.engine.caseless_superset`), and each plain rule
+    it flags is confirmed on the plain text. Other texts (non-ASCII, or long enough to be
+    taken in chunks) are scanned in each space, the plain rules over the plain text with
+    the plain space's own set.
+    """
 
     def __init__(self, space: Space) -> None:
-        self.rules: tuple[Rule, ...] = tuple(r for r in _RULES if r.space == space)
+        own = tuple(r for r in _RULES if r.space == space)
+        plain = tuple(r for r in _RULES if r.space == "plain") if space == "folded" else ()
         gates = GATES if space == "folded" else {}
-        n = len(self.rules)
-        self.gates: dict[int, str] = {n + i: name for i, name in enumerate(gates)}
+        self.rules: tuple[Rule | None, ...] = (*own, *(None for _ in gates), *plain)
+        self.gates: dict[int, str] = {len(own) + i: name for i, name in enumerate(gates)}
+        self.plain = frozenset(range(len(own) + len(gates), len(self.rules)))
+        """Indices of the plain rules that the casefolded space flags caselessly."""
+        unsafe = [r.name for r in plain if not caseless_superset(r.pattern.pattern)]
+        if unsafe:
+            raise ValueError(f"plain rules cannot be flagged caselessly: {unsafe}")
         self.patterns = PatternSet(
             f"injection-{space}",
-            [r.pattern for r in self.rules] + [LazyPattern(g) for g in gates.values()],
-        )
-        # The rules that apply to a question (False) or a document (True).
+            [r.pattern for r in own] + [LazyPattern(g) for g in gates.values()]
+            + [r.pattern for r in plain],
+            caseless=self.plain,
+        )  # fmt: skip
+        # The rules that apply to a question (False) or a document (True), and those of
+        # them the text's own space confirms.
         self.wanted = {
             document: frozenset(
                 i
                 for i, r in enumerate(self.rules)
-                if r.where != ("question" if document else "document")
+                if r is not None and r.where != ("question" if document else "document")
             )
             for document in (False, True)
         }
+        self.own = {document: wanted - self.plain for document, wanted in self.wanted.items()}
+
+    def name(self, i: int) -> str:
+        rule = self.rules[i]
+        return rule.name if rule is not None else f"gate:{self.gates[i]}"
 
     def open_gates(self, flagged: AbstractSet[int]) -> set[str]:
         """The names of the payload gates among the ``flagged`` patterns of a scan."""
@@ -75,7 +98,7 @@ class _Space:
 
 @functools.cache
 def _spaces() -> tuple[_Space, _Space]:
-    """The casefolded and the plain rules, compiled once per process."""
+    """The casefolded (every rule) and the plain rules, compiled once per process."""
     return _Space("folded"), _Space("plain")
 
 
@@ -87,27 +110,41 @@ def prepare() -> None:
 def unexpressed() -> dict[str, str]:
     """Rule name -> why Hyperscan cannot take its regex (``re`` runs it on every text)."""
     return {
-        space.rules[i].name if i < len(space.rules) else f"gate:{space.gates[i]}": why
-        for space in _spaces()
-        for i, why in space.patterns.unexpressed.items()
+        space.name(i): why for space in _spaces() for i, why in space.patterns.unexpressed.items()
     }
+
+
+def _wanted(space: _Space, wanted: frozenset[int], hits: dict[str, str]) -> frozenset[int]:
+    """``wanted`` less the rules that already fired (found in a hidden or decoded text)."""
+    if not hits:
+        return wanted
+    return frozenset(i for i in wanted if space.name(i) not in hits)
 
 
 def _match_rules(norm: _Normalized, *, document: bool, hits: dict[str, str], nested: bool) -> None:
     """Fill ``hits`` (rule name -> matched text) from the regex and token rules."""
-    flagged: set[int] = set()
-    for space, text in zip(_spaces(), (norm.folded, norm.plain), strict=True):
-        wanted = space.wanted[document]
-        if hits:
-            wanted = frozenset(i for i in wanted if space.rules[i].name not in hits)
-        found = space.patterns.first_matches(text, wanted, flagged if space.gates else None)
-        for i, m in found.items():
-            hits[space.rules[i].name] = m.group()
+    folded, plain = _spaces()
+    if norm.plain.isascii() and len(norm.plain) <= CHUNK:
+        # One scan of the casefolded text (the plain one lower-cased) for the rules of
+        # both spaces (see _Space).
+        flagged = folded.patterns.possible(norm.folded)
+        for i in sorted(flagged & _wanted(folded, folded.wanted[document], hits)):
+            text = norm.plain if i in folded.plain else norm.folded
+            m = folded.patterns.patterns[i].search(text)
+            if m is not None:
+                hits[folded.name(i)] = m.group()
+    else:
+        flagged = set()
+        for space, text, own in ((folded, norm.folded, folded.own), (plain, norm.plain, plain.own)):
+            wanted = _wanted(space, own[document], hits)
+            found = space.patterns.first_matches(text, wanted, flagged if space.gates else None)
+            for i, m in found.items():
+                hits[space.name(i)] = m.group()
     if norm.mixed_script is not None:
         hits.setdefault("mixed_script_word", norm.mixed_script)
     if nested:
         return
-    gates = _spaces()[0].open_gates(flagged)
+    gates = folded.open_gates(flagged)
     for name, excerpt, decoded in _token_payloads(norm.plain, norm.folded, gates):
         hits.setdefault(name, excerpt)
         if decoded is not None:
