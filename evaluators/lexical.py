@@ -15,7 +15,8 @@ from ragpulse.record import EvalResult, RagRecord
 
 
 def _share_in(unique: Sequence[str], vocabulary: frozenset[str]) -> float:
-    """The share of ``unique`` (distinct tokens) found in ``vocabulary``."""
+    """The share of ``unique`` (distinct content tokens) found in ``vocabulary`` (a
+    :attr:`~ragpulse.evaluators.text.TextView.word_set`)."""
     return len(vocabulary.intersection(unique)) / len(unique)
 
 
@@ -54,7 +55,7 @@ class LexicalFaithfulness(_Lexical):
         if not answer:
             return self.not_applicable("answer has no content words")
         # Planted instructions are not evidence (evaluators/injection/planted.py).
-        evidence = [texts.view(t).token_set for t in evidence_documents(record, texts=texts)]
+        evidence = [texts.view(t).word_set for t in evidence_documents(record, texts=texts)]
         # The answer's tokens that no document has (set operations in C, no union built).
         missing = frozenset(answer).difference(*evidence)
         score = (len(answer) - sum(map(missing.__contains__, answer))) / len(answer)
@@ -82,7 +83,7 @@ class LexicalContextRelevance(_Lexical):
             return self.not_applicable("question has no content words")
         unique = tuple(dict.fromkeys(question))
         view = texts.view
-        per_doc = [round(_share_in(unique, view(d.content).token_set), 4) for d in record.documents]
+        per_doc = [round(_share_in(unique, view(d.content).word_set), 4) for d in record.documents]
         best = max(range(len(per_doc)), key=per_doc.__getitem__)
         return self.result(
             per_doc[best],
@@ -106,7 +107,7 @@ class LexicalAnswerRelevance(_Lexical):
             return self.not_applicable("question has no content words")
         if not record.answer.strip():
             return self.result(0.0, label="empty_answer", explanation="the answer is empty")
-        score = _share_in(question, texts.view(record.answer).token_set)
+        score = _share_in(question, texts.view(record.answer).word_set)
         return self.result(
             score,
             explanation=f"the answer repeats {score:.0%} of the question's content tokens",

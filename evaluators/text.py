@@ -80,14 +80,14 @@ class TextView:
     time (the same value), never a wrong one.
     """
 
-    __slots__ = ("_derived", "_nfkc", "_normalized", "_sentences", "_token_set", "_tokens", "text")
+    __slots__ = ("_derived", "_nfkc", "_normalized", "_sentences", "_tokens", "_word_set", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._nfkc: str | None = None
         self._normalized: str | None = None
         self._tokens: tuple[str, ...] | None = None
-        self._token_set: frozenset[str] | None = None
+        self._word_set: frozenset[str] | None = None
         self._sentences: tuple[str, ...] | None = None
         self._derived: dict[Hashable, Any] | None = None
 
@@ -114,15 +114,13 @@ class TextView:
         return self._tokens
 
     @property
-    def token_set(self) -> frozenset[str]:
-        """The set of :attr:`tokens` (made without them when they are not there yet:
-        documents need only the set)."""
-        if self._token_set is None:
-            if self._tokens is not None:
-                self._token_set = frozenset(self._tokens)
-            else:
-                self._token_set = frozenset(_words(self.normalized)).difference(STOP_WORDS)
-        return self._token_set
+    def word_set(self) -> frozenset[str]:
+        """Every distinct word of the text, stop words included: what a content token
+        (:attr:`tokens` of another text) is looked up in. Keeping the stop words gives the
+        same answer for such a token, one set operation cheaper per document."""
+        if self._word_set is None:
+            self._word_set = frozenset(_words(self.normalized))
+        return self._word_set
 
     @property
     def sentences(self) -> tuple[str, ...]:
