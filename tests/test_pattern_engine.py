@@ -82,8 +82,10 @@ def test_loosen(pattern: str, ascii_text: bool, loosened: str) -> None:
     assert loosen(pattern, ascii_text=ascii_text) == loosened
 
 
-def test_loosen_without_anchors_drops_them() -> None:
-    assert loosen(r"^(?:none|n/a)[.!]?$", ascii_text=True, anchored=False) == r"(?:none|n/a)[.!]?"
+def test_loosen_without_anchors_holds_them_at_whitespace() -> None:
+    assert loosen(r"^(?:none|n/a)[.!]?$", ascii_text=True, anchored=False) == (
+        r"(?:^|[\s\x1c-\x1f])(?:none|n/a)[.!]?(?:[\s\x1c-\x1f]|$)"
+    )
     with pytest.raises(Unexpressible):
         loosen(r"[^\W\d]", ascii_text=False)
 
@@ -111,3 +113,6 @@ def test_sentences_of_a_text_are_covered_without_anchors() -> None:
     # answer, where the anchors do not hold for the whole text.
     patterns = _set("test-unanchored", r"^(?:unknown|n/a)[.!]?$", anchored=False)
     assert patterns.possible("the date is not given. unknown.") == {0}  # casefolded
+    assert patterns.possible("unknown") == {0}
+    # Not a whole sentence anywhere: not flagged (the anchors hold at whitespace).
+    assert patterns.possible("an unknownable banana") == set()

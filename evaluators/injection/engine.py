@@ -83,14 +83,17 @@ _REPEAT = re.compile(r"\{(\d*),(\d*)\}")
 def loosen(pattern: str, *, ascii_text: bool, anchored: bool = True) -> str:
     """``pattern`` as Hyperscan gets it: it matches wherever ``pattern`` does under ``re``
     (on ASCII text only when ``ascii_text``), and maybe elsewhere. Without ``anchored``
-    it also matches wherever ``pattern`` matches a line or sentence of the text: ``^``
-    and ``$`` (``\\A``, ``\\Z``) are dropped."""
+    it also matches wherever ``pattern`` matches a line or sentence of the text (one that
+    whitespace separates from the rest): ``^`` and ``\\A`` also hold after whitespace,
+    ``$`` and ``\\Z`` before it."""
     out = []
     for token in _TOKEN.findall(pattern):
         if token[0] == "[" and len(token) > 1:
             out.append(_loosen_class(token, ascii_text))
-        elif not anchored and token in ("^", "$", r"\A", r"\Z"):
-            continue
+        elif not anchored and token in ("^", r"\A"):
+            out.append(f"(?:^|{_loosen_escape('s', ascii_text)})")
+        elif not anchored and token in ("$", r"\Z"):
+            out.append(f"(?:{_loosen_escape('s', ascii_text)}|$)")
         elif token[0] == "\\" and len(token) == 2:
             out.append(_loosen_escape(token[1], ascii_text))
         elif (repeat := _REPEAT.fullmatch(token)) is not None:
