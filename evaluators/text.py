@@ -80,13 +80,23 @@ class TextView:
     time (the same value), never a wrong one.
     """
 
-    __slots__ = ("_derived", "_nfkc", "_normalized", "_sentences", "_tokens", "_word_set", "text")
+    __slots__ = (
+        "_derived",
+        "_nfkc",
+        "_normalized",
+        "_sentences",
+        "_token_set",
+        "_tokens",
+        "_word_set",
+        "text",
+    )
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._nfkc: str | None = None
         self._normalized: str | None = None
         self._tokens: tuple[str, ...] | None = None
+        self._token_set: frozenset[str] | None = None
         self._word_set: frozenset[str] | None = None
         self._sentences: tuple[str, ...] | None = None
         self._derived: dict[Hashable, Any] | None = None
@@ -112,6 +122,13 @@ class TextView:
         if self._tokens is None:
             self._tokens = _content_tokens(self.normalized)
         return self._tokens
+
+    @property
+    def token_set(self) -> frozenset[str]:
+        """The set of :attr:`tokens` (stop words left out)."""
+        if self._token_set is None:
+            self._token_set = self.word_set.difference(STOP_WORDS)
+        return self._token_set
 
     @property
     def word_set(self) -> frozenset[str]:

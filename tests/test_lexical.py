@@ -9,7 +9,7 @@ from ragpulse.evaluators.lexical import (
     LexicalContextRelevance,
     LexicalFaithfulness,
 )
-from ragpulse.evaluators.text import _words, content_tokens
+from ragpulse.evaluators.text import STOP_WORDS, TextView, _words, content_tokens
 from ragpulse.record import Document, RagRecord
 
 DOCS = [
@@ -79,3 +79,12 @@ def test_giant_document_is_fine() -> None:
     big = Document(content="word " * 200_000 + "Paris")
     [r] = LexicalFaithfulness().evaluate([rec(answer="Paris word", docs=[big])])
     assert r.score == 1.0
+
+
+def test_a_word_set_answers_for_content_tokens_as_the_token_set_does() -> None:
+    # The lexical metrics look content tokens up in word sets (stop words kept).
+    view = TextView("The Eiffel Tower, it's in PARIS! And the tower is tall.")
+    assert view.token_set == view.word_set - STOP_WORDS
+    assert view.token_set == frozenset(view.tokens)
+    probe = TextView("towers of the tower in paris, not lyon").tokens
+    assert {t for t in probe if t in view.word_set} == {t for t in probe if t in view.token_set}
