@@ -11,9 +11,12 @@
    K-Precision) over the SummEdits dev file, whole process against whole process (start-up
    included), both pinned to the same core, alternated ``--eval-runs`` times; medians and
    the ratio.
-3. Where serve's time goes: one more serve run sampled by py-spy (``--no-profile`` skips
-   it): the share of samples that pass through each part of the collector (inclusive), and
-   the functions that take the most samples themselves.
+3. Where serve's time goes: two more serve runs sampled by py-spy (``--no-profile`` skips
+   them): the share of samples that pass through each part of the collector (inclusive), and
+   the functions that take the most samples themselves. The first run samples every thread
+   that is not idle, waiting for the GIL included; the second only threads that hold the
+   GIL (the collector's own CPU time; Hyperscan scans release the GIL, so the first run
+   counts a scan and the wait to take the GIL back after it, the second neither).
 
 The texts come from the SummEdits dev file: each trace's answer is a row's summary, its
 question asks about words of that summary, and its 5 documents are 100-word windows of
@@ -138,7 +141,11 @@ def faithfulness_counted(url: str) -> float:
 
 
 def serve_once(
-    bodies: list[bytes], traces: int, clients: int, profile: Path | None = None
+    bodies: list[bytes],
+    traces: int,
+    clients: int,
+    profile: Path | None = None,
+    gil_only: bool = False,
 ) -> dict[str, float]:
     """Traces/s of one pinned ``ragpulse serve`` from the first POST to the last count."""
     otlp_port, metrics_port = free_port(), free_port()
@@ -166,7 +173,7 @@ def serve_once(
         if profile is not None:
             sampler = subprocess.Popen(
                 [py_spy(), "record", "--pid", str(proc.pid), "--rate", "200", "--format", "raw",
-                 "--nonblocking", "--output", str(profile)],
+                 "--nonblocking", *(["--gil"] if gil_only else []), "--output", str(profile)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             time.sleep(1.0)  # py-spy attaches
@@ -276,7 +283,7 @@ def profile_table(raw: Path, top: int) -> list[str]:
         parts[_part([_location(f)[1] for f in frames if " (" in f])] += count
         leaf_name, leaf_path = _location(frames[-1])
         own[f"{leaf_name} ({leaf_path.split('site-packages/')[-1]})"] += count
-    lines = [f"    {total} samples of the collector's threads that were not idle (200 Hz)",
+    lines = [f"    {total} samples of the collector's threads (200 Hz)",
              "    by part (the innermost part a sample is in):"]  # fmt: skip
     lines += [f"      {100 * n / total:5.1f}%  {part}" for part, n in parts.most_common()]
     lines.append(f"    top {top} functions by their own samples:")
@@ -373,15 +380,22 @@ def main() -> None:
             )
 
         if not args.no_profile:
-            print("\n[3] where serve's time goes (one more run, sampled by py-spy)")
+            print("\n[3] where serve's time goes (two more runs, sampled by py-spy)")
             if not shutil.which(py_spy()):
                 print("    py-spy not found on PATH (pip install py-spy): skipped")
             else:
-                raw = tmp / "profile.txt"
-                figures = serve_once(bodies, args.traces, args.clients, profile=raw)
-                print(f"    (this run, slowed by the sampler: {figures['traces/s']:,.0f} traces/s)")
-                print("\n".join(profile_table(raw, args.top) if raw.is_file()
-                                else ["    py-spy wrote no samples"]))  # fmt: skip
+                for gil_only, what in (
+                    (False, "threads that are not idle (GIL waits included)"),
+                    (True, "threads holding the GIL (the collector's CPU)"),
+                ):
+                    raw = tmp / f"profile-{gil_only}.txt"
+                    figures = serve_once(bodies, args.traces, args.clients, raw, gil_only)
+                    print(
+                        f"\n  {what}; this run, slowed by the sampler: "
+                        f"{figures['traces/s']:,.0f} traces/s"
+                    )
+                    print("\n".join(profile_table(raw, args.top) if raw.is_file()
+                                    else ["    py-spy wrote no samples"]))  # fmt: skip
         load = os.getloadavg()
         print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     finally:
