@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import random
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -48,7 +49,12 @@ def _bench_body() -> object:
     spec = importlib.util.spec_from_file_location("burst_bench", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Its sibling modules (cheap_tier) import from bench/, as when it runs as a script.
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH.parent))
     return module.body
 
 

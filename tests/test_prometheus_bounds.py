@@ -10,7 +10,7 @@ from ragpulse.exporters.prometheus import PrometheusSink
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.telemetry import PairLimiter
 
-SERIES_PER_HISTOGRAM = 14  # 11 buckets, _sum, _count, _created
+SERIES_PER_HISTOGRAM = 13  # 11 buckets, _sum, _count
 
 
 def score_series(registry: CollectorRegistry) -> int:
