@@ -31,6 +31,32 @@ log = logging.getLogger(__name__)
 EVALUATOR_GROUP = "ragpulse.evaluators"
 SINK_GROUP = "ragpulse.sinks"
 
+OWN_DEFAULTS = frozenset(
+    {
+        "answer_relevance/lexical",
+        "context_relevance/lexical",
+        "faithfulness/lexical",
+        "injection/rules",
+        "injection_followed/rules",
+        "refusal/rules",
+    }
+)
+"""ragpulse's own evaluators that are ``default_enabled`` and need no judge. Choosing the
+defaults imports these and the judges below, not ragpulse's other ~35 plug-ins (a third
+party's plug-ins are imported to ask them); ``tests/test_plugins.py`` holds both sets to
+the classes."""
+OWN_JUDGE_DEFAULTS = frozenset(
+    {
+        "answer_relevance/llm_judge",
+        "context_relevance/llm_judge",
+        "faithfulness/llm_judge",
+        "injection/llm_judge",
+    }
+)
+"""ragpulse's own ``default_enabled`` judges: on when a judge is configured (and the
+``openai`` client is installed), as :class:`JudgeEvaluator` decides for all of them, so
+without a judge none is imported."""
+
 
 @cache
 def _entry_points(group: str) -> dict[str, EntryPoint]:
@@ -108,10 +134,26 @@ def sink_classes() -> dict[str, type[Sink]]:
     return cast(dict[str, type[Sink]], _classes(SINK_GROUP, sorted(_entry_points(SINK_GROUP))))
 
 
+def _own(name: str) -> bool:
+    dist = _entry_points(EVALUATOR_GROUP)[name].dist
+    return dist is not None and dist.name == "ragpulse"
+
+
 def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
     chosen = []
     off: dict[str, list[str]] = {}  # reason -> evaluators: one log line per reason
-    for name, cls in cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, names)).items():
+    candidates = [n for n in names if n in OWN_DEFAULTS or n in OWN_JUDGE_DEFAULTS or not _own(n)]
+    judges = [n for n in candidates if n in OWN_JUDGE_DEFAULTS and _own(n)]
+    if judges:  # decided for all of them by their base class, none of them imported
+        from ragpulse.evaluators.judge.base import JudgeEvaluator
+
+        if JudgeEvaluator.missing() is not None:  # no openai client: left out, as below
+            candidates = [n for n in candidates if n not in judges]
+        elif why := JudgeEvaluator.unconfigured(settings):
+            off[why] = judges
+            candidates = [n for n in candidates if n not in judges]
+    classes = cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, candidates))
+    for name, cls in classes.items():
         if not cls.default_enabled or cls.missing() is not None:
             continue
         why = cls.unconfigured(settings)

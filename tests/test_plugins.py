@@ -31,8 +31,11 @@ from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import (
+    OWN_DEFAULTS,
+    OWN_JUDGE_DEFAULTS,
     build_sinks,
     evaluator_class,
+    evaluator_classes,
     evaluator_names,
     plugin_problems,
     resolve_evaluator_names,
@@ -234,6 +237,35 @@ def test_selection_by_metric_or_full_name() -> None:
     assert defaults - CHEAP <= {"faithfulness/probe", "injection/probe"}
     with pytest.raises(ConfigError, match="unknown evaluator 'nope'"):
         resolve_evaluator_names(["nope"])
+
+
+def test_own_defaults_name_every_default_enabled_evaluator_of_ragpulse() -> None:
+    """Choosing the defaults imports only OWN_DEFAULTS and OWN_JUDGE_DEFAULTS of ragpulse's
+    plug-ins: the sets must name exactly the ones that are on by default."""
+    from ragpulse.evaluators.judge.base import JudgeEvaluator
+
+    own = {n: c for n, c in evaluator_classes().items() if c.__module__.startswith("ragpulse.")}
+    assert {n for n, c in own.items() if c.default_enabled} == OWN_DEFAULTS | OWN_JUDGE_DEFAULTS
+    for name in OWN_JUDGE_DEFAULTS:  # their base class answers for them
+        cls = own[name]
+        assert issubclass(cls, JudgeEvaluator)
+        assert cls.missing.__func__ is JudgeEvaluator.missing.__func__  # type: ignore[attr-defined]
+        assert cls.unconfigured.__func__ is JudgeEvaluator.unconfigured.__func__  # type: ignore[attr-defined]
+    for name in OWN_DEFAULTS:
+        assert not issubclass(own[name], JudgeEvaluator)
+
+
+def test_defaults_are_what_asking_every_plugin_gives() -> None:
+    # Configured is all that matters here: nothing is called.
+    configured = EvaluationSettings(judge={"base_url": "http://127.0.0.1:9/v1", "model": "j"})
+    for settings in (EvaluationSettings(), configured):
+        slow = [
+            n
+            for n, c in evaluator_classes().items()
+            if c.default_enabled and c.missing() is None and c.unconfigured(settings) is None
+        ]
+        assert resolve_evaluator_names(None, settings) == sorted(slow)
+    assert set(resolve_evaluator_names(None, configured)) >= OWN_JUDGE_DEFAULTS
 
 
 def write(tmp_path: Path, text: str) -> Path:
