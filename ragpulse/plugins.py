@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from functools import cache, partial
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from typing import cast
 
 from ragpulse import function_evaluator
@@ -134,9 +134,21 @@ def sink_classes() -> dict[str, type[Sink]]:
     return cast(dict[str, type[Sink]], _classes(SINK_GROUP, sorted(_entry_points(SINK_GROUP))))
 
 
+@cache
+def _own_evaluators() -> frozenset[tuple[str, str]]:
+    """(name, value) of the evaluator entry points ragpulse's own distribution declares
+    (read from its entry_points.txt: asking each entry point for its distribution's name
+    parses that distribution's METADATA once per entry point)."""
+    try:
+        declared = distribution("ragpulse").entry_points.select(group=EVALUATOR_GROUP)
+    except PackageNotFoundError:
+        return frozenset()
+    return frozenset((ep.name, ep.value) for ep in declared)
+
+
 def _own(name: str) -> bool:
-    dist = _entry_points(EVALUATOR_GROUP)[name].dist
-    return dist is not None and dist.name == "ragpulse"
+    ep = _entry_points(EVALUATOR_GROUP)[name]
+    return (ep.name, ep.value) in _own_evaluators()
 
 
 def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
