@@ -213,7 +213,8 @@ class Pipeline:
         # the tier workers and the deadline thread, one export at a time.
         self._lock = threading.RLock()
         self._holds = _Holds(s.max_export_delay_s, self._deadline)
-        self._recent: OrderedDict[str, tuple[RagRecord, list[EvalResult]]] = OrderedDict()
+        # The record alone, not its results: a late update carries only the feedback's.
+        self._recent: OrderedDict[str, RagRecord] = OrderedDict()
         self._sampled_counters: dict[tuple[Tier, str], Any] = {}  # labels() costs per call
         self._stages = {
             tier: self._stage(tier, evs)
@@ -507,7 +508,7 @@ class Pipeline:
         if not first:
             return
         self._metrics.records_evaluated.inc()
-        self._recent[record.trace_id] = (record, job.results)
+        self._recent[record.trace_id] = record
         while len(self._recent) > self.RECENT:
             self._recent.popitem(last=False)
 
@@ -521,7 +522,7 @@ class Pipeline:
         result = feedback_result(attributes)
         if known is None or result is None:
             return False
-        record = known[0].model_copy(update={"attributes": {**known[0].attributes, **attributes}})
+        record = known.model_copy(update={"attributes": {**known.attributes, **attributes}})
         self._queue.put(_Job(record, None, [result]))
         return True
 
