@@ -20,7 +20,7 @@ from typing import Any
 from ragpulse import safe_json
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.exporters.jsonl import result_dict, result_json
+from ragpulse.exporters.jsonl import result_dict, results_json
 from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
@@ -306,4 +306,4 @@ def _appended(text: str, results: Sequence[EvalResult], added: dict[str, Any]) -
     as encoding the row again, its values byte for byte as the user wrote them."""
     body = text.rstrip()[:-1].rstrip()  # a non-empty object: its last value, then "}"
     tail = "".join(f', "{k}": {json.dumps(v, ensure_ascii=False)}' for k, v in added.items())
-    return f'{body}, "results": [{", ".join(map(result_json, results))}]{tail}}}'
+    return f'{body}, "results": {results_json(results)}{tail}}}'
