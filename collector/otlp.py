@@ -338,13 +338,20 @@ def _span(pb: trace_pb2.Span, resource: dict[str, AttributeValue], scope: str | 
     )
 
 
+_SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
+
+
 def _attributes(kvs: Any) -> dict[str, AttributeValue]:
     out: dict[str, AttributeValue] = {}
     for kv in kvs:
         v = kv.value
         # Most values are non-empty strings: those need no call to find the field.
-        s = v.string_value
-        out[kv.key] = s if s or v.WhichOneof("value") == "string_value" else _value(v)
+        if s := v.string_value:
+            out[kv.key] = s
+            continue
+        which = v.WhichOneof("value")
+        # Scalars (document scores, token counts) are read here, not in a second call.
+        out[kv.key] = getattr(v, which) if which in _SCALARS else _value(v)
     return out
 
 
