@@ -34,6 +34,11 @@ SCORE_LABELS = ("metric", "method", "service", "route")
 RESULTS = "ragpulse_eval_results"
 RESULTS_HELP = "Evaluation results by outcome (scored, not_applicable, skipped, error)."
 RESULTS_LABELS = ("metric", "method", "outcome")
+DECLARED = (
+    (SCORE, "histogram", SCORE_HELP, SCORE_LABELS),
+    (RESULTS, "counter", RESULTS_HELP, RESULTS_LABELS),
+)
+"""(name, type, help, labels) of each family, as the reference docs list them."""
 
 
 class _Histogram:
@@ -51,6 +56,8 @@ class _Histogram:
 
 class ScoreSeries:
     """Registered with ``registry`` on creation; label values are bounded by the caller."""
+
+    declared = DECLARED
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self._lock = threading.Lock()

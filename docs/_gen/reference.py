@@ -340,13 +340,15 @@ def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     def read(registry: CollectorRegistry, where: str) -> None:
         seen = {s[0] for s in found}
         for collector in list(registry._collector_to_names):  # the metric objects
-            name = collector._name  # type: ignore[attr-defined]
-            kind = collector._type  # type: ignore[attr-defined]
-            exposed = f"{name}_total" if kind == "counter" else name
-            if exposed in seen:
-                continue
-            labels = tuple(collector._labelnames)  # type: ignore[attr-defined]
-            found.append((exposed, kind, collector._documentation, labels, where))  # type: ignore[attr-defined]
+            # A custom collector (the prometheus sink's) lists its families itself.
+            families = getattr(collector, "declared", None) or [
+                (collector._name, collector._type, collector._documentation,  # type: ignore[attr-defined]
+                 tuple(collector._labelnames))  # type: ignore[attr-defined]
+            ]  # fmt: skip
+            for name, kind, documentation, labels in families:
+                exposed = f"{name}_total" if kind == "counter" else name
+                if exposed not in seen:
+                    found.append((exposed, kind, documentation, tuple(labels), where))
 
     context = PluginContext(Settings())
     read(context.metrics.registry, "collector")
