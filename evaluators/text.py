@@ -35,6 +35,9 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 T = TypeVar("T")
 
+ANALYSES_KEPT = 4096
+"""Views a :class:`TextAnalyses` keeps by default (texts up to ``max_chars``)."""
+
 
 def normalize(text: str) -> str:
     """NFKC, lower case, apostrophes folded so "it's" and "it’s" agree."""
@@ -170,7 +173,7 @@ class TextAnalyses:
 
     def __init__(
         self,
-        size: int = 4096,
+        size: int = ANALYSES_KEPT,
         max_chars: int = 8_000,
         long_size: int = 64,
         max_long_chars: int = 65_536,

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.text import ANALYSES_KEPT
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.telemetry import CollectorMetrics
@@ -102,6 +103,27 @@ def bound_record(
     return record.model_copy(update=update), cuts
 
 
+PASS_TEXTS = ANALYSES_KEPT // 2
+"""Texts (questions, answers, documents) that every evaluator reads in one pass at most.
+The evaluators run one after the other over a pass, sharing each text's analysis
+(``Evaluator.texts``, which keeps :data:`ANALYSES_KEPT`): a pass with more texts than
+that would be analysed again by each evaluator (256 rows of 20 documents, say)."""
+
+
+def _passes(records: Sequence[RagRecord]) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive records with at most :data:`PASS_TEXTS` texts each
+    (a record with more is a pass of its own)."""
+    passes, start, texts = [], 0, 0
+    for i, record in enumerate(records):
+        size = 2 + len(record.documents)
+        if texts and texts + size > PASS_TEXTS:
+            passes.append((start, i))
+            start, texts = i, 0
+        texts += size
+    passes.append((start, len(records)))
+    return passes
+
+
 def evaluate_records(
     records: Sequence[RagRecord],
     evaluators: Sequence[Evaluator],
@@ -111,7 +133,8 @@ def evaluate_records(
 
     Texts past ``evaluation.max_text_chars`` / ``max_record_chars`` are cut first
     (:func:`bound_record`); every result of such a record lists the cuts in
-    ``details.truncated_input``.
+    ``details.truncated_input``. A batch of more than :data:`PASS_TEXTS` texts is
+    evaluated in passes.
     """
     results: list[list[EvalResult]] = [[] for _ in records]
     if not records:
@@ -119,17 +142,18 @@ def evaluate_records(
     limits = text_limits(evaluators)
     bounded = [bound_record(r, *limits) for r in records]
     evaluated = [r for r, _ in bounded]
-    for evaluator in evaluators:
-        start = time.perf_counter()
-        scored = evaluator.evaluate(evaluated)
-        if metrics is not None:
-            metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
-                time.perf_counter() - start
-            )
-        for i, result in enumerate(scored):
-            results[i].append(result)
-            if result.error and metrics is not None:
-                metrics.evaluator_errors.labels(result.metric, result.method).inc()
+    for start, stop in _passes(evaluated):
+        for evaluator in evaluators:
+            began = time.perf_counter()
+            scored = evaluator.evaluate(evaluated[start:stop])
+            if metrics is not None:
+                metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
+                    time.perf_counter() - began
+                )
+            for i, result in enumerate(scored, start):
+                results[i].append(result)
+                if result.error and metrics is not None:
+                    metrics.evaluator_errors.labels(result.metric, result.method).inc()
     for i, (_, cuts) in enumerate(bounded):
         if cuts:
             noted = [c.model_dump(exclude_none=True) for c in cuts]

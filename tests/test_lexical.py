@@ -88,3 +88,40 @@ def test_a_word_set_answers_for_content_tokens_as_the_token_set_does() -> None:
     assert view.token_set == frozenset(view.tokens)
     probe = TextView("towers of the tower in paris, not lyon").tokens
     assert {t for t in probe if t in view.word_set} == {t for t in probe if t in view.token_set}
+
+
+def test_a_batch_of_many_documents_analyses_each_text_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every evaluator reads a text after the one before it: a batch with more texts than
+    the shared analyses keep is evaluated in passes, so none is analysed twice."""
+    from ragpulse.config import Settings
+    from ragpulse.evaluation import PASS_TEXTS, evaluate_records, load_evaluators_safely
+    from ragpulse.evaluators import text
+    from ragpulse.evaluators.injection_rules import InjectionRules
+    from ragpulse.plugin_context import PluginContext
+
+    analysed: list[str] = []
+    words = text._words
+    monkeypatch.setattr(text, "_words", lambda t: analysed.append(t) or words(t))
+    per_record = 20
+    records = [
+        RagRecord(
+            question=f"What about item {i}?",
+            answer=f"Item {i} is described.",
+            documents=[Document(content=f"Document {i}-{j} about item {i}.") for j in range(20)],
+        )
+        for i in range(3 * PASS_TEXTS // (per_record + 2))
+    ]
+    context = PluginContext(Settings())
+    evaluators = load_evaluators_safely(
+        [LexicalContextRelevance(), LexicalFaithfulness(), LexicalAnswerRelevance(),
+         InjectionRules()],
+        context,
+    )  # fmt: skip
+    results = evaluate_records(records, evaluators)
+    assert all(len(r) == len(evaluators) for r in results)
+    distinct = {t for r in records for t in (r.question, r.answer, *r.contexts)}
+    assert len(distinct) > 2 * PASS_TEXTS
+    # Each text's words once: the word set, and the content tokens of q and a (one more).
+    assert len(analysed) <= len(distinct) + 2 * len(records)
