@@ -20,8 +20,11 @@
 
 The texts come from the SummEdits dev file: each trace's answer is a row's summary, its
 question asks about words of that summary, and its 5 documents are 100-word windows of
-the row's source document at offsets that differ from trace to trace (mostly distinct
-documents: what memoisation could save is not in the figure). Serve runs with its
+the row's source document at offsets that differ from trace to trace. The rows come back
+every 2,449 traces: of the 84,000 texts of 12,000 traces, 24,078 are distinct, and a text
+recurs a median 17,000 texts later, past the 4,096 analyses the collector keeps, so about
+a quarter of the lookups find a text analysed already (with an unbounded cache, three
+quarters would: in-process, ~256 instead of ~360 us per trace). Serve runs with its
 defaults except for assembly: a trace completes 50 ms after its last span (grace_s 0.05,
 not 1 s, which would otherwise dominate a run of a few seconds) and the open-trace and
 backlog bounds are raised above the run's size so that no POST is refused.
