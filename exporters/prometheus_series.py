@@ -94,12 +94,16 @@ class ScoreSeries:
                     count = self._results[counted] = [0, time.time()]
                 count[0] += 1
 
-    def describe(self) -> list[Metric]:
-        """The families' names, so that registering a second sink in one registry fails."""
-        return [
+    @staticmethod
+    def _families() -> tuple[HistogramMetricFamily, CounterMetricFamily]:
+        return (
             HistogramMetricFamily(SCORE, SCORE_HELP, labels=SCORE_LABELS),
             CounterMetricFamily(RESULTS, RESULTS_HELP, labels=RESULTS_LABELS),
-        ]
+        )
+
+    def describe(self) -> list[Metric]:
+        """The families' names, so that registering a second sink in one registry fails."""
+        return list(self._families())
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:  # a consistent copy; the families are built outside the lock
@@ -107,7 +111,7 @@ class ScoreSeries:
                 (key, list(s.counts), s.total, list(s.exemplars)) for key, s in self._scores.items()
             ]
             outcomes = [(key, seen, created) for key, (seen, created) in self._results.items()]
-        histograms = HistogramMetricFamily(SCORE, SCORE_HELP, labels=SCORE_LABELS)
+        histograms, counters = self._families()
         for series, per_bucket, total, exemplars in scores:
             cumulative, buckets = 0, []
             for bound, n, exemplar in zip(_BOUNDS, per_bucket, exemplars, strict=True):
@@ -115,7 +119,6 @@ class ScoreSeries:
                 buckets.append((bound, cumulative, exemplar) if exemplar else (bound, cumulative))
             histograms.add_metric(list(series), buckets, total)
         yield histograms
-        counters = CounterMetricFamily(RESULTS, RESULTS_HELP, labels=RESULTS_LABELS)
         for outcome, seen, created in outcomes:
             counters.add_metric(list(outcome), seen, created=created)
         yield counters

@@ -143,9 +143,10 @@ def evaluate_records(
     bounded = [bound_record(r, *limits) for r in records]
     evaluated = [r for r, _ in bounded]
     for start, stop in _passes(evaluated):
+        chunk = evaluated[start:stop]
         for evaluator in evaluators:
             began = time.perf_counter()
-            scored = evaluator.evaluate(evaluated[start:stop])
+            scored = evaluator.evaluate(chunk)
             if metrics is not None:
                 metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
                     time.perf_counter() - began

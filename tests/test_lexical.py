@@ -109,7 +109,9 @@ def test_a_batch_of_many_documents_analyses_each_text_once(
         RagRecord(
             question=f"What about item {i}?",
             answer=f"Item {i} is described.",
-            documents=[Document(content=f"Document {i}-{j} about item {i}.") for j in range(20)],
+            documents=[
+                Document(content=f"Document {i}-{j} about item {i}.") for j in range(per_record)
+            ],
         )
         for i in range(3 * PASS_TEXTS // (per_record + 2))
     ]
