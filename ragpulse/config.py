@@ -13,20 +13,16 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ragpulse.errors import ConfigError
 from ragpulse.options import PluginOptions
-from ragpulse.settings_env import AliasEnvSource, environment_problems
+from ragpulse.settings_env import environment_problems, reads_settings
 
 CONFIG_ENV = "RAGPULSE_CONFIG"
-_config_data: ContextVar[dict[str, Any] | None] = ContextVar("ragpulse_config_data", default=None)
-"""The config file's contents while settings are built from it (read once, by load_settings)."""
 
 
 class _Section(PluginOptions):
@@ -377,12 +373,9 @@ class RegressionSettings(_Section):
     )
 
 
-class Settings(BaseSettings):
-    """Everything ``ragpulse serve`` needs."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="RAGPULSE_", env_nested_delimiter="__", frozen=True, extra="forbid"
-    )
+class Settings(_Section):
+    """Everything ``ragpulse serve`` needs: the defaults and what is given; the file and
+    the environment are read by :func:`load_settings`."""
 
     source: Literal["otlp_http", "kafka"] = Field(
         "otlp_http", description="Where spans come from: the OTLP/HTTP receiver or Kafka."
@@ -424,27 +417,6 @@ class Settings(BaseSettings):
         description="Options per sink, by entry-point name (built-in or third-party); naming a "
         "sink enables it, {enabled: false} turns one off. Validated by the sink's Options.",
     )
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Flags, then RAGPULSE_* (nested names, then the flags' short names), then the file.
-        aliases = AliasEnvSource(settings_cls)
-        return (init_settings, env_settings, aliases, _FileSource(settings_cls))
-
-
-class _FileSource(PydanticBaseSettingsSource):
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ returns the whole file
-
-    def __call__(self) -> dict[str, Any]:
-        return _config_data.get() or {}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -516,11 +488,11 @@ def load_settings(
 
 
 def _build(file_data: dict[str, Any], flags: dict[str, Any]) -> Settings:
-    token = _config_data.set(file_data)
-    try:
-        return Settings(**flags)
-    finally:
-        _config_data.reset(token)
+    if not file_data and not reads_settings(os.environ):
+        return Settings(**flags)  # nothing else to read: no pydantic-settings to import
+    from ragpulse.settings_sources import settings_from_sources
+
+    return settings_from_sources(Settings, file_data, flags)
 
 
 def _the_rest(

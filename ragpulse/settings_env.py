@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
-from pydantic_settings import PydanticBaseSettingsSource
 
 from ragpulse.errors import ConfigError
 
@@ -106,6 +105,13 @@ def _other_names() -> set[str]:
         if key.startswith("ENV_") and isinstance(value, str) and value.startswith(PREFIX)
     }
     return {*OTHER, CACHE_ENV, *app}
+
+
+def reads_settings(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` has a ``RAGPULSE_*`` variable the settings read (or should
+    refuse): any but those read elsewhere."""
+    names = [key.upper() for key in environ if key.upper().startswith(PREFIX)]
+    return bool(names) and not set(names) <= _other_names()
 
 
 def environment_problems(
@@ -201,13 +207,3 @@ def _submodel_or_type(annotation: Any) -> Any:
 
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
-
-
-class AliasEnvSource(PydanticBaseSettingsSource):
-    """The short names, below the nested ones and above the config file."""
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ returns every alias at once
-
-    def __call__(self) -> dict[str, Any]:
-        return alias_values(self.settings_cls, os.environ)

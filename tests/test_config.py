@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,31 @@ def test_config_file_from_env_and_toml(tmp_path: Path, monkeypatch: pytest.Monke
     cfg.write_text('host = "127.0.0.1"\n[evaluation]\nevaluators = ["faithfulness"]\n')
     monkeypatch.setenv("RAGPULSE_CONFIG", str(cfg))
     assert load_settings().evaluation.evaluators == ["faithfulness"]
+
+
+def test_without_file_or_variables_no_settings_library_is_needed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The defaults and flags alone are the same settings as pydantic-settings builds from
+    them; a run that reads nothing more does not import it (a short `eval` pays ~35 ms)."""
+    from ragpulse.settings_sources import settings_from_sources
+
+    for name in [n for n in os.environ if n.upper().startswith("RAGPULSE_")]:
+        monkeypatch.delenv(name)
+    flags = {"metrics_port": 4444, "evaluation": {"evaluators": ["faithfulness"]}}
+    for given in ({}, flags):
+        fast, full = load_settings(**given), settings_from_sources(Settings, {}, given)
+        assert type(fast) is type(full) is Settings
+        assert fast == full and fast.model_fields_set == full.model_fields_set
+    code = (
+        "import sys; from ragpulse.config import load_settings; "
+        "load_settings(metrics_port=1); assert 'pydantic_settings' not in sys.modules"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("RAGPULSE_")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    env["RAGPULSE_METRICS_PORT"] = "1234"  # a variable to read: pydantic-settings reads it
+    code = "from ragpulse.config import load_settings; assert load_settings().metrics_port == 1234"
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 def test_secret_token_is_not_printed(monkeypatch: pytest.MonkeyPatch) -> None:
