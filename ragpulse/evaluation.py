@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -19,7 +19,9 @@ from ragpulse.evaluators.base import Evaluator
 from ragpulse.evaluators.text import ANALYSES_KEPT
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
-from ragpulse.telemetry import CollectorMetrics
+
+if TYPE_CHECKING:
+    from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +175,8 @@ def load_evaluators_safely(
     Without a context (tests, notebooks) each call gets a fresh one with default settings.
     """
     context = context if context is not None else PluginContext()
-    metrics = context.metrics
+    # Availability is a gauge for a collector's /metrics; offline, the log line says it.
+    metrics = None if context.offline else context.metrics
     ready = []
     for evaluator in evaluators:
         reason = evaluator.missing()
@@ -184,13 +187,14 @@ def load_evaluators_safely(
                 reason = str(exc)
             except Exception as exc:  # a broken model must not crash-loop the collector
                 reason = f"{type(exc).__name__}: {exc}"
-        metrics.evaluator_available.labels(evaluator.metric, evaluator.method).set(
-            0 if reason else 1
-        )
+        if metrics is not None:
+            available = metrics.evaluator_available.labels(evaluator.metric, evaluator.method)
+            available.set(0 if reason else 1)
         if reason:
             log.error("evaluator %s disabled: %s", evaluator.name(), reason)
-        else:
+            continue
+        if metrics is not None:
             labels = (evaluator.metric, evaluator.method, evaluator.tier.value)
             metrics.evaluator_info.labels(*labels, evaluator.direction.value).set(1)
-            ready.append(evaluator)
+        ready.append(evaluator)
     return ready

@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ragpulse.config import Settings
 from ragpulse.options import PluginOptions, validate_options
-from ragpulse.telemetry import CollectorMetrics
+
+if TYPE_CHECKING:
+    from ragpulse.telemetry import CollectorMetrics
 
 __all__ = ["PluginContext", "PluginOptions", "validate_options"]
 
@@ -46,13 +48,25 @@ class PluginContext:
         notify: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings if settings is not None else Settings()
-        self.metrics = metrics if metrics is not None else CollectorMetrics()
+        self._metrics = metrics
         self.offline = offline
         """True for ``ragpulse eval``: judges wait for budget instead of skipping."""
         self._notify = notify
         self._objects: dict[Hashable, Any] = {}
         self._key_locks: dict[Hashable, threading.Lock] = {}
         self._lock = threading.Lock()
+
+    @property
+    def metrics(self) -> CollectorMetrics:
+        """The registry's metrics; a context given none builds its own on first use (an
+        offline run may never use it, and prometheus_client costs a short run ~20 ms)."""
+        if self._metrics is None:
+            from ragpulse.telemetry import CollectorMetrics
+
+            with self._lock:
+                if self._metrics is None:
+                    self._metrics = CollectorMetrics()
+        return self._metrics
 
     def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
         """The object stored under ``key``, built by ``factory`` the first time."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +85,10 @@ class JudgeEvaluator(Evaluator):
         return self.client.run(self._judge_all(records))
 
     async def _judge_all(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        # asyncio is imported where a judge runs (its loop has it loaded by then), not with
+        # this module: choosing the defaults imports it to ask whether a judge is configured.
+        import asyncio
+
         return list(await asyncio.gather(*(self._judge_safely(r) for r in records)))
 
     async def _reserve(self) -> str | None:
@@ -103,6 +106,8 @@ class JudgeEvaluator(Evaluator):
                 f"judge budget: {refusal.removeprefix('budget_')} per minute spent, "
                 f"waiting {wait:.0f}s for the window"
             )
+            import asyncio  # loaded: this runs on the client's loop
+
             await asyncio.sleep(max(wait, 0.05))
 
     async def _judge_safely(self, record: RagRecord) -> EvalResult:
