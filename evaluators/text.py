@@ -128,9 +128,10 @@ class TextView:
 
     @property
     def token_set(self) -> frozenset[str]:
-        """The set of :attr:`tokens` (stop words left out)."""
+        """The set of :attr:`tokens` (stop words left out): for a text whose tokens are read
+        anyway (an answer), what a content token is looked up in without a second split."""
         if self._token_set is None:
-            self._token_set = self.word_set.difference(STOP_WORDS)
+            self._token_set = frozenset(self.tokens)
         return self._token_set
 
     @property

@@ -183,14 +183,15 @@ class Summary:
     def add(self, results: Sequence[EvalResult]) -> None:
         self.rows += 1
         for r in results:
-            self.scores.setdefault(r.name, [])
+            name = r.name  # a property that formats the name: once per result
+            scores = self.scores.setdefault(name, [])
             if r.error:
-                self.errors[r.name] = self.errors.get(r.name, 0) + 1
-                self.first_error.setdefault(r.name, r.error)
+                self.errors[name] = self.errors.get(name, 0) + 1
+                self.first_error.setdefault(name, r.error)
             elif r.score is None:
-                self.not_applicable[r.name] = self.not_applicable.get(r.name, 0) + 1
+                self.not_applicable[name] = self.not_applicable.get(name, 0) + 1
             else:
-                self.scores[r.name].append(r.score)
+                scores.append(r.score)
 
     def add_bad(self, parsed: ParsedLine) -> None:
         self.bad_rows += 1
