@@ -12,28 +12,36 @@ printed: median and best wall time, rows/s at the median, the speed ratio to the
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT.parent / "shared" / "data" / "dev" / "faithfulness_summedits_dev.jsonl"
 
 
+# Times one command and reads its peak RSS from a small process of its own: a child's peak
+# RSS (wait4's ru_maxrss) starts from the memory of the process that forks it, so a command
+# forked by a bench that holds ~150 MiB of traces would report ~150 MiB whatever it used.
+_LAUNCHER = """
+import os, subprocess, sys, time
+start = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(proc.pid, 0)
+print(time.perf_counter() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status))
+"""
+
+
 def run(cmd: list[str]) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one whole process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    out = subprocess.run([sys.executable, "-c", _LAUNCHER, *cmd], capture_output=True, text=True)
+    wall, peak, code = out.stdout.split()
+    if int(code) != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}")
-    return wall, usage.ru_maxrss / 1024
+    return float(wall), float(peak)
 
 
 def main() -> None:
