@@ -175,8 +175,6 @@ def load_evaluators_safely(
     Without a context (tests, notebooks) each call gets a fresh one with default settings.
     """
     context = context if context is not None else PluginContext()
-    # Availability is a gauge for a collector's /metrics; offline, the log line says it.
-    metrics = None if context.offline else context.metrics
     ready = []
     for evaluator in evaluators:
         reason = evaluator.missing()
@@ -187,14 +185,16 @@ def load_evaluators_safely(
                 reason = str(exc)
             except Exception as exc:  # a broken model must not crash-loop the collector
                 reason = f"{type(exc).__name__}: {exc}"
-        if metrics is not None:
-            available = metrics.evaluator_available.labels(evaluator.metric, evaluator.method)
-            available.set(0 if reason else 1)
         if reason:
             log.error("evaluator %s disabled: %s", evaluator.name(), reason)
-            continue
-        if metrics is not None:
-            labels = (evaluator.metric, evaluator.method, evaluator.tier.value)
-            metrics.evaluator_info.labels(*labels, evaluator.direction.value).set(1)
-        ready.append(evaluator)
+        else:
+            ready.append(evaluator)
+        if not context.offline:  # gauges for a collector's /metrics; offline, the log says it
+            metrics = context.metrics
+            metrics.evaluator_available.labels(evaluator.metric, evaluator.method).set(
+                0 if reason else 1
+            )
+            if not reason:
+                labels = (evaluator.metric, evaluator.method, evaluator.tier.value)
+                metrics.evaluator_info.labels(*labels, evaluator.direction.value).set(1)
     return ready
