@@ -45,14 +45,22 @@ def _trusted(path: Path) -> bool:
     return info.st_uid == os.getuid() and not writable_by_others
 
 
-def cached(name: str, key: str, build: Callable[[], T], kind: type[T]) -> T:
-    """``build()``, or its result from an earlier process with the same ``key``."""
-    path = cache_root() / "tables" / f"{name}-{key}.pickle"
+def cached(
+    name: str,
+    key: str,
+    build: Callable[[], T],
+    kind: type[T],
+    fresh: Callable[[T], bool] = lambda _: True,
+    folder: str = "tables",
+) -> T:
+    """``build()``, or its result from an earlier process with the same ``key`` that
+    ``fresh`` accepts (a stale one is replaced), kept in ``folder`` of the cache."""
+    path = cache_root() / folder / f"{name}-{key}.pickle"
     try:
         if path.is_file() and _trusted(path):
             with path.open("rb") as f:
                 value = pickle.load(f)
-            if isinstance(value, kind):
+            if isinstance(value, kind) and fresh(value):
                 return value
     except Exception as exc:  # a torn or foreign file: rebuild
         log.debug("ignoring cached %s: %r", path, exc)

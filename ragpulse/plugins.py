@@ -16,20 +16,19 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from functools import cache, partial
-from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
+from importlib.metadata import EntryPoint
 from typing import cast
 
-from ragpulse import function_evaluator
+from ragpulse import function_evaluator, plugin_index
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext
+from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP
 
 log = logging.getLogger(__name__)
 
-EVALUATOR_GROUP = "ragpulse.evaluators"
-SINK_GROUP = "ragpulse.sinks"
 
 OWN_DEFAULTS = frozenset(
     {
@@ -60,7 +59,7 @@ without a judge none is imported."""
 
 @cache
 def _entry_points(group: str) -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group=group)}
+    return plugin_index.group(group)
 
 
 class _Broken(Exception):
@@ -134,21 +133,8 @@ def sink_classes() -> dict[str, type[Sink]]:
     return cast(dict[str, type[Sink]], _classes(SINK_GROUP, sorted(_entry_points(SINK_GROUP))))
 
 
-@cache
-def _own_evaluators() -> frozenset[tuple[str, str]]:
-    """(name, value) of the evaluator entry points ragpulse's own distribution declares
-    (read from its entry_points.txt: asking each entry point for its distribution's name
-    parses that distribution's METADATA once per entry point)."""
-    try:
-        declared = distribution("ragpulse").entry_points.select(group=EVALUATOR_GROUP)
-    except PackageNotFoundError:
-        return frozenset()
-    return frozenset((ep.name, ep.value) for ep in declared)
-
-
 def _own(name: str) -> bool:
-    ep = _entry_points(EVALUATOR_GROUP)[name]
-    return (ep.name, ep.value) in _own_evaluators()
+    return plugin_index.own(name, _entry_points(EVALUATOR_GROUP)[name].value)
 
 
 def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:

@@ -19,7 +19,6 @@ from judge_server import JudgeServer, _data
 
 from ragpulse.cli import main
 from ragpulse.offline.calibrate import (
-    METRICS,
     Calibration,
     CalibrationError,
     CalibrationRow,
@@ -29,6 +28,7 @@ from ragpulse.offline.calibrate import (
     load_set,
     percentile,
 )
+from ragpulse.offline.calibrate_flags import METRICS
 from ragpulse.record import EvalResult
 
 SECRET = "sk-calibrate-SECRET-7f3a"

@@ -9,6 +9,10 @@ settings load, with messages that name the plug-in, the key and the fix.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +29,7 @@ from tiny_models import (
 )
 
 from ragpulse.config import EvaluationSettings, Settings, load_settings
+from ragpulse.disk_cache import cache_root
 from ragpulse.errors import ConfigError
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
 from ragpulse.evaluators.base import Evaluator, Tier
@@ -313,3 +318,38 @@ def test_options_as_strings_are_coerced_like_any_setting(tmp_path: Path) -> None
         [evaluator_class("injection/rules")(settings.evaluation.options["injection/rules"])]
     )
     assert rules.options.model_dump() == {"threshold": 0.7}
+
+
+def test_a_plugin_installed_or_removed_is_seen_by_the_next_command(tmp_path: Path) -> None:
+    """The entry-point listing is kept on disk between commands; a distribution added to or
+    removed from a sys.path folder changes that folder, and the next command reads again."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "shout_eval.py").write_text(
+        "from ragpulse.evaluators.base import Evaluator\n"
+        "class Shout(Evaluator):\n"
+        "    metric, method = 'shout', 'caps'\n"
+    )
+    dist = site / "shout_eval-1.0.dist-info"
+    names = (
+        "from ragpulse.plugins import evaluator_names\n"
+        "print(','.join(n for n in evaluator_names() if n.startswith('shout')))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+
+    def listed() -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", names], env=env, capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip()
+
+    assert listed() == ""
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: shout-eval\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ragpulse.evaluators]\nshout/caps = shout_eval:Shout\n")
+    assert listed() == "shout/caps"
+    assert listed() == "shout/caps"  # from the listing on disk this time
+    stored = list((cache_root() / "entry-points").glob("listing-*.pickle"))
+    assert stored, "the listing was not kept"
+    shutil.rmtree(dist)
+    assert listed() == ""

@@ -13,7 +13,7 @@ from ragpulse.config import Settings
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """``judge calibrate`` (ragpulse/calibrate.py): the configured judge against labels."""
-    from ragpulse.offline.calibrate import add_arguments
+    from ragpulse.offline.calibrate_flags import add_arguments
 
     judge = sub.add_parser("judge", parents=[common], help="check the configured LLM judge")
     judge_sub = judge.add_subparsers(dest="judge_command", required=True)

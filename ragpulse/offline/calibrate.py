@@ -40,14 +40,12 @@ from rich.text import Text
 
 from ragpulse.config import Settings
 from ragpulse.errors import RagpulseError
+from ragpulse.offline.calibrate_flags import METRICS
 from ragpulse.record import Document, EvalResult, RagRecord
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-
-METRICS = ("faithfulness", "context_relevance", "answer_relevance", "injection")
-"""The judged metrics, each ``<metric>/llm_judge`` with ``<metric>.jsonl`` in the set."""
 
 THRESHOLD = 0.5
 """The product's pass/fail line, as the Prometheus failure ratio draws it
@@ -495,33 +493,6 @@ def table(calibration: Calibration, baseline: Calibration | None = None) -> Tabl
 
 
 # -- the command -------------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``judge calibrate``'s own flags (the judge flags and --config come from cli.py)."""
-    parser.add_argument(
-        "--metrics",
-        type=lambda v: [m.strip() for m in v.split(",") if m.strip()],
-        help=f"comma-separated subset of {', '.join(METRICS)} (default: all)",
-    )
-    parser.add_argument(
-        "--limit",
-        type=int,
-        help="the first N rows of each metric's slice (balanced: labels alternate); "
-        "default all (24 per metric)",
-    )
-    parser.add_argument("--out", type=Path, help="write the figures as a JSON baseline here")
-    parser.add_argument(
-        "--baseline", type=Path, help="compare with this baseline (written earlier by --out)"
-    )
-    parser.add_argument(
-        "--max-drop",
-        type=float,
-        help="with --baseline: fail (exit 1) when a metric's AUROC, balanced accuracy or "
-        "coverage (judged share) fell by more than this (default 0.05)",
-    )
-    parser.add_argument("--price-in", type=float, help="price per 1M prompt tokens (for cost)")
-    parser.add_argument("--price-out", type=float, help="price per 1M completion tokens (for cost)")
 
 
 def command(
