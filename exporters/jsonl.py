@@ -20,17 +20,35 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import Field, TypeAdapter
+from typing_extensions import TypedDict
 
 from ragpulse import semconv as sc
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import Direction, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 
 _ALWAYS_LEFT_OUT = frozenset({"duration_ms"})
 _LEFT_OUT_WITHOUT_ERROR = frozenset({"duration_ms", "error"})
-_RESULT_LIST = TypeAdapter(list[EvalResult])
+
+
+class WrittenResult(TypedDict):
+    """A result without an error, as a line stores it: every field of :class:`EvalResult`
+    but ``duration_ms`` (a timing, not a finding) and ``error``."""
+
+    metric: str
+    method: str
+    score: float | None
+    label: str | None
+    explanation: str | None
+    details: dict[str, Any]
+    direction: Direction
+
+
+# Encoding a result's fields through this shape drops the other two: no exclude set for
+# pydantic to read on every call (a third of the cost of encoding a record's results).
+_WRITTEN_LIST = TypeAdapter(list[WrittenResult])
 
 
 def _not_written(result: EvalResult) -> frozenset[str]:
@@ -46,9 +64,7 @@ def results_json(results: Sequence[EvalResult]) -> str:
     """``[result_dict, ...]`` as JSON text, encoded by pydantic: the whole list in one call
     when no result has an error (nearly always), else one call per result."""
     if not any(r.error is not None for r in results):
-        return _RESULT_LIST.dump_json(
-            list(results), exclude={"__all__": set(_LEFT_OUT_WITHOUT_ERROR)}
-        ).decode()
+        return _WRITTEN_LIST.dump_json([vars(r) for r in results]).decode()
     parts = (r.model_dump_json(exclude=set(_not_written(r))) for r in results)
     return f"[{','.join(parts)}]"
 

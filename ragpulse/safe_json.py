@@ -59,8 +59,11 @@ def check_depth(
     data: str | bytes | bytearray | memoryview, max_depth: int = MAX_DEPTH, what: str = "JSON"
 ) -> None:
     """Raise :class:`NestingTooDeep` when ``data`` nests deeper than ``max_depth``."""
+    # Cheap exit: a text with no more opening brackets than the limit cannot exceed it
+    # (counted in the text itself when it is one: encoding it would copy it).
+    if isinstance(data, str) and data.count("[") + data.count("{") <= max_depth:
+        return
     raw = _utf8(data)
-    # Cheap exit: a text with no more opening brackets than the limit cannot exceed it.
     if raw.count(b"[") + raw.count(b"{") <= max_depth:
         return
     if nesting_depth(raw) > max_depth:

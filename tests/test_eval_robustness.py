@@ -334,6 +334,20 @@ def test_an_interrupted_run_keeps_every_row_written(
     assert [row["id"] for row in rows] == list(range(len(rows)))  # input order, no gap
 
 
+def test_results_are_written_alike_however_they_are_encoded() -> None:
+    """A line's results hold every field of a result but its duration, and its error only
+    when there is one, whether the list is encoded at once (no error) or result by result."""
+    from ragpulse.exporters.jsonl import WrittenResult, result_dict, results_json
+    from ragpulse.record import EvalResult
+
+    written = [f for f in EvalResult.model_fields if f not in ("duration_ms", "error")]
+    assert list(WrittenResult.__annotations__) == written
+    ok = EvalResult(metric="m", method="x", score=0.5, details={"a": [1, "b"]}, duration_ms=3.0)
+    failed = EvalResult(metric="m", method="y", error="ValueError: boom", duration_ms=1.0)
+    assert results_json([ok, ok]) == json.dumps([result_dict(ok)] * 2, separators=(",", ":"))
+    assert json.loads(results_json([ok, failed])) == [result_dict(ok), result_dict(failed)]
+
+
 def test_rows_come_back_as_written_with_the_results_appended(tmp_path: Path) -> None:
     """Short rows are written back as their own text plus the results (no second encoding);
     a row that already has a key scoring adds, or one past KEEP_TEXT_CHARS, is encoded anew.

@@ -16,7 +16,9 @@ from ragpulse.config import Settings
 from ragpulse.config import load_settings as _load_settings
 from ragpulse.settings_env import env_name, setting_default
 
-console = Console(stderr=True)
+# No emoji codes: ":name:" in a file name, a field or an error message stays as written
+# (and the table of codes, a few ms to import, is not loaded).
+console = Console(stderr=True, emoji=False)
 
 
 def load_settings(config: Path | None, **overrides: Any) -> Settings:
@@ -183,7 +185,7 @@ def quiet_abandoned_tasks() -> None:
 
 
 def stdout() -> Console:
-    return Console(width=None if sys.stdout.isatty() else 160)
+    return Console(width=None if sys.stdout.isatty() else 160, emoji=False)
 
 
 def table(title: str, header: list[str], rows: list[list[str]]) -> Table:

@@ -92,20 +92,34 @@ class FieldReport:
 
     def __init__(self) -> None:
         self.mapped: Counter[str] = Counter()
-        self.unknown: Counter[str] = Counter()
+        # Rows of a file nearly always share their keys: counted by their tuple of keys,
+        # each key's count is worked out once, at the end.
+        self._shapes: Counter[tuple[str, ...]] = Counter()
 
     def add(self, row: Mapping[str, Any], mapped: Iterable[str] = ()) -> None:
-        self.mapped.update(mapped)
-        self.unknown.update(k for k in row if k not in KNOWN_KEYS)
+        if mapped:
+            self.mapped.update(mapped)
+        self._shapes[tuple(row)] += 1
+
+    @property
+    def unknown(self) -> Counter[str]:
+        """Rows per field read under no name."""
+        unknown: Counter[str] = Counter()
+        for keys, rows in self._shapes.items():
+            for key in keys:
+                if key not in KNOWN_KEYS:
+                    unknown[key] += rows
+        return unknown
 
     def lines(self) -> list[str]:
         out = []
         if self.mapped:
             read = ", ".join(f"{m} ({n} rows)" for m, n in self.mapped.most_common())
             out.append(f"read other tools' field names: {read}")
-        if self.unknown:
-            fields = ", ".join(f"{k} ({n} rows)" for k, n in self.unknown.most_common(8))
-            more = len(self.unknown) - 8
+        unknown = self.unknown
+        if unknown:
+            fields = ", ".join(f"{k} ({n} rows)" for k, n in unknown.most_common(8))
+            more = len(unknown) - 8
             out.append(
                 f"fields ragpulse does not read (kept as they are): {fields}"
                 + (f" and {more} more" if more > 0 else "")
