@@ -9,7 +9,6 @@ from ragpulse.config import EvaluationSettings, JudgeSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.judge.budget import OverBudget, record_reservation
-from ragpulse.evaluators.judge.cache import cache_for
 from ragpulse.evaluators.judge.usage import JudgeError, Usage
 from ragpulse.evaluators.models.loading import missing_extra
 from ragpulse.plugin_context import PluginContext
@@ -21,6 +20,9 @@ if TYPE_CHECKING:
 
 def shared_client(context: PluginContext, judge: JudgeSettings) -> JudgeClient:
     """The context's one client (event loop, cache, budget) per endpoint and model."""
+    # Here, not at the top: choosing a run's evaluators imports this module to ask whether
+    # a judge is configured, and needs neither the client nor the cache (nor sqlite3).
+    from ragpulse.evaluators.judge.cache import cache_for
     from ragpulse.evaluators.judge.client import JudgeClient
 
     def make() -> JudgeClient:

@@ -99,9 +99,15 @@ def _documents(row: dict[str, Any], notes: _Coercions) -> list[Document]:
     return documents
 
 
-def record_and_coercions(row: dict[str, Any], line: int) -> tuple[RagRecord, list[str]]:
-    """The record a row describes, and every conversion it took (empty when none)."""
-    row = canonical_row(row)[0]
+def record_and_coercions(
+    row: dict[str, Any], line: int, canonical: bool = False
+) -> tuple[RagRecord, list[str]]:
+    """The record a row describes, and every conversion it took (empty when none).
+
+    ``canonical``: the row's field names are ragpulse's already (:func:`canonical_row`).
+    """
+    if not canonical:
+        row = canonical_row(row)[0]
     notes = _Coercions()
     route = row.get("route")
     if route is not None and not isinstance(route, str):
@@ -145,7 +151,7 @@ def parse_line(n: int, raw: str, keep_text: bool = False) -> ParsedLine | None:
 
     ``keep_text``: a row keeps its line (up to :data:`KEEP_TEXT_CHARS`) for :func:`score_rows`.
     """
-    if not raw.strip():
+    if not raw or raw.isspace():  # not raw.strip(): that copies every line
         return None
     try:
         row = safe_json.loads(raw)  # bounded nesting: a deep line is a bad row, not a crash
@@ -180,11 +186,18 @@ class Summary:
     first_bad: str | None = None
     fields: FieldReport = field(default_factory=FieldReport)
 
-    def add(self, results: Sequence[EvalResult]) -> None:
-        self.rows += 1
+    def add_rows(self, rows: Sequence[Sequence[EvalResult]]) -> None:
+        """Rows' results as :func:`~ragpulse.evaluation.evaluate_records` gives them: each
+        row's in the order of the evaluators, so counted per evaluator, its name formatted
+        once instead of once per result."""
+        self.rows += len(rows)
+        for column in zip(*rows, strict=True):
+            self._count(column[0].name, column)
+
+    def _count(self, name: str, results: Sequence[EvalResult]) -> None:
+        """Results of one evaluator (``name``), in row order."""
+        scores = self.scores.setdefault(name, [])
         for r in results:
-            name = r.name  # a property that formats the name: once per result
-            scores = self.scores.setdefault(name, [])
             if r.error:
                 self.errors[name] = self.errors.get(name, 0) + 1
                 self.first_error.setdefault(name, r.error)
@@ -268,8 +281,9 @@ def score_rows(
     for p in good:
         row, mapped = canonical_row(p.row or {})
         summary.fields.add(p.row or {}, mapped)
-        converted.append(record_and_coercions(row, p.line))
+        converted.append(record_and_coercions(row, p.line, canonical=True))
     results = evaluate_records([record for record, _ in converted], evaluators)
+    summary.add_rows(results)
     by_line = {p.line: (r, c) for p, r, (_, c) in zip(good, results, converted, strict=True)}
     out = []
     for p in parsed:
@@ -279,7 +293,6 @@ def score_rows(
             out.append(json.dumps(redact(bad) if redact else bad))
             continue
         row_results, coerced = by_line[p.line]
-        summary.add(row_results)
         added: dict[str, Any] = {}
         if coerced:
             summary.coerced_rows += 1
