@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -159,3 +160,23 @@ def test_unknown_environment_variable_stops_serve(
     err = " ".join(capsys.readouterr().err.split())
     assert "RAGPULSE_JUDGE_BASEURL: unknown environment variable" in err
     assert "did you mean RAGPULSE_JUDGE_BASE_URL?" in err
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "__all__"), ("", ""), ("1", "1")])
+def test_the_command_skips_pydantic_plugins_unless_told_and_collects_garbage(
+    given: str | None, kept: str
+) -> None:
+    """Importing the command turns pydantic's plug-in search off (an environment's worth of
+    entry points read at start-up) unless the variable is set, and garbage collection, off
+    while it imports, is on again afterwards."""
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    code = (
+        "import gc, os, ragpulse.cli; "
+        "print(repr(os.environ['PYDANTIC_DISABLE_PLUGINS']), gc.isenabled())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == [repr(kept), "True"]

@@ -22,7 +22,7 @@ from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.jsonl import result_dict, results_json
 from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
-from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 
 _JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
@@ -58,8 +58,9 @@ class _Coercions:
         return [what if n == 1 else f"{what} ({n}x)" for what, n in self.seen.items()]
 
 
-def _documents(row: dict[str, Any], notes: _Coercions) -> list[Document]:
-    """``contexts`` (or ``documents``): strings or {id, content|text, score, metadata}."""
+def _documents(row: dict[str, Any], notes: _Coercions) -> list[dict[str, Any]]:
+    """The fields of each :class:`Document` of ``contexts`` (or ``documents``): strings or
+    {id, content|text, score, metadata}. The record validates them with itself."""
     name = "contexts" if "contexts" in row else "documents"
     raw = row.get(name)
     if raw is None:
@@ -75,7 +76,7 @@ def _documents(row: dict[str, Any], notes: _Coercions) -> list[Document]:
     for i, d in enumerate(raw):
         if not isinstance(d, dict):
             doc_id = ids[i] if i < len(ids) else str(i)  # Unitxt's contexts_ids name them
-            documents.append(Document(id=doc_id, content=notes.text(d, f"{name}[]")))
+            documents.append({"id": doc_id, "content": notes.text(d, f"{name}[]")})
             continue
         key = "content" if "content" in d else "text"
         if key not in d:
@@ -89,12 +90,12 @@ def _documents(row: dict[str, Any], notes: _Coercions) -> list[Document]:
         if metadata is not None and not isinstance(metadata, dict):
             notes.note(f"{name}[].metadata: {_type(metadata)} -> {{}}")
         documents.append(
-            Document(
-                id=str(d["id"]) if d.get("id") is not None else None,  # 7 and "7" alike
-                content=content,
-                score=score,
-                metadata=metadata if isinstance(metadata, dict) else {},
-            )
+            {
+                "id": str(d["id"]) if d.get("id") is not None else None,  # 7 and "7" alike
+                "content": content,
+                "score": score,
+                "metadata": metadata if isinstance(metadata, dict) else {},
+            }
         )
     return documents
 
@@ -112,15 +113,18 @@ def record_and_coercions(
     route = row.get("route")
     if route is not None and not isinstance(route, str):
         notes.note(f"route: {_type(route)} -> null")
-    record = RagRecord(
-        trace_id=notes.text(row.get("trace_id"), "trace_id", "trace_id" in row),
-        span_id=notes.text(row.get("span_id"), "span_id", "span_id" in row),
-        route=route if isinstance(route, str) else None,
-        question=notes.text(row.get("question"), "question", "question" in row),
-        documents=_documents(row, notes),
-        answer=notes.text(row.get("answer"), "answer", "answer" in row),
-        attributes={"line": line},
-        reference=reference_from_row(row, notes.note),
+    # One validation for the record and its documents (not one per document, then one more).
+    record = RagRecord.model_validate(
+        {
+            "trace_id": notes.text(row.get("trace_id"), "trace_id", "trace_id" in row),
+            "span_id": notes.text(row.get("span_id"), "span_id", "span_id" in row),
+            "route": route if isinstance(route, str) else None,
+            "question": notes.text(row.get("question"), "question", "question" in row),
+            "documents": _documents(row, notes),
+            "answer": notes.text(row.get("answer"), "answer", "answer" in row),
+            "attributes": {"line": line},
+            "reference": reference_from_row(row, notes.note),
+        }
     )
     return record, notes.lines()
 
