@@ -17,7 +17,7 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from pydantic import Field, TypeAdapter
 from typing_extensions import TypedDict
@@ -64,7 +64,9 @@ def results_json(results: Sequence[EvalResult]) -> str:
     """``[result_dict, ...]`` as JSON text, encoded by pydantic: the whole list in one call
     when no result has an error (nearly always), else one call per result."""
     if not any(r.error is not None for r in results):
-        return _WRITTEN_LIST.dump_json([vars(r) for r in results]).decode()
+        # A result's fields: the written ones and the two that the shape drops.
+        fields = cast(list[WrittenResult], [vars(r) for r in results])
+        return _WRITTEN_LIST.dump_json(fields).decode()
     parts = (r.model_dump_json(exclude=set(_not_written(r))) for r in results)
     return f"[{','.join(parts)}]"
 

@@ -38,9 +38,9 @@ def _read() -> Listing:
         # From ragpulse's own entry_points.txt: asking each entry point for its
         # distribution's name parses that distribution's METADATA once per entry point.
         declared = distribution("ragpulse").entry_points.select(group=EVALUATOR_GROUP)
+        listing[OWN] = {ep.name: ep.value for ep in declared}
     except PackageNotFoundError:
-        declared = ()
-    listing[OWN] = {ep.name: ep.value for ep in declared}
+        listing[OWN] = {}
     return listing
 
 

@@ -72,7 +72,7 @@ def _documents(row: dict[str, Any], notes: _Coercions) -> list[dict[str, Any]]:
         raw = [raw]
     raw_ids = row.get("contexts_ids")
     ids = [str(x) for x in raw_ids] if isinstance(raw_ids, list) else []
-    documents = []
+    documents: list[dict[str, Any]] = []
     for i, d in enumerate(raw):
         if not isinstance(d, dict):
             doc_id = ids[i] if i < len(ids) else str(i)  # Unitxt's contexts_ids name them
