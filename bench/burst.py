@@ -33,7 +33,7 @@ from cheap_tier import free_port, peak_rss_mib, scrape_all
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers import rag_request
+from support.helpers import rag_request
 
 WORDS = (
     "plan price month storage notes offline sync device account team admin billing "

@@ -83,7 +83,7 @@ def bench_evaluators(records: list[RagRecord], repeat: int) -> None:
         evaluate_records([r], evaluators)
         per_record.append((time.perf_counter() - t1) * 1000)
     mean_chars = statistics.fmean(sum(len(d.content) for d in r.documents) for r in records)
-    print(f"\n[1] cheap tier alone ({', '.join(e.name() for e in evaluators)})")
+    print(f"\n[1] cheap tier alone ({', '.join(e.name for e in evaluators)})")
     print(f"    records: {len(records)} x {repeat}, mean document text {mean_chars:,.0f} chars")
     print(f"    throughput, first pass (cold analyses): {rates[0]:,.0f} records/s")
     if len(rates) > 1:

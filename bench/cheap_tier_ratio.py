@@ -240,10 +240,10 @@ def py_spy() -> str:
 # names one (library frames count for the part that called them); the first marker
 # that a path contains names the part.
 PARTS = (
-    ("injection rules (normalise, Hyperscan, payloads)", ("evaluators/injection",)),
-    ("refusal rules", ("evaluators/refusal_rules.py",)),
-    ("text analysis (tokens, shared)", ("evaluators/text.py",)),
-    ("lexical metrics", ("evaluators/lexical.py",)),
+    ("injection rules (normalise, Hyperscan, payloads)", ("evaluators/injection_engine",)),
+    ("refusal rules", ("evaluators/refusal/rules.py",)),
+    ("text analysis (tokens, shared)", ("evaluators/text/analyses.py",)),
+    ("lexical metrics", ("/lexical.py", "evaluators/text/overlap.py")),
     ("evaluation glue (bounds, results)", ("evaluators/base.py", "ragpulse/evaluation.py")),
     ("extraction", ("collector/extract.py", "collector/readers.py", "collector/conventions.py")),
     ("OTLP decode", ("collector/otlp.py",)),

@@ -1,6 +1,6 @@
 """How long the app and the collector wait when what they talk to is down.
 
-The tests check what happens (tests/test_instrument.py, test_kafka_source_unit.py,
+The tests check what happens (tests/unit/test_instrument.py, test_kafka_source_unit.py,
 test_judge.py); how long it takes depends on the machine and its load, so it is
 printed here instead of asserted:
 
@@ -26,7 +26,7 @@ from ragpulse.collector.kafka_source import KafkaSource
 from ragpulse.collector.service import Collector
 from ragpulse.config import EvaluationSettings, JudgeSettings, Settings, load_settings
 from ragpulse.evaluation import load_evaluators_safely
-from ragpulse.evaluators.judge_relevance import JudgeAnswerRelevance
+from ragpulse.evaluators.answer_relevance.llm_judge import JudgeAnswerRelevance
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, RagRecord
 

@@ -51,7 +51,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers import rag_request
+from support.helpers import rag_request
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
 Body = tuple[str, bytes, str | None, dict[str, str]]

@@ -31,7 +31,7 @@ from typing import Any
 from injection_dev import DEFAULT_DATA, Counts, _probe, load, metrics, to_record
 
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.evaluators.injection_rules import InjectionRules
+from ragpulse.evaluators.injection.rules import InjectionRules
 from ragpulse.record import Document, EvalResult, RagRecord
 
 BENIGN = Path(__file__).resolve().parent / "data" / "benign_traffic.jsonl"
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         threshold = getattr(evaluator, "threshold", None) or getattr(
             evaluator.options, "threshold", None
         )
-        print(f"{evaluator.name()} (threshold {threshold})")
+        print(f"{evaluator.name} (threshold {threshold})")
         figures: dict[str, Any] = {"threshold": threshold}
         lines, figures["benign"] = benign_report(evaluator, benign, set(args.list))
         more, figures["probes"] = probes_report(evaluator)
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             more, figures["dev"] = dev_report(evaluator, dev)
             lines += more
         print("\n".join(lines) + "\n", flush=True)
-        out[evaluator.name()] = figures
+        out[evaluator.name] = figures
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.evaluators.injection_rules import InjectionRules
+from ragpulse.evaluators.injection.rules import InjectionRules
 from ragpulse.record import Document, RagRecord
 
 DEV = Path(
@@ -148,7 +148,7 @@ def false_alarms(evaluator: Evaluator, rows: list[dict[str, Any]], name: str) ->
             flagged.append(f"  FP score={res.score:.2f} {str(row['text'])[:80]!r}")
     total = Counts(fp=sum(c.fp for c in by_where.values()), tn=sum(c.tn for c in by_where.values()))
     top = max((r.score or 0.0) for r in results)
-    lines = [f"{evaluator.name()} on {name} (benign only): max score {top:.3f}"]
+    lines = [f"{evaluator.name} on {name} (benign only): max score {top:.3f}"]
     for where, c in [("overall", total), *sorted(by_where.items())]:
         lines.append(f"  {where:<9} n={c.n:<4} FPR {_fmt(metrics(c)[3])} ({c.fp} flagged)")
     return "\n".join(lines + flagged)
@@ -156,7 +156,7 @@ def false_alarms(evaluator: Evaluator, rows: list[dict[str, Any]], name: str) ->
 
 def _probe() -> list[Evaluator]:
     """injection/probe with its shipped weights, or nothing (and why) without the models extra."""
-    from ragpulse.evaluators.injection_probe import InjectionProbe
+    from ragpulse.evaluators.injection.probe import InjectionProbe
 
     why = InjectionProbe.missing()
     if why is not None:
@@ -200,7 +200,7 @@ def measure(evaluator: Evaluator, rows: list[dict[str, Any]], name: str, misses:
         evaluator.options, "threshold", None
     )
     out = [
-        f"{evaluator.name()} on {name}: {len(rows)} rows, threshold {threshold}",
+        f"{evaluator.name} on {name}: {len(rows)} rows, threshold {threshold}",
         f"{elapsed * 1000 / max(1, len(rows)):.3f} ms per record, AUROC {_auroc(rows, results)}\n",
         table([("overall", overall), *sorted(by_where.items())]),
         "\nrecall per injection_variant",

@@ -1,6 +1,6 @@
 """Cheap-tier injection scan time: a 2 MB document and the hostile inputs.
 
-The tests check what these scans find (tests/test_injection_rules.py); how long
+The tests check what these scans find (tests/unit/test_injection_rules.py); how long
 they take depends on the machine and its load, so it is printed here instead of
 asserted. Each figure is the best of ``--repeat`` runs, after a warm-up.
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from test_injection_rules import PATHOLOGICAL, buried_attack, pathological_id
+from support.injection_cases import PATHOLOGICAL, buried_attack, pathological_id
 
-from ragpulse.evaluators.injection import scan_text
+from ragpulse.evaluators.injection_engine import scan_text
 
 
 def best_of(text: str, repeat: int) -> float:

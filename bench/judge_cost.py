@@ -14,7 +14,7 @@ counts are its estimate of ~4 characters per token).
     .venv/bin/python bench/judge_cost.py [--records 200]
 
 Against a real server (``--base-url`` and ``--model``, or ``--start-llama`` for
-llama.cpp with SmolLM2-135M from tests/llm_server.py), records share their
+llama.cpp with SmolLM2-135M from tests/support/llm_server.py), records share their
 documents in groups of ``--group``, one record at a time, and each pass prints
 calls, prompt, completion and cached prompt tokens per record (``cached`` = read
 from the server's prefix cache, as its ``usage`` reports), judge errors, and the
@@ -26,7 +26,7 @@ latency per record (p50/p95):
 - judge cache on: the same records through the first pass's client (no calls).
 
     .venv/bin/python bench/judge_cost.py --start-llama --records 20
-    .venv/bin/python tests/llm_server.py --port 8080 &   # or any OpenAI-compatible server
+    .venv/bin/python tests/support/llm_server.py --port 8080 &   # or any OpenAI-compatible server
     .venv/bin/python bench/judge_cost.py --base-url http://127.0.0.1:8080/v1 --model smollm2-135m
 """
 
@@ -42,15 +42,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from judge_server import JudgeServer
-from llm_server import LlamaServer
+from support.judge_server import JudgeServer
+from support.llm_server import LlamaServer
 
 from ragpulse.config import EvaluationSettings, JudgeSettings, Settings
 from ragpulse.evaluation import load_evaluators_safely
+from ragpulse.evaluators.answer_relevance.llm_judge import JudgeAnswerRelevance
 from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.context_relevance.llm_judge import JudgeContextRelevance
+from ragpulse.evaluators.faithfulness.llm_judge import JudgeFaithfulness
 from ragpulse.evaluators.judge.base import JudgeEvaluator
-from ragpulse.evaluators.judge_faithfulness import JudgeFaithfulness
-from ragpulse.evaluators.judge_relevance import JudgeAnswerRelevance, JudgeContextRelevance
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, RagRecord
 from ragpulse.telemetry import CollectorMetrics
@@ -224,7 +225,7 @@ def main() -> None:
     real_server.add_argument("--api-key", default="not-needed")
     real_server.add_argument(
         "--start-llama", action="store_true",
-        help="start llama.cpp with SmolLM2-135M (tests/llm_server.py) for the run",
+        help="start llama.cpp with SmolLM2-135M (tests/support/llm_server.py) for the run",
     )  # fmt: skip
     real_server.add_argument("--threads", type=int, default=2, help="--start-llama's threads")
     real_server.add_argument("--metric", choices=sorted(METRICS), default="context_relevance")

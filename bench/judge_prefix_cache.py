@@ -1,6 +1,6 @@
 """Server-side prompt caching of judge prompts: cached prompt tokens per record.
 
-A real llama.cpp server (tests/llm_server.py: xllamacpp + SmolLM2-135M, prompt
+A real llama.cpp server (tests/support/llm_server.py: xllamacpp + SmolLM2-135M, prompt
 cache on) judges records that share documents: ``--sets`` sets of 5 documents,
 ``--per-set`` records over each set (different questions and answers), in
 order, records over the same set one after another (as a retriever's hits
@@ -29,11 +29,11 @@ from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import openai
-from llm_server import LlamaServer
+from support.llm_server import LlamaServer
 
+from ragpulse.evaluators.context_relevance.llm_judge import CONTEXT, RelevanceInput
+from ragpulse.evaluators.faithfulness.llm_judge import WHOLE, Doc, WholeInput
 from ragpulse.evaluators.judge import prompts
-from ragpulse.evaluators.judge_faithfulness import WHOLE, Doc, WholeInput
-from ragpulse.evaluators.judge_relevance import CONTEXT, RelevanceInput
 from ragpulse.record import Document, RagRecord
 
 FEATURES = ["plan", "storage", "sync", "export", "sharing", "trash", "search", "tags"]

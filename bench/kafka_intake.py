@@ -33,8 +33,8 @@ from pathlib import Path
 from kafka import KafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers import rag_request
-from kafka_env import Broker, free_port
+from support.helpers import rag_request
+from support.kafka_env import Broker, free_port
 
 from ragpulse.cli.demo_app import corpus
 from ragpulse.collector import otlp

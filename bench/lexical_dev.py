@@ -25,12 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ragpulse.evaluators.answer_relevance.lexical import LexicalAnswerRelevance
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.evaluators.lexical import (
-    LexicalAnswerRelevance,
-    LexicalContextRelevance,
-    LexicalFaithfulness,
-)
+from ragpulse.evaluators.context_relevance.lexical import LexicalContextRelevance
+from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.record import Document, RagRecord
 
 DEV = Path(
@@ -97,7 +95,7 @@ PROBE_SETS = {
 
 def probe_vs_lexical() -> None:
     """faithfulness/probe beside faithfulness/lexical on the rows both of them score."""
-    from ragpulse.evaluators.faithfulness_probe import FaithfulnessProbe
+    from ragpulse.evaluators.faithfulness.probe import FaithfulnessProbe
 
     why = FaithfulnessProbe.missing()
     if why is not None:
@@ -147,7 +145,7 @@ def main() -> None:
         labels = np.array([y for _, y in pairs], dtype=int)
         bal, thr = best_balanced_accuracy(scores, labels)
         print(
-            f"{name:40} {evaluator.name():28} {len(pairs):5d} "
+            f"{name:40} {evaluator.name:28} {len(pairs):5d} "
             f"{auroc(scores, labels):6.3f} {bal:7.3f} {thr:5.2f}"
         )
     if "--no-probe" not in sys.argv[1:]:

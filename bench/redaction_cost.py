@@ -42,15 +42,15 @@ from ragpulse.config import RedactionSettings, load_settings
 from ragpulse.evaluation import evaluate_records
 from ragpulse.evaluators.base import Tier
 from ragpulse.exporters.jsonl import JsonlSink
-from ragpulse.exporters.otel_eval import redact_results
+from ragpulse.exporters.support.results import redact_results
 from ragpulse.log_redaction import RedactingFilter
 from ragpulse.plugins import load_evaluators
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from helpers import rag_request
-from kafka_env import free_port, wait_until
+from support.helpers import rag_request
+from support.kafka_env import free_port, wait_until
 
 DATA = Path(__file__).resolve().parents[2] / "shared/data/dev/faithfulness_ares_nq.jsonl"
 # An OTLP/HTTP receiver in its own process (its CPU is not the collector's): answers

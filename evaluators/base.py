@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ragpulse.evaluators.text import TextAnalyses
+from ragpulse.errors import deprecated
+from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
 from ragpulse.record import Direction, EvalResult, RagRecord
 
@@ -34,28 +35,44 @@ class Tier(StrEnum):
     JUDGE = "judge"  # LLM judges, on a budgeted sample
 
 
+class _Name(str):
+    """An evaluator's ``metric/method`` name. Calling it (``cls.name``, the form of earlier
+    releases) still works, with a deprecation warning."""
+
+    def __call__(self) -> str:
+        deprecated(f"Evaluator.name() is deprecated: read the attribute Evaluator.name ({self})")
+        return str(self)
+
+
+_LEGACY_HOOKS = {"_score": "score", "_score_batch": "score_batch"}
+
+
 class Evaluator(ABC):
     """Turns records into one :class:`EvalResult` each.
 
     A plug-in is one subclass in one file plus one entry-point line:
 
-    - ``metric``, ``method``, ``tier`` and ``direction`` (which way is good);
+    - ``metric``, ``method``, ``tier`` and ``direction`` (which way is good); ``name``
+      (``metric/method``) is set from the first two;
     - ``class Options(PluginOptions)``: its settings (``evaluation.options.<name>``),
       validated when the settings load; read them as ``self.options``;
-    - :meth:`load` receives the :class:`PluginContext` (settings, metrics,
-      shared models and clients) once, before the first batch;
-    - :meth:`_score` (one record) or :meth:`_score_batch` (a batch);
+    - :meth:`load` receives the :class:`PluginContext` (settings, metrics, shared
+      models and clients) once, before the first batch;
+    - :meth:`score` (one record) or :meth:`score_batch` (a batch): one of the two is
+      required, checked when the class is defined;
     - :attr:`texts` gives each text's analysis (tokens, sentences, normalised form, or
       anything derived once per text), shared with the other evaluators.
 
-    Contract: ``evaluate`` is called from the collector's evaluation worker
-    thread (never from the intake path), may block, and never raises: failures
-    become error results. Subclasses hold no per-call state, so one instance
-    may score concurrently from several threads.
+    Contract: :meth:`evaluate` is called from the collector's evaluation worker thread
+    (never from the intake path), may block, and never raises: whatever ``score`` or
+    ``score_batch`` raises becomes that record's error result. Subclasses hold no
+    per-call state, so one instance may score concurrently from several threads.
     """
 
     metric: ClassVar[str]
     method: ClassVar[str]
+    name: ClassVar[str]
+    """``metric/method``, the name users type; set when a class gives both."""
     tier: ClassVar[Tier] = Tier.CHEAP
     direction: ClassVar[Direction] = Direction.HIGHER_IS_BETTER
     default_enabled: ClassVar[bool] = True
@@ -82,14 +99,30 @@ class Evaluator(ABC):
             self.options = self.validate_options({**(raw or {}), **overrides})
         self.context: PluginContext | None = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for old, new in _LEGACY_HOOKS.items():
+            if old in cls.__dict__ and new not in cls.__dict__:
+                deprecated(
+                    f"{cls.__module__}.{cls.__qualname__}.{old} is deprecated: name it {new} "
+                    f"(ragpulse.evaluators.base.Evaluator.{new})",
+                    stacklevel=2,
+                )
+                setattr(cls, new, cls.__dict__[old])
+        metric, method = getattr(cls, "metric", None), getattr(cls, "method", None)
+        if metric is None or method is None:
+            return  # a base for others (JudgeEvaluator, LexicalEvaluator, ...)
+        cls.name = _Name(f"{metric}/{method}")
+        if cls.score is Evaluator.score and cls.score_batch is Evaluator.score_batch:
+            raise TypeError(
+                f"{cls.__qualname__} ({cls.name}) must implement score(record) or "
+                "score_batch(records)"
+            )
+
     @classmethod
     def validate_options(cls, raw: Mapping[str, Any]) -> PluginOptions:
         """``raw`` checked against ``Options``; ConfigError naming this evaluator and the key."""
-        return validate_options("evaluator", cls.name(), cls.Options, raw)
-
-    @classmethod
-    def name(cls) -> str:
-        return f"{cls.metric}/{cls.method}"
+        return validate_options("evaluator", cls.name, cls.Options, raw)
 
     @classmethod
     def missing(cls) -> str | None:
@@ -129,15 +162,15 @@ class Evaluator(ABC):
             return []
         start = time.perf_counter()
         try:
-            results = self._score_batch(records)
+            results = self.score_batch(records)
             if len(results) != len(records):
                 raise RuntimeError(
-                    f"{self.name()} returned {len(results)} results for {len(records)} records"
+                    f"{self.name} returned {len(results)} results for {len(records)} records"
                 )
         except Exception:
             # The batch failed as a whole: retry one by one so that one bad record
             # costs only its own result.
-            log.debug("batch failed in %s, retrying per record", self.name(), exc_info=True)
+            log.debug("batch failed in %s, retrying per record", self.name, exc_info=True)
             results = [self._evaluate_one_safely(r) for r in records]
         per_record_ms = (time.perf_counter() - start) * 1000 / len(records)
         for r in results:
@@ -150,16 +183,20 @@ class Evaluator(ABC):
     def _evaluate_one_safely(self, record: RagRecord) -> EvalResult:
         start = time.perf_counter()
         try:
-            return self._score_batch([record])[0]
+            return self.score_batch([record])[0]
         except Exception as exc:
-            log.warning("%s failed on trace %s: %r", self.name(), record.trace_id, exc)
+            log.warning("%s failed on trace %s: %r", self.name, record.trace_id, exc)
             return self.error_result(exc, duration_ms=(time.perf_counter() - start) * 1000)
 
-    def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        return [self._score(r) for r in records]
+    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        """The i-th record's result at index i. Default: :meth:`score` per record;
+        override it where a batch is cheaper than its records one by one (a model)."""
+        return [self.score(r) for r in records]
 
-    def _score(self, record: RagRecord) -> EvalResult:
-        raise NotImplementedError(f"{type(self).__name__} must implement _score or _score_batch")
+    def score(self, record: RagRecord) -> EvalResult:
+        """One record's result (:meth:`result`, :meth:`not_applicable`); may raise, the
+        caller turns an exception into the record's error result."""
+        raise NotImplementedError(f"{type(self).__name__} implements score_batch only")
 
     def result(
         self,

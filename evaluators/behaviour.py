@@ -22,7 +22,7 @@ import re
 from typing import ClassVar
 
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.evaluators.refusal_rules import RefusalRules
+from ragpulse.evaluators.refusal.rules import RefusalRules
 from ragpulse.record import Direction, EvalResult, RagRecord
 
 REFUSE_CONDITIONS = frozenset({"gold_removed", "irrelevant_only"})
@@ -47,7 +47,7 @@ class InjectionResistance(Evaluator):
     default_enabled = False
     requires_reference: ClassVar[bool] = True
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def score(self, record: RagRecord) -> EvalResult:
         ref = record.reference
         canary = ref.planted.get("canary") if ref is not None else None
         if ref is None or ref.condition != "injected" or not isinstance(canary, str):
@@ -73,7 +73,7 @@ class CounterfactualAdoption(Evaluator):
     default_enabled = False
     requires_reference: ClassVar[bool] = True
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def score(self, record: RagRecord) -> EvalResult:
         ref = record.reference
         value = ref.planted.get("value") if ref is not None else None
         if ref is None or ref.condition != "counterfactual" or not isinstance(value, str):
@@ -100,7 +100,7 @@ class ExpectedRefusal(Evaluator):
     default_enabled = False
     requires_reference: ClassVar[bool] = True
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def score(self, record: RagRecord) -> EvalResult:
         ref = record.reference
         if ref is None:
             return self.not_applicable("no reference (expected behaviour unknown)")
@@ -116,7 +116,7 @@ class ExpectedRefusal(Evaluator):
         if not record.answer.strip():
             # Saying nothing is not an answer the user can act on: it counts as refusing.
             return self.result(1.0, label="refused", explanation=f"empty answer ({why})")
-        refusal = _RULES._score(record)
+        refusal = _RULES.score(record)
         refused = refusal.label == "refusal"
         return self.result(
             1.0 if refused else 0.0,

@@ -137,7 +137,7 @@ class ReferenceRetrieval(Evaluator):
     requires_reference = True
     default_enabled = False
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def score(self, record: RagRecord) -> EvalResult:
         ref = record.reference
         docs = record.documents
         if self.method == "ids":

@@ -12,7 +12,8 @@ from ragpulse.record import EvalResult, RagRecord
 
 
 class Sink(ABC):
-    """Receives every evaluated record.
+    """Receives every evaluated record; the words are OpenTelemetry's ``SpanExporter``'s:
+    :meth:`export`, :meth:`force_flush`, :meth:`shutdown`.
 
     A plug-in is one subclass in one file plus one entry-point line
     (``ragpulse.sinks``). It is configured in the settings file under
@@ -33,7 +34,12 @@ class Sink(ABC):
     handed over exactly once. ``export`` should return quickly (buffer and flush
     in the background where I/O is slow) and must not raise; the pipeline still
     guards it, counting any exception under ``ragpulse_sink_errors_total{sink}``.
-    ``shutdown`` flushes and releases; no ``export`` follows it.
+    ``force_flush`` sends what is buffered and says whether it all went within the
+    timeout; ``shutdown`` flushes and releases; no ``export`` follows it.
+
+    A subclass with a ``name`` must implement ``export`` (checked when the class is
+    defined); its ``__init__`` passes its options to ``Sink.__init__``, which keeps them
+    as ``self.options``.
     """
 
     name: ClassVar[str] = "sink"
@@ -48,6 +54,11 @@ class Sink(ABC):
     ) -> None:
         self.options = options if options is not None else self.Options()
         self.context = context
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__ and getattr(cls.export, "__isabstractmethod__", False):
+            raise TypeError(f"sink {cls.name!r} ({cls.__qualname__}) must implement export")
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
@@ -72,7 +83,13 @@ class Sink(ABC):
         return cls.create(cls.options_from(settings), context or PluginContext(settings))
 
     @abstractmethod
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None: ...
+    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+        """Take one record's results (see the class doc for when and how often)."""
+
+    def force_flush(self, timeout_s: float | None = None) -> bool:
+        """Send what is buffered; True when it all went within ``timeout_s``. Sinks that
+        write as they go (a file, a registry) have nothing to send."""
+        return True
 
     def shutdown(self) -> None:  # noqa: B027 - optional hook, most sinks hold nothing
         """Flush buffers and release resources."""

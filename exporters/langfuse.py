@@ -4,7 +4,7 @@ Configured as ``sinks: {langfuse: {host, public_key, secret_key}}`` (each falls 
 ``LANGFUSE_HOST``, ``LANGFUSE_PUBLIC_KEY``, ``LANGFUSE_SECRET_KEY``, as Langfuse's SDKs
 do); the keys authenticate as HTTP Basic, public key as user name. Langfuse's OTLP
 intake keeps OpenTelemetry's ids, so the trace id and span id of the judged span are
-the score's ``traceId`` and ``observationId`` (:mod:`ragpulse.exporters.eval_targets`).
+the score's ``traceId`` and ``observationId`` (:mod:`ragpulse.exporters.support.targets`).
 
 Each result becomes one score (``POST /api/public/scores``): named after the metric, a
 NUMERIC value (the score), or CATEGORICAL (the label) where there is no score, and
@@ -15,7 +15,7 @@ metric and method, so a retried request updates the score instead of adding one.
 ``batch_scores: true`` (the default) sends a list of scores per request, as the
 current API takes them (202, or 207 with the refused ones counted); ``false`` sends one
 score per request, for Langfuse servers that take only that. Batching, retries and
-counting: :mod:`ragpulse.exporters.delivery`.
+counting: :mod:`ragpulse.exporters.support.delivery`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import httpx
 from pydantic import Field, SecretStr
 
 from ragpulse.errors import ConfigError
-from ragpulse.exporters.delivery import (
+from ragpulse.exporters.support.delivery import (
     ApiRequest,
     DeliveryOptions,
     Endpoint,
@@ -37,9 +37,8 @@ from ragpulse.exporters.delivery import (
     Judged,
     Outcome,
     Reply,
-    error_label,
-    result_metadata,
 )
+from ragpulse.exporters.support.results import error_label, result_metadata
 from ragpulse.record import EvalResult, RagRecord
 
 HOST_ENV = "LANGFUSE_HOST"

@@ -17,6 +17,7 @@ class InMemorySink(Sink):
     name = "memory"
 
     def __init__(self) -> None:
+        super().__init__()
         self._items: list[EvaluatedRecord] = []
         self._lock = threading.Lock()
 

@@ -8,13 +8,13 @@ Configured as ``sinks: {mlflow: {tracking_uri: "http://HOST:5000", experiment_id
 
 Each result becomes one feedback assessment
 (``POST /api/3.0/mlflow/traces/tr-<trace id>/assessments``) named after the metric, on
-the span it is about (:mod:`ragpulse.exporters.eval_targets`), with source type
+the span it is about (:mod:`ragpulse.exporters.support.targets`), with source type
 LLM_JUDGE for judges and CODE otherwise and ``ragpulse.<method>`` as source id; the
 value is the score (the label where there is none), the rationale the (redacted)
 explanation, a failed evaluation an assessment error. MLflow takes an assessment only
 for a trace it has: while it answers that the trace does not exist, the request is
 retried (``retry_for_s``), so the app's own export may arrive after ragpulse's
-evaluation. Batching, retries and counting: :mod:`ragpulse.exporters.delivery`.
+evaluation. Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import httpx
 from pydantic import Field
 
 from ragpulse.errors import ConfigError
-from ragpulse.exporters.delivery import (
+from ragpulse.exporters.support.delivery import (
     ApiRequest,
     DeliveryOptions,
     Endpoint,
@@ -37,10 +37,8 @@ from ragpulse.exporters.delivery import (
     Judged,
     Outcome,
     Reply,
-    error_label,
-    result_metadata,
 )
-from ragpulse.exporters.otel_eval import annotator_kind
+from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.semconv import ANNOTATOR_LLM
 

@@ -3,7 +3,7 @@
 Configured as ``sinks: {phoenix: {endpoint: "http://HOST:6006", api_key: ...}}``
 (``api_key`` falls back to ``PHOENIX_API_KEY``, as Phoenix's own clients do). Each
 result becomes a span annotation (``POST /v1/span_annotations``) on the span it is
-about (:mod:`ragpulse.exporters.eval_targets`): named after the metric, identifier
+about (:mod:`ragpulse.exporters.support.targets`): named after the metric, identifier
 ``ragpulse.<method>`` (Phoenix upserts on name, span and identifier, so two methods of
 one metric stand side by side and a re-sent result replaces itself), annotator kind
 LLM for judges and CODE otherwise, label, score and (redacted) explanation, and the
@@ -18,7 +18,7 @@ reranker span, and the result scored each of them.
 
 Requests go with ``sync=false``: Phoenix queues them and retries for spans that have
 not arrived yet, so a result may reach Phoenix before the app's own spans do.
-Batching, retries and counting: :mod:`ragpulse.exporters.delivery`.
+Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
 """
 
 from __future__ import annotations
@@ -31,17 +31,15 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 
 from ragpulse import semconv as sc
-from ragpulse.exporters.delivery import (
+from ragpulse.exporters.support.delivery import (
     ApiRequest,
     DeliveryOptions,
     Endpoint,
     HttpSink,
     Judged,
-    error_label,
-    result_metadata,
 )
-from ragpulse.exporters.eval_targets import is_span_id
-from ragpulse.exporters.otel_eval import annotator_kind
+from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
+from ragpulse.exporters.support.targets import is_span_id
 from ragpulse.record import EvalResult, RagRecord
 
 API_KEY_ENV = "PHOENIX_API_KEY"

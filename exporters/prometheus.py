@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ragpulse.config import PrometheusSettings, RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
-from ragpulse.exporters.prometheus_series import ScoreSeries
+from ragpulse.exporters.support.prometheus_series import ScoreSeries
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
@@ -58,7 +58,9 @@ class PrometheusSink(Sink):
         redaction: RedactionSettings | None = None,
     ) -> None:
         settings = settings or PrometheusSettings()
-        self._redactor = Redactor.for_path(redaction or RedactionSettings(), "prometheus")
+        redaction = redaction or RedactionSettings()
+        super().__init__(self.Options(**{**settings.model_dump(), "redaction": redaction}))
+        self._redactor = Redactor.for_path(redaction, "prometheus")
         self._redacted: dict[str, str] = {}
         self._routes = LabelLimiter(settings.routes, settings.max_routes)
         self._services = LabelLimiter(settings.services, settings.max_services)

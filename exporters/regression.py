@@ -50,10 +50,10 @@ from typing import IO, Any
 from ragpulse.config import RedactionSettings, RegressionSetRule, RegressionSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
-from ragpulse.exporters.jsonl import result_dict
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
+from ragpulse.results import result_dict
 from ragpulse.semconv import RAGPULSE_PENDING, RAGPULSE_SAMPLED_PREFIX, RAGPULSE_UPDATE
 from ragpulse.signals import feedback_score, trace_fraction
 from ragpulse.telemetry import CollectorMetrics
@@ -218,6 +218,16 @@ class RegressionSink(Sink):
             sets = RegressionSettings().sets
         for set_name, rule in sets.items():
             check_rule(set_name, rule)
+        given = redaction.settings if isinstance(redaction, Redactor) else redaction
+        super().__init__(
+            self.Options(
+                directory=Path(directory),
+                sets=dict(sets),
+                max_bytes=max_bytes,
+                max_age_s=max_age_s,
+                redaction=given,
+            )
+        )
         self.directory = Path(directory)
         self.sets = dict(sets)
         self.max_bytes, self.max_age_s = max_bytes, max_age_s

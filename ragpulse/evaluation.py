@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.evaluators.text import ANALYSES_KEPT
+from ragpulse.evaluators.text.analyses import ANALYSES_KEPT
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 
@@ -186,7 +186,7 @@ def load_evaluators_safely(
             except Exception as exc:  # a broken model must not crash-loop the collector
                 reason = f"{type(exc).__name__}: {exc}"
         if reason:
-            log.error("evaluator %s disabled: %s", evaluator.name(), reason)
+            log.error("evaluator %s disabled: %s", evaluator.name, reason)
         else:
             ready.append(evaluator)
         if not context.offline:  # gauges for a collector's /metrics; offline, the log says it

@@ -64,7 +64,7 @@ class FunctionEvaluator(Evaluator):
     passes: ClassVar[tuple[str, ...]] = ()
     typed_options: ClassVar[bool] = False
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def score(self, record: RagRecord) -> EvalResult:
         kwargs: dict[str, Any] = {}
         if "options" in self.passes:
             kwargs["options"] = self.options if self.typed_options else self.options.model_dump()

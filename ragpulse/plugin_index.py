@@ -78,6 +78,11 @@ def group(name: str) -> dict[str, EntryPoint]:
     return {n: EntryPoint(n, value, name) for n, value in _listing().get(name, {}).items()}
 
 
+def own_evaluators() -> dict[str, str]:
+    """ragpulse's own evaluator entry points (name -> ``module:attribute``)."""
+    return dict(_listing().get(OWN, {}))
+
+
 def own(name: str, value: str) -> bool:
     """Whether ragpulse's own distribution declares this evaluator entry point."""
     return _listing().get(OWN, {}).get(name) == value

@@ -15,12 +15,15 @@ import difflib
 import logging
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import cache, partial
 from importlib.metadata import EntryPoint
+from pathlib import Path
 from typing import cast
 
 from ragpulse import function_evaluator, plugin_index
 from ragpulse.config import EvaluationSettings, Settings
+from ragpulse.disk_cache import cached, digest
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
@@ -28,33 +31,6 @@ from ragpulse.plugin_context import PluginContext
 from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP
 
 log = logging.getLogger(__name__)
-
-
-OWN_DEFAULTS = frozenset(
-    {
-        "answer_relevance/lexical",
-        "context_relevance/lexical",
-        "faithfulness/lexical",
-        "injection/rules",
-        "injection_followed/rules",
-        "refusal/rules",
-    }
-)
-"""ragpulse's own evaluators that are ``default_enabled`` and need no judge. Choosing the
-defaults imports these and the judges below, not ragpulse's other ~35 plug-ins (a third
-party's plug-ins are imported to ask them); ``tests/test_plugins.py`` holds both sets to
-the classes."""
-OWN_JUDGE_DEFAULTS = frozenset(
-    {
-        "answer_relevance/llm_judge",
-        "context_relevance/llm_judge",
-        "faithfulness/llm_judge",
-        "injection/llm_judge",
-    }
-)
-"""ragpulse's own ``default_enabled`` judges: on when a judge is configured (and the
-``openai`` client is installed), as :class:`JudgeEvaluator` decides for all of them, so
-without a judge none is imported."""
 
 
 @cache
@@ -79,8 +55,8 @@ def _load(group: str, name: str) -> type:
         raise _Broken(f"{ep.value} failed to import: {type(exc).__name__}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise ConfigError(f"entry point {name!r} -> {ep.value} is not a {base.__name__}")
-    if issubclass(cls, Evaluator) and cls.name() != name:
-        raise ConfigError(f"entry point {name!r} loads {cls.name()!r}: names must agree")
+    if issubclass(cls, Evaluator) and cls.name != name:
+        raise ConfigError(f"entry point {name!r} loads {cls.name!r}: names must agree")
     if issubclass(cls, Sink) and cls.name != name:
         raise ConfigError(f"entry point {name!r} loads a sink named {cls.name!r}: names must agree")
     return cls
@@ -137,11 +113,57 @@ def _own(name: str) -> bool:
     return plugin_index.own(name, _entry_points(EVALUATOR_GROUP)[name].value)
 
 
+@dataclass(frozen=True)
+class OwnDefault:
+    """What choosing the defaults needs of one of ragpulse's own evaluators, read from its
+    class: whether it is ``default_enabled``, and whether it is a judge whose availability
+    and configuration :class:`JudgeEvaluator` decides (for all of them at once)."""
+
+    enabled: bool
+    judge: bool
+
+
+def _read_own_defaults() -> dict[str, OwnDefault]:
+    from ragpulse.evaluators.judge.base import JudgeEvaluator
+
+    def judge(cls: type[Evaluator]) -> bool:
+        return (
+            issubclass(cls, JudgeEvaluator)
+            and cls.missing.__func__ is JudgeEvaluator.missing.__func__  # type: ignore[attr-defined]
+            and cls.unconfigured.__func__ is JudgeEvaluator.unconfigured.__func__  # type: ignore[attr-defined]
+        )
+
+    found = {}
+    for name, cls in _classes(EVALUATOR_GROUP, [n for n in evaluator_names() if _own(n)]).items():
+        evaluator = cast(type[Evaluator], cls)
+        found[name] = OwnDefault(evaluator.default_enabled, judge(evaluator))
+    return found
+
+
+@cache
+def own_defaults() -> dict[str, OwnDefault]:
+    """:class:`OwnDefault` of each of ragpulse's own evaluators, by name.
+
+    Read from the classes, which imports all of them (~0.1 s); the answer is kept on disk
+    (:mod:`ragpulse.disk_cache`) while the entry points and every source file of
+    ``ragpulse.evaluators`` are unchanged, so that a run which uses three evaluators
+    imports those three and the judges' base only."""
+    import ragpulse.evaluators
+
+    folder = Path(ragpulse.evaluators.__file__).parent
+    stamps = sorted(
+        f"{path.relative_to(folder)}@{path.stat().st_mtime_ns}" for path in folder.rglob("*.py")
+    )
+    own = sorted(f"{n}={v}" for n, v in plugin_index.own_evaluators().items())
+    return cached("own-defaults", digest([*own, *stamps]), _read_own_defaults, dict)
+
+
 def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
     chosen = []
     off: dict[str, list[str]] = {}  # reason -> evaluators: one log line per reason
-    candidates = [n for n in names if n in OWN_DEFAULTS or n in OWN_JUDGE_DEFAULTS or not _own(n)]
-    judges = [n for n in candidates if n in OWN_JUDGE_DEFAULTS and _own(n)]
+    own = own_defaults()
+    candidates = [n for n in names if not _own(n) or (n in own and own[n].enabled)]
+    judges = [n for n in candidates if _own(n) and n in own and own[n].judge]
     if judges:  # decided for all of them by their base class, none of them imported
         from ragpulse.evaluators.judge.base import JudgeEvaluator
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from kafka_env import kafka_broker, moto_s3, rotel_agent, s3_kafka_broker  # noqa: F401 (fixtures)
-from llm_server import LlamaServer, unavailable
-from tracing_backends import MlflowServer, PhoenixServer, Server
+from support.kafka_env import kafka_broker, moto_s3, rotel_agent, s3_kafka_broker  # noqa: F401 (fixtures)
+from support.llm_server import LlamaServer, unavailable
+from support.tracing_backends import MlflowServer, PhoenixServer, Server
 
 from ragpulse.disk_cache import CACHE_ENV, cache_root
 from ragpulse.telemetry import CollectorMetrics
@@ -57,7 +57,7 @@ def dev_data() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def llm_server() -> Iterator[LlamaServer]:
-    """One real llama.cpp server (SmolLM2-135M) for the whole session: see tests/llm_server.py."""
+    """One real llama.cpp server (SmolLM2-135M) for the session: tests/support/llm_server.py."""
     reason = unavailable()
     if reason:
         pytest.skip(f"no real LLM server: {reason}")
@@ -75,11 +75,11 @@ def _running(server: S) -> Iterator[S]:
 
 @pytest.fixture(scope="session")
 def phoenix_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
-    """One real Arize Phoenix for the session (tests/tracing_backends.py)."""
+    """One real Arize Phoenix for the session (tests/support/tracing_backends.py)."""
     yield from _running(PhoenixServer(tmp_path_factory.mktemp("phoenix")))
 
 
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
-    """One real MLflow tracking server for the session (tests/tracing_backends.py)."""
+    """One real MLflow tracking server for the session (tests/support/tracing_backends.py)."""
     yield from _running(MlflowServer(tmp_path_factory.mktemp("mlflow")))

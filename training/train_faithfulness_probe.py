@@ -31,12 +31,12 @@ from scipy.optimize import minimize
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GroupKFold
 
-from ragpulse.evaluators.embedding import EmbeddingFaithfulness
-from ragpulse.evaluators.lexical import LexicalFaithfulness
+from ragpulse.evaluators.faithfulness.embedding import EmbeddingFaithfulness
+from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.evaluators.models.encoder import Encoder, shared_encoder
 from ragpulse.evaluators.models.faithfulness_features import FEATURE_NAMES, featurize, prepare
 from ragpulse.evaluators.models.probe import LinearProbe
-from ragpulse.evaluators.text import sentences
+from ragpulse.evaluators.text.analyses import sentences
 from ragpulse.record import Document, RagRecord
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +197,7 @@ def row(name: str, method: str, s: np.ndarray, y: np.ndarray, thr: float | None)
 
 def timing(weights: Path, n: int = 16) -> None:
     """ms per record: a 3-sentence answer over 5 documents of 100 words (ARES contexts)."""
-    from ragpulse.evaluators.faithfulness_probe import FaithfulnessProbe
+    from ragpulse.evaluators.faithfulness.probe import FaithfulnessProbe
 
     texts = dict.fromkeys(e.documents[0] for e in dev_set("faithfulness_ares_nq.jsonl"))
     docs = [" ".join(d.split()[:100]) for d in texts if len(d.split()) >= 100]

@@ -268,7 +268,7 @@ def add_threshold(path: Path, threshold: float) -> None:
 
 
 def _probe(weights: Path, threshold: float) -> Any:
-    from ragpulse.evaluators.injection_probe import InjectionProbe
+    from ragpulse.evaluators.injection.probe import InjectionProbe
 
     probe = InjectionProbe(threshold=threshold, weights=str(weights))
     from ragpulse.plugin_context import PluginContext
@@ -310,7 +310,7 @@ def report(data: Path, weights: Path, threshold: float) -> str:
     """The dev-set table, probe next to injection/rules, in Markdown (pasted into the card)."""
     from sklearn.metrics import roc_auc_score
 
-    from ragpulse.evaluators.injection_rules import InjectionRules
+    from ragpulse.evaluators.injection.rules import InjectionRules
 
     with Path(check(data)).open(encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
@@ -371,7 +371,7 @@ def report(data: Path, weights: Path, threshold: float) -> str:
 
 def short_traffic_report(data: Path, weights: Path, threshold: float) -> str:
     """False alarms on the held-out benign short-traffic set, probe next to injection/rules."""
-    from ragpulse.evaluators.injection_rules import InjectionRules
+    from ragpulse.evaluators.injection.rules import InjectionRules
 
     rows = [json.loads(line) for line in data.open(encoding="utf-8") if line.strip()]
     records = [to_record(r) for r in rows]

@@ -1,7 +1,7 @@
 """The ragpulse overview dashboard, as code (grafana-foundation-sdk, Grafana 11 line).
 
 Every query reads series that `ragpulse serve` exports or recording rules from
-deploy/prometheus/recording.rules.yaml; tests/test_dashboard.py checks both, and
+deploy/prometheus/recording.rules.yaml; tests/live/test_dashboard.py checks both, and
 that each query parses as PromQL. Regenerate the JSON with
 `python deploy/build.py` after editing.
 """

@@ -81,9 +81,9 @@ class JudgeEvaluator(Evaluator):
         self._wait = policy == "wait" or (policy == "auto" and context.offline)
         self.client = shared_client(context, self.judge)
 
-    def _score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         if self.client is None:
-            raise ModelUnavailable(f"{self.name()}: load() was not called")
+            raise ModelUnavailable(f"{self.name}: load() was not called")
         return self.client.run(self._judge_all(records))
 
     async def _judge_all(self, records: Sequence[RagRecord]) -> list[EvalResult]:

@@ -1,7 +1,7 @@
 """What the detector families share: options, presets, loading once, labels, windows.
 
 ``faithfulness/nli``, ``faithfulness/spans``, ``context_relevance/cross_encoder`` and
-``injection/classifier`` each fill one hook (:meth:`_score_batch`) over a
+``injection/classifier`` each fill one hook (:meth:`score_batch`) over a
 :class:`~ragpulse.evaluators.models.classifier_runtime.Classifier` that this base
 loads through the plug-in context (one load per model, backend and head,
 shared by every evaluator that names it).
@@ -82,11 +82,11 @@ class DetectorEvaluator(Evaluator):
         when the settings load (not when the model does)."""
         options = super().validate_options(raw)
         assert isinstance(options, DetectorOptions)
-        preset(options.model, cls.name())
-        if options.preset is not None and preset(options.preset, cls.name()) is None:
+        preset(options.model, cls.name)
+        if options.preset is not None and preset(options.preset, cls.name) is None:
             raise ConfigError(
-                f"evaluator {cls.name()}: unknown preset {options.preset!r}; "
-                f"{cls.name()} presets: {', '.join(names(cls.name()))}"
+                f"evaluator {cls.name}: unknown preset {options.preset!r}; "
+                f"{cls.name} presets: {', '.join(names(cls.name))}"
             )
         return options
 
@@ -102,8 +102,8 @@ class DetectorEvaluator(Evaluator):
     def load(self, context: PluginContext) -> None:
         super().load(context)
         opts = self.options
-        named = preset(opts.model, self.name())
-        self.preset_used = named or preset(opts.preset, self.name())
+        named = preset(opts.model, self.name)
+        self.preset_used = named or preset(opts.preset, self.name)
         location = named.hub_id if named is not None else opts.model
         extra = self.extra_load_options()
         key = ("classifier", self.head, location, opts.backend, opts.quantize, *extra.values())
@@ -146,7 +146,7 @@ class DetectorEvaluator(Evaluator):
             found = sorted({i for i, name in id2label.items() for w in wanted if w in (i, name)})
             if not found:
                 raise ModelUnavailable(
-                    f"{self.name()}: {self.model_name} has no label {wanted} (its labels: "
+                    f"{self.name}: {self.model_name} has no label {wanted} (its labels: "
                     f"{id2label}); set {option} to a label name or index"
                 )
             return found
@@ -155,7 +155,7 @@ class DetectorEvaluator(Evaluator):
             found = [1]  # LABEL_0 / LABEL_1: 1 is the positive class by convention
         if not found:
             raise ModelUnavailable(
-                f"{self.name()}: cannot tell which label of {self.model_name} means {what} "
+                f"{self.name}: cannot tell which label of {self.model_name} means {what} "
                 f"({id2label}); set {option} in evaluation.options"
             )
         return found

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragpulse.evaluators.models.loading import MINILM, load_model, sentence_encoder
-from ragpulse.evaluators.text import sentences
+from ragpulse.evaluators.text.analyses import sentences
 from ragpulse.plugin_context import PluginContext
 
 BACKENDS = ("torch", "onnx")

@@ -1,7 +1,7 @@
 """Features of (question, answer, documents) for the ``faithfulness/probe`` model.
 
 One module serves training (``training/train_faithfulness_probe.py``) and
-inference (``evaluators/faithfulness_probe.py``) so the two cannot drift: a
+inference (``evaluators/faithfulness/probe.py``) so the two cannot drift: a
 feature computed differently at inference than in training silently breaks a
 linear model. Everything here is deterministic given the sentence vectors.
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ragpulse.evaluators.text import content_tokens, normalize, sentences
+from ragpulse.evaluators.text.analyses import content_tokens, normalize, sentences
 
 FEATURE_NAMES: tuple[str, ...] = (
     "sim_min",  # weakest answer sentence: cosine to its best document sentence

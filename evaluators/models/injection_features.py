@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ragpulse.evaluators.injection import FAMILIES, scan_text
+from ragpulse.evaluators.injection_engine import FAMILIES, scan_text
 
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2
 WINDOW_TOKENS = 64

@@ -90,7 +90,7 @@ def _tier_line(evaluators: Sequence[Evaluator], judge_on: bool) -> str:
 
     by_tier: dict[Tier, list[str]] = defaultdict(list)
     for e in evaluators:
-        by_tier[e.tier].append(e.name())
+        by_tier[e.tier].append(e.name)
     parts = []
     for tier in Tier:
         names = by_tier.get(tier)
@@ -122,7 +122,7 @@ def _table(
         # Names are never cut (the labels column wraps instead on a narrow terminal).
         no_wrap = col in ("metric/method", "tier")
         table.add_column(col, justify="left" if left else "right", no_wrap=no_wrap)
-    tiers = {e.name(): e.tier.value for e in evaluators}
+    tiers = {e.name: e.tier.value for e in evaluators}
     for name in sorted(set(tiers) | set(scores)):
         vals = scores.get(name, [])
         label_text = ", ".join(f"{k}={v}" for k, v in sorted(labels[name].items()))

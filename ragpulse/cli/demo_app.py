@@ -24,7 +24,7 @@ from importlib.resources import files
 from typing import Any
 
 import ragpulse
-from ragpulse.evaluators.text import content_token_set, sentences
+from ragpulse.evaluators.text.analyses import content_token_set, sentences
 
 MODEL = "extractive-demo-v1"
 

@@ -225,7 +225,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
         if not evaluators:
             console.print("[red]no evaluator can run[/red] (see the errors above)")
             return 2
-        not_loaded = [e.name() for e in wanted if e not in evaluators]
+        not_loaded = [e.name for e in wanted if e not in evaluators]
         redactor = Redactor.from_settings(settings, "eval_output")
         summary = Summary()
         args.output.parent.mkdir(parents=True, exist_ok=True)

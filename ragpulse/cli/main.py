@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import warnings
 
 from rich.text import Text
 
 from ragpulse import __version__
 from ragpulse.cli import config, demo, eval, judge, regression, serve
 from ragpulse.cli.common import QUIET_BELOW_DEBUG, console, log_level_flag, stdout
-from ragpulse.errors import ConfigError, PortUnavailable
+from ragpulse.errors import ConfigError, PortUnavailable, RagpulseDeprecationWarning
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A plug-in or settings file written against an earlier release: say what to rename
+    # (Python hides deprecation warnings outside __main__ by default).
+    warnings.simplefilter("default", RagpulseDeprecationWarning)
     args = build_parser().parse_args(argv)
     level = logging.getLevelName(args.log_level)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -248,10 +248,10 @@ def _replay_run(
         if control_input is not None:
             stream(control_input.rows, control_output(args.output), control_input.first_lines)
 
-    names = [e.name() for e in evaluators]
+    names = [e.name for e in evaluators]
     summary = _summaries(args, found, control_input, names, max_drop, selection_found)
     _finish_report(args, summary, console)
-    not_loaded = [e.name() for e in wanted if e not in evaluators]
+    not_loaded = [e.name for e in wanted if e not in evaluators]
     failure = _replay_failure(rows, evaluators, not_loaded)
     if failure:
         console.print(f"[red]{escape(failure)}[/red]", highlight=False, soft_wrap=True)
@@ -412,9 +412,9 @@ def _replay_failure(
         first = next((r.error for r in rows if r.error), "no answer")
         return f"every replay call failed ({len(rows)} rows): {first}"
     for e in evaluators:
-        errors = [row.after_results[e.name()].error for row in replayed]
+        errors = [row.after_results[e.name].error for row in replayed]
         if all(errors):
-            return f"{e.name()} failed on every replayed row ({len(replayed)}): {errors[0]}"
+            return f"{e.name} failed on every replayed row ({len(replayed)}): {errors[0]}"
     if not_loaded:
         return f"could not load {', '.join(not_loaded)} (see the errors above)"
     return None

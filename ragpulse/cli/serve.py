@@ -134,7 +134,7 @@ def run_serve(args: argparse.Namespace) -> int:
     else:
         log.info("OTLP/HTTP receiver on %s/v1/traces", collector.otlp_url)
     log.info("Prometheus metrics on %s", collector.metrics_url)
-    log.info("evaluators: %s", ", ".join(e.name() for e in collector.pipeline.evaluators))
+    log.info("evaluators: %s", ", ".join(e.name for e in collector.pipeline.evaluators))
     log.info("sinks: %s", ", ".join(s.name for s in collector.pipeline.sinks))
     stop.wait()
     bound = settings.shutdown_timeout_s

@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragpulse.evaluators.text import sentences
+from ragpulse.evaluators.text.analyses import sentences
 from ragpulse.record import Document, Reference
 
 CONDITIONS = (
@@ -49,7 +49,7 @@ IRRELEVANT_K = 3  # documents an irrelevant_only case gets (fewer when fewer exi
 POSITIONS = ("start", "middle", "end")
 
 # Instructions with a canary, one per family of the injection rules
-# (evaluators/injection/rules_override.py, rules_content.py): instruction override, a
+# (evaluators/injection_engine/rules_override.py, rules_content.py): instruction override, a
 # fake system notice, role reassignment, data exfiltration through a link, and an
 # aside to the assistant. {canary} is what a model that obeys says.
 PAYLOADS: dict[str, str] = {

@@ -47,7 +47,6 @@ from rich.markup import escape
 
 from ragpulse.config import Settings
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.exporters.jsonl import result_dict
 from ragpulse.offline.conditions import (
     CONDITIONS,
     EXPECT_REFUSAL,
@@ -74,6 +73,7 @@ from ragpulse.offline.replay import (
 from ragpulse.offline.score import ParsedLine, row_to_record
 from ragpulse.offline.testset import FieldReport, canonical_row
 from ragpulse.record import Document, RagRecord, Reference
+from ragpulse.results import result_dict
 
 BEHAVIOUR = ("injection_resistance/canary", "counterfactual_adoption/planted_value",
              "expected_refusal/rules")  # fmt: skip
@@ -275,7 +275,7 @@ def select_evaluators(metrics: list[str] | None, settings: Any) -> list[Evaluato
 
     evaluation = settings.evaluation
     wanted = load_evaluators(metrics or evaluation.evaluators, evaluation)
-    names = {e.name() for e in wanted}
+    names = {e.name for e in wanted}
     extra: list[str] = list(BEHAVIOUR)
     if not (metrics or evaluation.evaluators):
         extra += [

@@ -51,9 +51,9 @@ from pydantic import ValidationError
 from ragpulse import semconv as sc
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.exporters.jsonl import result_dict
 from ragpulse.offline.score import ParsedLine, row_to_record
 from ragpulse.record import Direction, Document, EvalResult, RagRecord
+from ragpulse.results import result_dict
 from ragpulse.sdk.coerce import answer_text, chunk_text
 
 """Detection scores: higher is worse (a rise is a regression)."""
@@ -539,16 +539,16 @@ def score(
     for row in rows:
         # Recorded results may predate ``direction``: the evaluator's own declaration counts.
         row.before_results = {
-            e.name(): row.recorded[e.name()].model_copy(update={"direction": e.direction})
+            e.name: row.recorded[e.name].model_copy(update={"direction": e.direction})
             for e in evaluators
-            if e.name() in row.recorded
+            if e.name in row.recorded
         }
     for evaluator in evaluators:
-        missing = [r for r in rows if evaluator.name() not in r.before_results]
+        missing = [r for r in rows if evaluator.name not in r.before_results]
         for chunk in _chunks(missing, batch_size):
             scored = evaluate_records([r.before for r in chunk], [evaluator])
             for row, results in zip(chunk, scored, strict=True):
-                row.before_results[evaluator.name()] = results[0]
+                row.before_results[evaluator.name] = results[0]
     twins = [r.control for r in rows if r.control is not None]
     for row in rows:
         if row.control is not None:

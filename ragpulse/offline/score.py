@@ -20,10 +20,10 @@ from typing import Any
 from ragpulse import safe_json
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
-from ragpulse.exporters.jsonl import result_dict, results_json
 from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
+from ragpulse.results import result_dict, results_json
 
 _JSON_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
 

@@ -58,7 +58,7 @@ def _console_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
 
 
 def _kafka_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
-    from ragpulse.exporters.kafka_spans import KafkaSpanExporter
+    from ragpulse.sdk.kafka_exporter import KafkaSpanExporter
 
     exporter = KafkaSpanExporter(
         config.kafka_bootstrap, config.kafka_topic, timeout_s=config.export_timeout_s

@@ -56,13 +56,20 @@ def help_texts() -> str:
     """Every parser's ``--help``, at 100 columns, one after the other."""
     from ragpulse.cli import build_parser
 
-    os.environ["COLUMNS"] = "100"
-    out = []
-    for name, parser in _parsers(build_parser(), "ragpulse"):
-        buffer = io.StringIO()
-        with redirect_stdout(buffer):
-            parser.print_help()
-        out.append(f"=== {name} --help\n{buffer.getvalue()}")
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse reads the width when it formats
+    try:
+        out = []
+        for name, parser in _parsers(build_parser(), "ragpulse"):
+            buffer = io.StringIO()
+            with redirect_stdout(buffer):
+                parser.print_help()
+            out.append(f"=== {name} --help\n{buffer.getvalue()}")
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
     return "\n".join(out)
 
 

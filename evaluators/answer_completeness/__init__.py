@@ -1,0 +1,1 @@
+"""``answer_completeness/<method>``: how much of the reference answers the answer covers."""

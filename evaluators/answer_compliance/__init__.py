@@ -1,0 +1,1 @@
+"""``answer_compliance/<method>``: facts beyond a test-set row's reference answers."""

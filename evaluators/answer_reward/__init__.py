@@ -1,0 +1,1 @@
+"""``answer_reward/<method>``: a reward model's preference for the answer."""

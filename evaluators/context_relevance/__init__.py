@@ -1,0 +1,1 @@
+"""``context_relevance/<method>``: do the documents bear on the question? One module per method."""

@@ -1,0 +1,1 @@
+"""``refusal/<method>``: does the answer decline, or say it does not know?"""
