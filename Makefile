@@ -50,8 +50,10 @@ docs: installed
 TYPED := build/typed
 installed: $(STAMP)
 	rm -rf $(TYPED) build/lib  # build/lib: setuptools keeps files deleted from the tree
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --target $(TYPED) . \
-	  2>&1 | grep -v "^WARNING: Location" || true
+	# The venv's python by its real folder: a checkout whose .venv/bin links to another
+	# venv's bin (the docs test's clones) still runs pip inside that venv.
+	"$$(cd $(BIN) && pwd -P)/python" -m pip install --quiet --no-deps --no-build-isolation \
+	  --target $(TYPED) . 2>&1 | grep -v "^WARNING: Location" || true
 
 # mypy strict over every module of the package; prints how many modules it checked.
 typecheck: installed
