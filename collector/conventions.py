@@ -43,7 +43,7 @@ from ragpulse.collector.readers import (
 )
 from ragpulse.record import Span
 
-Role = Literal["CHAIN", "RETRIEVER", "RERANKER", "LLM", "AGENT"]
+Role = Literal["CHAIN", "RETRIEVER", "RERANKER", "LLM", "AGENT", "TOOL"]
 """OpenInference's kind names; CHAIN is a pipeline (the whole question -> answer)."""
 
 Field = Literal[
@@ -91,6 +91,7 @@ ROLE_RULES: tuple[RoleRule, ...] = (
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "RETRIEVER", sc.GEN_AI_OP_RETRIEVAL),
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "LLM", *sc.GEN_AI_GENERATION_OPS),
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "AGENT", sc.GEN_AI_OP_INVOKE_AGENT),
+    _rule("genai", sc.GEN_AI_OPERATION_NAME, "TOOL", sc.GEN_AI_OP_EXECUTE_TOOL),
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "CHAIN", sc.GEN_AI_OP_INVOKE_WORKFLOW),
 )
 

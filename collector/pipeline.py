@@ -361,7 +361,9 @@ class Pipeline:
         jobs: list[_Job] = []
         for trace in traces:
             try:
-                found, skip_reason = extract_records(trace.spans, trace.annotations)
+                found, skip_reason = extract_records(
+                    trace.spans, trace.annotations, self.context.settings.agents
+                )
             except Exception:
                 log.exception("extraction failed for trace %s", trace.trace_id)
                 found, skip_reason = [], "extraction_error"

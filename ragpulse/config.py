@@ -223,6 +223,35 @@ class EvaluationSettings(_Section):
     sampling: SamplingSettings = SamplingSettings()
 
 
+DEFAULT_RETRIEVAL_TOOLS = ("*search*", "*retriev*", "*lookup*", "*knowledge*")
+
+
+class AgentSettings(_Section):
+    """Agent turns: which tools retrieve, which tools Prometheus names, and bounds."""
+
+    retrieval_tools: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_RETRIEVAL_TOOLS),
+        description="Glob patterns (case-insensitive) of tool names whose results count for "
+        "context relevance and the retrieval metrics, beside tools typed datastore "
+        "(gen_ai.tool.type) and tools whose result is a list of documents. Every tool result "
+        "is evidence for faithfulness.",
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Tool names kept as the tool label of the agent series; every other tool "
+        "is 'other', so that every replica labels alike.",
+    )
+    max_tool_calls: int = Field(
+        1_000, ge=1, description="Tool calls kept per turn; the rest are counted, not kept."
+    )
+    max_result_chars: int = Field(
+        1_000_000,
+        ge=1_000,
+        description="Longest tool result read; a longer one is cut there (and not parsed as "
+        "JSON), and the record says so.",
+    )
+
+
 class PrometheusSettings(_Section):
     """Label bounds of the score histograms.
 
@@ -403,6 +432,7 @@ class Settings(_Section):
     )
     assembly: AssemblySettings = AssemblySettings()
     evaluation: EvaluationSettings = EvaluationSettings()
+    agents: AgentSettings = AgentSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     otel_export: OtelExportSettings = OtelExportSettings()
     kafka: KafkaSettings = KafkaSettings()

@@ -14,8 +14,40 @@ from pydantic import BaseModel, ConfigDict, Field
 AttributeValue = str | bool | int | float | list[Any] | dict[str, Any] | None
 
 
+class DocumentSource(BaseModel):
+    """Where a document of an agent turn came from: the tool call that returned it (or the
+    tool message in a model call's input, when the tool's own span did not say)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["tool", "retriever", "message"] = "tool"
+    """``tool``: a tool's span returned it; ``retriever``: a retrieval span inside the turn;
+    ``message``: only the final model call's input showed it."""
+    tool: str = ""
+    """The tool's (or retriever's) name (``search_docs``)."""
+    call_id: str | None = None
+    span_id: str | None = None
+    """The span that returned it: the tool's span, or the model call whose input held it."""
+    arguments: str | None = None
+    """The call's arguments as the model wrote them (JSON text, bounded)."""
+    query: str | None = None
+    """What the agent searched for: the call's query argument, when it has one."""
+    index: int = 0
+    """Its position among the passages that call returned (0-based)."""
+    retrieval: bool = False
+    """Whether the tool is a retrieval tool: its documents count for context relevance and
+    the retrieval metrics (``agents.retrieval_tools``); every document is evidence for
+    faithfulness."""
+
+    @property
+    def label(self) -> str:
+        """How results name it: ``tool search_docs #2``."""
+        what = "retriever" if self.kind == "retriever" else "tool"
+        return f"{what} {self.tool or '?'} #{self.index + 1}"
+
+
 class Document(BaseModel):
-    """One retrieved document, as the app saw it."""
+    """One retrieved document (or tool result), as the app saw it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -23,6 +55,40 @@ class Document(BaseModel):
     content: str = ""
     score: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    source: DocumentSource | None = None
+    """The tool call it came from, in an agent turn; None for a retriever's document."""
+
+    @property
+    def retrieved(self) -> bool:
+        """Whether it counts for context relevance: a retriever's, or a retrieval tool's."""
+        return self.source is None or self.source.retrieval
+
+    @property
+    def query(self) -> str | None:
+        """What was searched for to find it, when that was not the record's question."""
+        return self.source.query if self.source is not None else None
+
+
+class ToolCall(BaseModel):
+    """One tool call of an agent turn: what the model asked for and what came back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    call_id: str | None = None
+    arguments: str = ""
+    """As the model wrote them (JSON text, bounded)."""
+    result: str | None = None
+    """As the tool returned it (bounded; its passages are the record's documents)."""
+    span_id: str | None = None
+    """The tool's span; None when only the model calls' messages showed the call."""
+    status: Literal["ok", "error", "unset", "no_result"] = "unset"
+    """``no_result``: the call was made and no result was seen (its span or message)."""
+    error: str | None = None
+    retrieval: bool = False
+    documents: list[int] = Field(default_factory=list)
+    """Indices into the record's ``documents`` of the passages it returned."""
+    start_time_ns: int = 0
 
 
 class SpanStatus(StrEnum):
@@ -148,10 +214,26 @@ class RagRecord(BaseModel):
     end_time_ns: int = 0
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
     reference: Reference | None = None  # a labelled test-set row's expectations (offline)
+    kind: Literal["rag", "agent", "retrieval"] = "rag"
+    """``rag``: a retrieval then a generation; ``agent``: an agent turn (model calls and
+    tool calls, the tool results as documents); ``retrieval``: a retriever called on its
+    own, no answer (answer metrics do not apply)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    model_calls: int = 0
+    """Model calls in the turn (agents; a RAG record's generation counts one)."""
 
     @property
     def contexts(self) -> list[str]:
         return [d.content for d in self.documents]
+
+    def retrieved(self) -> list[tuple[int, Document]]:
+        """(index in ``documents``, document) of the documents that count for context
+        relevance and the retrieval metrics: a retriever's, or a retrieval tool's."""
+        return [(i, d) for i, d in enumerate(self.documents) if d.retrieved]
+
+    def query_for(self, document: Document) -> str:
+        """The query a document answers: what the agent searched for, else the question."""
+        return document.query or self.question
 
 
 class Direction(StrEnum):

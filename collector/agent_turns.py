@@ -1,0 +1,452 @@
+"""Agent turns: a model that calls tools, reads their results, and answers.
+
+One record per turn, rooted at the top-most agent (``invoke_agent``, OpenInference
+AGENT) or chain above the turn's model calls, else at the trace root:
+
+- the question is the turn's last user message (the first model call's input), else
+  the root's input;
+- the answer is the final assistant text (the root's output when that is the answer
+  text, else the final model call's output text, never a tool-call message); a
+  structured output delivered through an output tool (Pydantic AI's ``final_result``)
+  is the answer, not a tool call;
+- the documents are every tool result the final model call could see, one document per
+  passage (a JSON list of objects with a content/text/page_content field, or of
+  strings), else one per result; each names its tool call (:class:`DocumentSource`).
+  Results are read from, in order: GenAI ``execute_tool`` spans
+  (``gen_ai.tool.call.result``), OpenInference TOOL spans (``output.value``, LangChain's
+  ToolMessage unwrapped), a retriever span inside the turn (its documents, counted
+  once), and, for a call whose result no span carries (``gen_ai.tool.call.result`` is
+  opt-in), the ``tool`` message in the final model call's input;
+- a tool is a retrieval tool (its documents count for context relevance and the
+  retrieval metrics; the query is its query argument) when it is typed ``datastore``,
+  its name matches ``agents.retrieval_tools``, or its result is a list of documents.
+
+Bounds: at most ``agents.max_tool_calls`` calls per turn and ``agents.max_result_chars``
+per result (cut, not parsed as JSON); what is cut or left out is noted in the record's
+``ragpulse.coerced`` attribute. Each model call's messages are parsed once
+(:class:`~ragpulse.collector.messages.MessageCache`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragpulse import semconv as sc
+from ragpulse.collector.conventions import read
+from ragpulse.collector.messages import (
+    Message,
+    MessageCache,
+    ToolRequest,
+    final_text,
+    last_user_text,
+)
+from ragpulse.collector.readers import loads
+from ragpulse.collector.spans import (
+    TraceTree,
+    answer_text,
+    documents,
+    first_str,
+    opt_str,
+    record_attributes,
+    text,
+)
+from ragpulse.config import AgentSettings
+from ragpulse.record import (
+    AttributeValue,
+    Document,
+    DocumentSource,
+    RagRecord,
+    Span,
+    SpanStatus,
+    ToolCall,
+)
+
+MAX_ARGUMENTS_CHARS = 4_000
+"""Arguments kept per tool call (the record's copy; the model wrote them whole)."""
+MAX_RESULT_KEPT_CHARS = 20_000
+"""A tool call's result as the record keeps it beside its documents."""
+_CONTENT = ("content", "text", "page_content", "snippet", "body", "passage")
+_LISTS = ("documents", "results", "passages", "items", "hits", "chunks")
+_QUERY = ("query", "q", "question", "search", "search_query", "query_text", "text", "input")
+_TOOL_CALL_MARK = '"tool_call"'
+
+
+def is_agent_turn(
+    trace: TraceTree, root: Span, subtree: Sequence[Span], messages: MessageCache
+) -> bool:
+    """Whether the spans under ``root`` are an agent turn: model calls under an agent, or
+    model calls that used tools."""
+    llms = trace.of_kind(subtree, sc.KIND_LLM)
+    if not llms:
+        return False
+    if trace.kind(root) == sc.KIND_AGENT or trace.of_kind(subtree, sc.KIND_TOOL):
+        return True
+    return any(_asks_for_tools(llm) and _requests(llm, messages) for llm in llms)
+
+
+def _asks_for_tools(span: Span) -> bool:
+    """A cheap look before parsing: does the output name a tool call at all?"""
+    output = span.attributes.get(sc.GEN_AI_OUTPUT_MESSAGES)
+    if isinstance(output, str):
+        return _TOOL_CALL_MARK in output
+    head = sc.LLM_OUTPUT_MESSAGES + "."
+    return output is not None or any(
+        k.startswith(head) and sc.MESSAGE_TOOL_CALLS in k for k in span.attributes
+    )
+
+
+def _requests(span: Span, messages: MessageCache) -> list[ToolRequest]:
+    return [call for m in messages.output(span) for call in m.tool_calls]
+
+
+@dataclass
+class _Call:
+    """A tool call being assembled from its span, its request and its message."""
+
+    name: str
+    call_id: str | None = None
+    arguments: str = ""
+    result: Any = None
+    span: Span | None = None
+    status: str = "unset"
+    error: str | None = None
+    retrieval: bool = False
+    retriever_docs: list[Document] = field(default_factory=list)
+    from_message: bool = False
+    retriever: bool = False
+    query: str | None = None
+    start_time_ns: int = 0
+
+
+def agent_record(
+    trace: TraceTree,
+    root: Span,
+    messages: MessageCache,
+    settings: AgentSettings,
+    annotations: dict[str, AttributeValue] | None = None,
+) -> RagRecord | None:
+    subtree = trace.subtree(root)
+    llms = sorted(
+        trace.of_kind(subtree, sc.KIND_LLM), key=lambda s: (s.end_time_ns, s.start_time_ns)
+    )
+    final = next((s for s in reversed(llms) if final_text(messages.output(s))), llms[-1])
+    first_input = messages.input(llms[0])
+    question = last_user_text(first_input) or text(root, "question")
+    question = question or text(llms[0], "user_message")
+    if not question:
+        return None
+    notes: list[str] = []
+    output_tools = _output_tools(llms)
+    calls = _calls(trace, subtree, llms, final, messages, settings, output_tools, notes)
+    found, tool_calls = _documents(calls, final, settings, notes)
+
+    structured = next(
+        (r.arguments for r in _requests(final, messages) if r.name in output_tools), ""
+    )
+    root_answer = first_str(root.attributes, sc.PYDANTIC_AI_FINAL_RESULT) or text(root, "answer")
+    answer = answer_text(root_answer, final_text(messages.output(final)) or structured)
+
+    route, attributes = record_attributes(trace, root, subtree, annotations)
+    spans_with_docs = {d.source.span_id for d in found if d.source is not None}
+    if len(spans_with_docs) == 1:
+        attributes[sc.RAGPULSE_DOCUMENTS_SPAN_ID] = next(iter(spans_with_docs)) or ""
+    if notes:
+        attributes[sc.RAGPULSE_COERCED] = notes
+    retrieval_spans = [c.span_id for c in tool_calls if c.retrieval and c.span_id]
+    return RagRecord(
+        trace_id=root.trace_id,
+        span_id=root.span_id,
+        service=root.service,
+        route=route,
+        question=question,
+        documents=found,
+        answer=answer,
+        model=opt_str(read(final, "model")),
+        retrieval_span_ids=list(dict.fromkeys(retrieval_spans)),
+        generation_span_id=final.span_id,
+        response_id=opt_str(read(final, "response_id")),
+        latency_ms=root.duration_ms,
+        input_tokens=_summed(llms, "input_tokens"),
+        output_tokens=_summed(llms, "output_tokens"),
+        error=any(s.status == SpanStatus.ERROR for s in subtree),
+        start_time_ns=root.start_time_ns,
+        end_time_ns=root.end_time_ns,
+        attributes=attributes,
+        kind="agent",
+        tool_calls=tool_calls,
+        model_calls=len(llms),
+    )
+
+
+def _summed(llms: Sequence[Span], field: Any) -> int | None:
+    values = [v for s in llms if isinstance(v := read(s, field), int)]
+    return sum(values) if values else None
+
+
+def _output_tools(llms: Sequence[Span]) -> frozenset[str]:
+    """Tools through which the model delivers a structured answer (Pydantic AI's
+    ``model_request_parameters.output_tools``): the answer, never a tool call."""
+    names: set[str] = set()
+    for span in llms:
+        params = loads(span.attributes.get(sc.PYDANTIC_AI_REQUEST_PARAMETERS))
+        tools = params.get("output_tools") if isinstance(params, dict) else None
+        for tool in tools if isinstance(tools, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                names.add(tool["name"])
+    return frozenset(names)
+
+
+def _calls(
+    trace: TraceTree,
+    subtree: Sequence[Span],
+    llms: Sequence[Span],
+    final: Span,
+    messages: MessageCache,
+    settings: AgentSettings,
+    output_tools: frozenset[str],
+    notes: list[str],
+) -> list[_Call]:
+    """The turn's tool calls the final model call could see, in the order they ran."""
+    tool_spans = trace.of_kind(subtree, sc.KIND_TOOL, sc.KIND_RETRIEVER)
+    ids = {s.span_id for s in tool_spans}
+    # The outer call only: a retriever inside a tool is that tool's result.
+    outer = [s for s in tool_spans if not any(a.span_id in ids for a in trace.ancestors(s))]
+    calls = [_from_span(trace, s, settings) for s in outer if _before(s, final)]
+    calls = [c for c in calls if c.name not in output_tools]
+    requests = [r for s in llms if _before(s, final) for r in _requests(s, messages)]
+    requests = [r for r in requests if r.name not in output_tools]
+    _join_requests(calls, requests)
+    _join_messages(calls, _turn_tool_messages(messages.input(final)), final)
+    known = {c.call_id for c in calls if c.call_id}
+    for request in requests:  # asked for, and no span or message carries its result
+        if request.call_id and request.call_id not in known:
+            calls.append(
+                _Call(request.name, request.call_id, request.arguments, status="no_result")
+            )
+            known.add(request.call_id)
+    if len(calls) > settings.max_tool_calls:
+        notes.append(f"tool_calls: {len(calls)} -> {settings.max_tool_calls} kept")
+        calls = calls[: settings.max_tool_calls]
+    return calls
+
+
+def _before(span: Span, final: Span) -> bool:
+    return span is not final and (
+        not final.start_time_ns or span.end_time_ns <= final.start_time_ns
+    )
+
+
+def _from_span(trace: TraceTree, span: Span, settings: AgentSettings) -> _Call:
+    attrs = span.attributes
+    name = first_str(attrs, sc.GEN_AI_TOOL_NAME, sc.TOOL_NAME) or span.name.removeprefix(
+        f"{sc.GEN_AI_OP_EXECUTE_TOOL} "
+    )
+    arguments = attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS, attrs.get(sc.INPUT_VALUE))
+    result = attrs.get(sc.GEN_AI_TOOL_CALL_RESULT, attrs.get(sc.OUTPUT_VALUE))
+    call_id = first_str(attrs, sc.GEN_AI_TOOL_CALL_ID)
+    result, from_result = _unwrap_tool_message(result)
+    call = _Call(
+        name=name,
+        call_id=call_id or from_result,
+        arguments=_as_text(arguments),
+        result=result,
+        span=span,
+        status="error"
+        if span.status == SpanStatus.ERROR
+        else ("ok" if result is not None else "unset"),
+        error=span.status_message if span.status == SpanStatus.ERROR else None,
+        start_time_ns=span.start_time_ns,
+    )
+    if trace.kind(span) == sc.KIND_RETRIEVER:
+        call.retriever = True
+        call.name = first_str(attrs, sc.GEN_AI_DATA_SOURCE_ID, sc.TOOL_NAME) or span.name
+        call.retriever_docs = documents(span, "documents", [])
+        call.query = text(span, "query") or None
+    else:
+        inner = trace.of_kind(trace.subtree(span), sc.KIND_RETRIEVER)
+        call.retriever_docs = [d for r in inner for d in documents(r, "documents", [])]
+    call.retrieval = bool(call.retriever_docs) or _retrieval_tool(name, attrs, settings)
+    if call.retriever_docs and call.result is None:
+        call.status = "ok"
+    return call
+
+
+def _unwrap_tool_message(value: Any) -> tuple[Any, str | None]:
+    """(the result, its call id) of a LangChain ToolMessage dump (``{"type": "tool",
+    "data": {"content", "tool_call_id"}}``); anything else as it is."""
+    parsed = loads(value) if isinstance(value, str) and '"tool"' in value[:200] else value
+    if isinstance(parsed, dict):
+        data = parsed.get("data") if isinstance(parsed.get("data"), dict) else parsed
+        if parsed.get("type") == "tool" or data.get("type") == "tool":
+            content = data.get("content")
+            return content, opt_str(data.get("tool_call_id"))
+    return value, None
+
+
+def _retrieval_tool(name: str, attrs: dict[str, AttributeValue], settings: AgentSettings) -> bool:
+    if attrs.get(sc.GEN_AI_TOOL_TYPE) == sc.GEN_AI_TOOL_TYPE_DATASTORE:
+        return True
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in settings.retrieval_tools)
+
+
+def _join_requests(calls: list[_Call], requests: Sequence[ToolRequest]) -> None:
+    """Fill each span's call id and arguments from the model's request: by id, else the
+    next request of the same name (some instrumentations write neither on the span)."""
+    by_id = {r.call_id: r for r in requests if r.call_id}
+    unused = [r for r in requests]
+    for call in calls:
+        request = by_id.get(call.call_id) if call.call_id else None
+        if request is None:
+            request = next(
+                (r for r in unused if r.name == call.name and not _taken(r, calls)), None
+            )
+        if request is None:
+            continue
+        if request in unused:
+            unused.remove(request)
+        call.call_id = call.call_id or request.call_id
+        call.arguments = call.arguments or request.arguments
+
+
+def _taken(request: ToolRequest, calls: list[_Call]) -> bool:
+    return request.call_id is not None and any(c.call_id == request.call_id for c in calls)
+
+
+def _turn_tool_messages(history: Sequence[Message]) -> list[Message]:
+    """The tool messages after the last user message that says something: this turn's."""
+    last_user = max((i for i, m in enumerate(history) if m.role == "user" and m.text), default=-1)
+    return [m for m in history[last_user + 1 :] if m.role == "tool"]
+
+
+def _join_messages(calls: list[_Call], tool_messages: Sequence[Message], final: Span) -> None:
+    """A result no span carried, from the final model call's input: fills the span's
+    call, or is a call of its own (its document names that model call's span)."""
+    by_id = {c.call_id: c for c in calls if c.call_id}
+    for message in tool_messages:
+        call = by_id.get(message.call_id) if message.call_id else None
+        result = message.result if message.result is not None else message.text
+        if call is None:
+            call = _Call(message.name or "", message.call_id, result=result, from_message=True)
+            call.status = "ok"
+            call.span = None
+            call.start_time_ns = final.start_time_ns
+            calls.append(call)
+            if message.call_id:
+                by_id[message.call_id] = call
+        elif call.result is None and not call.retriever_docs:
+            call.result, call.status = result, "ok" if call.status != "error" else "error"
+
+
+def _documents(
+    calls: Sequence[_Call], final: Span, settings: AgentSettings, notes: list[str]
+) -> tuple[list[Document], list[ToolCall]]:
+    found: list[Document] = []
+    out: list[ToolCall] = []
+    for call in calls:
+        if call.retriever_docs:
+            passages, listed = call.retriever_docs, True
+        else:
+            passages, listed = _passages(call.result, settings.max_result_chars, call.name, notes)
+        retrieval = call.retrieval or listed
+        arguments = call.arguments[:MAX_ARGUMENTS_CHARS]
+        span_id = call.span.span_id if call.span is not None else final.span_id
+        query = call.query if call.query is not None else _query(call.arguments)
+        start = len(found)
+        for index, doc in enumerate(passages):
+            source = DocumentSource(
+                kind="message" if call.from_message else "retriever" if call.retriever else "tool",
+                tool=call.name,
+                call_id=call.call_id,
+                span_id=span_id,
+                arguments=arguments,
+                query=query,
+                index=index,
+                retrieval=retrieval,
+            )
+            found.append(doc.model_copy(update={"source": source}))
+        out.append(
+            ToolCall(
+                name=call.name,
+                call_id=call.call_id,
+                arguments=arguments,
+                result=None
+                if call.result is None
+                else _as_text(call.result)[:MAX_RESULT_KEPT_CHARS],
+                span_id=call.span.span_id if call.span is not None else None,
+                status=call.status if call.status in ("ok", "error", "no_result") else "unset",  # type: ignore[arg-type]
+                error=call.error,
+                retrieval=retrieval,
+                documents=list(range(start, len(found))),
+                start_time_ns=call.start_time_ns,
+            )
+        )
+    return found, out
+
+
+def _passages(
+    result: Any, max_chars: int, tool: str, notes: list[str]
+) -> tuple[list[Document], bool]:
+    """(one document per passage, whether the result was a list of documents)."""
+    if result is None:
+        return [], False
+    if isinstance(result, bytes):
+        notes.append(f"tool {tool}: binary result -> text")
+        result = result.decode("utf-8", "replace")
+    if isinstance(result, str) and len(result) > max_chars:
+        notes.append(f"tool {tool}: result of {len(result)} chars cut to {max_chars}, not parsed")
+        return [Document(content=result[:max_chars])], False
+    data = loads(result) if isinstance(result, str) else result
+    if isinstance(data, dict):
+        inner = next((data[k] for k in _LISTS if isinstance(data.get(k), list)), None)
+        data = inner if inner is not None else data
+    if isinstance(data, list) and data:
+        if all(isinstance(item, str) for item in data):
+            return [Document(content=item) for item in data], True
+        if all(isinstance(item, dict) and _content_of(item) is not None for item in data):
+            return [_document(item) for item in data], True
+    text_value = result if isinstance(result, str) else _as_text(result)
+    return ([Document(content=text_value)] if text_value.strip() else []), False
+
+
+def _content_of(item: dict[str, Any]) -> str | None:
+    value = next((item[k] for k in _CONTENT if isinstance(item.get(k), str)), None)
+    return value
+
+
+def _document(item: dict[str, Any]) -> Document:
+    meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+    doc_id = item.get("id", meta.get("id") if isinstance(meta, dict) else None)
+    score = item.get("score")
+    return Document(
+        id=None if doc_id is None else str(doc_id),
+        content=_content_of(item) or "",
+        score=float(score)
+        if isinstance(score, int | float) and not isinstance(score, bool)
+        else None,
+        metadata=meta if isinstance(meta, dict) else {},
+    )
+
+
+def _query(arguments: str) -> str | None:
+    """What a call searched for: its query argument, or its whole argument when that is
+    plain text."""
+    data = loads(arguments)
+    if isinstance(data, dict):
+        value = next((data[k] for k in _QUERY if isinstance(data.get(k), str)), None)
+        return value.strip() if value else None
+    if isinstance(data, str) and data.strip():
+        return data.strip()[:1000]
+    return None
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
