@@ -33,7 +33,7 @@ import fnmatch
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ragpulse import semconv as sc
 from ragpulse.collector.conventions import read
@@ -42,7 +42,6 @@ from ragpulse.collector.messages import (
     MessageCache,
     ToolRequest,
     final_text,
-    last_user_text,
 )
 from ragpulse.collector.readers import loads
 from ragpulse.collector.spans import (
@@ -58,11 +57,9 @@ from ragpulse.config import AgentSettings
 from ragpulse.record import (
     AttributeValue,
     Document,
-    DocumentSource,
     RagRecord,
     Span,
     SpanStatus,
-    ToolCall,
 )
 
 MAX_ARGUMENTS_CHARS = 4_000
@@ -73,6 +70,11 @@ _CONTENT = ("content", "text", "page_content", "snippet", "body", "passage")
 _LISTS = ("documents", "results", "passages", "items", "hits", "chunks")
 _QUERY = ("query", "q", "question", "search", "search_query", "query_text", "text", "input")
 _TOOL_CALL_MARK = '"tool_call"'
+_STATUS: dict[str, Literal["ok", "error", "no_result"]] = {
+    "ok": "ok",
+    "error": "error",
+    "no_result": "no_result",
+}
 
 
 def is_agent_turn(
@@ -134,8 +136,7 @@ def agent_record(
         trace.of_kind(subtree, sc.KIND_LLM), key=lambda s: (s.end_time_ns, s.start_time_ns)
     )
     final = next((s for s in reversed(llms) if final_text(messages.output(s))), llms[-1])
-    first_input = messages.input(llms[0])
-    question = last_user_text(first_input) or text(root, "question")
+    question = messages.turn(llms[0]).question or text(root, "question")
     question = question or text(llms[0], "user_message")
     if not question:
         return None
@@ -151,34 +152,37 @@ def agent_record(
     answer = answer_text(root_answer, final_text(messages.output(final)) or structured)
 
     route, attributes = record_attributes(trace, root, subtree, annotations)
-    spans_with_docs = {d.source.span_id for d in found if d.source is not None}
+    spans_with_docs = {d["source"]["span_id"] for d in found}
     if len(spans_with_docs) == 1:
         attributes[sc.RAGPULSE_DOCUMENTS_SPAN_ID] = next(iter(spans_with_docs)) or ""
     if notes:
         attributes[sc.RAGPULSE_COERCED] = notes
-    retrieval_spans = [c.span_id for c in tool_calls if c.retrieval and c.span_id]
-    return RagRecord(
-        trace_id=root.trace_id,
-        span_id=root.span_id,
-        service=root.service,
-        route=route,
-        question=question,
-        documents=found,
-        answer=answer,
-        model=opt_str(read(final, "model")),
-        retrieval_span_ids=list(dict.fromkeys(retrieval_spans)),
-        generation_span_id=final.span_id,
-        response_id=opt_str(read(final, "response_id")),
-        latency_ms=root.duration_ms,
-        input_tokens=_summed(llms, "input_tokens"),
-        output_tokens=_summed(llms, "output_tokens"),
-        error=any(s.status == SpanStatus.ERROR for s in subtree),
-        start_time_ns=root.start_time_ns,
-        end_time_ns=root.end_time_ns,
-        attributes=attributes,
-        kind="agent",
-        tool_calls=tool_calls,
-        model_calls=len(llms),
+    retrieval_spans = [c["span_id"] for c in tool_calls if c["retrieval"] and c["span_id"]]
+    # The documents and tool calls are fields: validated here, once, with the record.
+    return RagRecord.model_validate(
+        {
+            "trace_id": root.trace_id,
+            "span_id": root.span_id,
+            "service": root.service,
+            "route": route,
+            "question": question,
+            "documents": found,
+            "answer": answer,
+            "model": opt_str(read(final, "model")),
+            "retrieval_span_ids": list(dict.fromkeys(retrieval_spans)),
+            "generation_span_id": final.span_id,
+            "response_id": opt_str(read(final, "response_id")),
+            "latency_ms": root.duration_ms,
+            "input_tokens": _summed(llms, "input_tokens"),
+            "output_tokens": _summed(llms, "output_tokens"),
+            "error": any(s.status == SpanStatus.ERROR for s in subtree),
+            "start_time_ns": root.start_time_ns,
+            "end_time_ns": root.end_time_ns,
+            "attributes": attributes,
+            "kind": "agent",
+            "tool_calls": tool_calls,
+            "model_calls": len(llms),
+        }
     )
 
 
@@ -217,10 +221,30 @@ def _calls(
     outer = [s for s in tool_spans if not any(a.span_id in ids for a in trace.ancestors(s))]
     calls = [_from_span(trace, s, settings) for s in outer if _before(s, final)]
     calls = [c for c in calls if c.name not in output_tools]
+    # What the model asked for: each call's output (a message or two each).
     requests = [r for s in llms if _before(s, final) for r in _requests(s, messages)]
     requests = [r for r in requests if r.name not in output_tools]
     _join_requests(calls, requests)
-    _join_messages(calls, _turn_tool_messages(messages.input(final)), final)
+    answered = {
+        c.call_id for c in calls if c.call_id and (c.result is not None or c.retriever_docs)
+    }
+    if not requests or any(r.call_id not in answered for r in requests) or not calls:
+        # A result no span carried: the final call's input has it (the turn's tool
+        # messages), and every call the turn made when the outputs said nothing. Parsed
+        # only then: that input repeats the whole conversation.
+        turn = messages.turn(final).messages
+        if not requests:
+            requests = [r for m in turn if m.role == "assistant" for r in m.tool_calls]
+            requests = [r for r in requests if r.name not in output_tools]
+            _join_requests(calls, requests)
+        _join_messages(calls, [m for m in turn if m.role == "tool"], final)
+    by_id = {r.call_id: r for r in requests if r.call_id}
+    for call in calls:  # a result seen only as a message: its name and arguments
+        request = by_id.get(call.call_id) if call.from_message and call.call_id else None
+        if request is not None:
+            call.name = call.name or request.name
+            call.arguments = call.arguments or request.arguments
+            call.retrieval = _retrieval_tool(call.name, {}, settings)
     known = {c.call_id for c in calls if c.call_id}
     for request in requests:  # asked for, and no span or message carries its result
         if request.call_id and request.call_id not in known:
@@ -266,7 +290,7 @@ def _from_span(trace: TraceTree, span: Span, settings: AgentSettings) -> _Call:
         call.name = first_str(attrs, sc.GEN_AI_DATA_SOURCE_ID, sc.TOOL_NAME) or span.name
         call.retriever_docs = documents(span, "documents", [])
         call.query = text(span, "query") or None
-    else:
+    elif trace.children.get(span.span_id):  # a tool that called a retriever
         inner = trace.of_kind(trace.subtree(span), sc.KIND_RETRIEVER)
         call.retriever_docs = [d for r in inner for d in documents(r, "documents", [])]
     call.retrieval = bool(call.retriever_docs) or _retrieval_tool(name, attrs, settings)
@@ -280,7 +304,8 @@ def _unwrap_tool_message(value: Any) -> tuple[Any, str | None]:
     "data": {"content", "tool_call_id"}}``); anything else as it is."""
     parsed = loads(value) if isinstance(value, str) and '"tool"' in value[:200] else value
     if isinstance(parsed, dict):
-        data = parsed.get("data") if isinstance(parsed.get("data"), dict) else parsed
+        inner = parsed.get("data")
+        data: dict[str, Any] = inner if isinstance(inner, dict) else parsed
         if parsed.get("type") == "tool" or data.get("type") == "tool":
             content = data.get("content")
             return content, opt_str(data.get("tool_call_id"))
@@ -317,12 +342,6 @@ def _taken(request: ToolRequest, calls: list[_Call]) -> bool:
     return request.call_id is not None and any(c.call_id == request.call_id for c in calls)
 
 
-def _turn_tool_messages(history: Sequence[Message]) -> list[Message]:
-    """The tool messages after the last user message that says something: this turn's."""
-    last_user = max((i for i, m in enumerate(history) if m.role == "user" and m.text), default=-1)
-    return [m for m in history[last_user + 1 :] if m.role == "tool"]
-
-
 def _join_messages(calls: list[_Call], tool_messages: Sequence[Message], final: Span) -> None:
     """A result no span carried, from the final model call's input: fills the span's
     call, or is a call of its own (its document names that model call's span)."""
@@ -344,12 +363,17 @@ def _join_messages(calls: list[_Call], tool_messages: Sequence[Message], final: 
 
 def _documents(
     calls: Sequence[_Call], final: Span, settings: AgentSettings, notes: list[str]
-) -> tuple[list[Document], list[ToolCall]]:
-    found: list[Document] = []
-    out: list[ToolCall] = []
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The turn's documents and tool calls, as fields: the record validates them all
+    in one call."""
+    found: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
     for call in calls:
         if call.retriever_docs:
-            passages, listed = call.retriever_docs, True
+            passages: list[dict[str, Any]] = [
+                d.model_dump(exclude={"source"}) for d in call.retriever_docs
+            ]
+            listed = True
         else:
             passages, listed = _passages(call.result, settings.max_result_chars, call.name, notes)
         retrieval = call.retrieval or listed
@@ -357,41 +381,47 @@ def _documents(
         span_id = call.span.span_id if call.span is not None else final.span_id
         query = call.query if call.query is not None else _query(call.arguments)
         start = len(found)
-        for index, doc in enumerate(passages):
-            source = DocumentSource(
-                kind="message" if call.from_message else "retriever" if call.retriever else "tool",
-                tool=call.name,
-                call_id=call.call_id,
-                span_id=span_id,
-                arguments=arguments,
-                query=query,
-                index=index,
-                retrieval=retrieval,
-            )
-            found.append(doc.model_copy(update={"source": source}))
+        for index, fields in enumerate(passages):
+            source = {
+                "kind": "message"
+                if call.from_message
+                else "retriever"
+                if call.retriever
+                else "tool",
+                "tool": call.name,
+                "call_id": call.call_id,
+                "span_id": span_id,
+                "arguments": arguments,
+                "query": query,
+                "index": index,
+                "retrieval": retrieval,
+            }
+            # As fields: the record validates every document once, in one call.
+            found.append({**fields, "source": source})
         out.append(
-            ToolCall(
-                name=call.name,
-                call_id=call.call_id,
-                arguments=arguments,
-                result=None
+            {
+                "name": call.name,
+                "call_id": call.call_id,
+                "arguments": arguments,
+                "result": None
                 if call.result is None
                 else _as_text(call.result)[:MAX_RESULT_KEPT_CHARS],
-                span_id=call.span.span_id if call.span is not None else None,
-                status=call.status if call.status in ("ok", "error", "no_result") else "unset",  # type: ignore[arg-type]
-                error=call.error,
-                retrieval=retrieval,
-                documents=list(range(start, len(found))),
-                start_time_ns=call.start_time_ns,
-            )
+                "span_id": call.span.span_id if call.span is not None else None,
+                "status": _STATUS.get(call.status, "unset"),
+                "error": call.error,
+                "retrieval": retrieval,
+                "documents": list(range(start, len(found))),
+                "start_time_ns": call.start_time_ns,
+            }
         )
     return found, out
 
 
 def _passages(
     result: Any, max_chars: int, tool: str, notes: list[str]
-) -> tuple[list[Document], bool]:
-    """(one document per passage, whether the result was a list of documents)."""
+) -> tuple[list[dict[str, Any]], bool]:
+    """(the fields of one document per passage, whether the result was a list of
+    documents)."""
     if result is None:
         return [], False
     if isinstance(result, bytes):
@@ -399,37 +429,42 @@ def _passages(
         result = result.decode("utf-8", "replace")
     if isinstance(result, str) and len(result) > max_chars:
         notes.append(f"tool {tool}: result of {len(result)} chars cut to {max_chars}, not parsed")
-        return [Document(content=result[:max_chars])], False
+        return [_fields(result[:max_chars])], False
     data = loads(result) if isinstance(result, str) else result
     if isinstance(data, dict):
         inner = next((data[k] for k in _LISTS if isinstance(data.get(k), list)), None)
         data = inner if inner is not None else data
     if isinstance(data, list) and data:
         if all(isinstance(item, str) for item in data):
-            return [Document(content=item) for item in data], True
-        if all(isinstance(item, dict) and _content_of(item) is not None for item in data):
-            return [_document(item) for item in data], True
+            return [_fields(item) for item in data], True
+        contents = [_content_of(item) if isinstance(item, dict) else None for item in data]
+        if all(c is not None for c in contents):
+            return [_passage(item, c) for item, c in zip(data, contents, strict=True)], True  # type: ignore[arg-type]
     text_value = result if isinstance(result, str) else _as_text(result)
-    return ([Document(content=text_value)] if text_value.strip() else []), False
+    return ([_fields(text_value)] if text_value.strip() else []), False
+
+
+def _fields(content: str) -> dict[str, Any]:
+    return {"id": None, "content": content, "score": None, "metadata": {}}
 
 
 def _content_of(item: dict[str, Any]) -> str | None:
-    value = next((item[k] for k in _CONTENT if isinstance(item.get(k), str)), None)
-    return value
+    return next((v for k in _CONTENT if isinstance(v := item.get(k), str)), None)
 
 
-def _document(item: dict[str, Any]) -> Document:
-    meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
-    doc_id = item.get("id", meta.get("id") if isinstance(meta, dict) else None)
+def _passage(item: dict[str, Any], content: str) -> dict[str, Any]:
+    raw_meta = item.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    doc_id = item.get("id", meta.get("id"))
     score = item.get("score")
-    return Document(
-        id=None if doc_id is None else str(doc_id),
-        content=_content_of(item) or "",
-        score=float(score)
+    return {
+        "id": None if doc_id is None else str(doc_id),
+        "content": content,
+        "score": float(score)
         if isinstance(score, int | float) and not isinstance(score, bool)
         else None,
-        metadata=meta if isinstance(meta, dict) else {},
-    )
+        "metadata": meta,
+    }
 
 
 def _query(arguments: str) -> str | None:

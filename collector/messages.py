@@ -68,7 +68,17 @@ class Message:
     name: str | None = None
     """On a tool message: the tool's name, when the convention gives it."""
     result: Any = None
-    """On a tool message: the result as structured data, when it came structured."""
+    """On a tool message: the result when it came as structured data (JSON text stays in
+    ``text``, parsed only if a document needs it)."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A model call's input read as a turn: the last user message that says something,
+    and what came after it (the turn's tool calls and results so far)."""
+
+    question: str
+    messages: tuple[Message, ...]
 
 
 @dataclass
@@ -76,7 +86,8 @@ class MessageCache:
     """Each span's input and output messages, parsed on first use (one trace's worth)."""
 
     _parsed: dict[tuple[str, str], tuple[Message, ...]] = field(default_factory=dict)
-    _texts: dict[str, tuple[Message, ...]] = field(default_factory=dict)
+    _texts: dict[str, Any] = field(default_factory=dict)
+    _turns: dict[str, Turn] = field(default_factory=dict)
 
     def input(self, span: Span) -> tuple[Message, ...]:
         return self._get(span, "input")
@@ -84,14 +95,32 @@ class MessageCache:
     def output(self, span: Span) -> tuple[Message, ...]:
         return self._get(span, "output")
 
+    def turn(self, span: Span) -> Turn:
+        """The span's input as a :class:`Turn`, converting only the messages from the last
+        user message on (an agent's history, repeated in every call, is left as it came)."""
+        found = self._turns.get(span.span_id)
+        if found is None:
+            raw = self._raw(span, "input")
+            items = raw if isinstance(raw, list) else list(self._get(span, "input"))
+            found = self._turns[span.span_id] = split_turn(items)
+        return found
+
     def _get(self, span: Span, side: Literal["input", "output"]) -> tuple[Message, ...]:
         key = (span.span_id, side)
         found = self._parsed.get(key)
         if found is None:
-            found = self._parsed[key] = self._read(span, side)
+            raw = self._raw(span, side)
+            if isinstance(raw, list | dict):
+                found = parse_messages(raw)
+            else:
+                prefix = sc.LLM_INPUT_MESSAGES if side == "input" else sc.LLM_OUTPUT_MESSAGES
+                found = flat_messages(span.attributes, prefix)
+            self._parsed[key] = found
         return found
 
-    def _read(self, span: Span, side: Literal["input", "output"]) -> tuple[Message, ...]:
+    def _raw(self, span: Span, side: Literal["input", "output"]) -> Any:
+        """The GenAI messages of one side as decoded JSON (the same text on two spans is
+        decoded once), else None (the convention writes them flat)."""
         genai = sc.GEN_AI_INPUT_MESSAGES if side == "input" else sc.GEN_AI_OUTPUT_MESSAGES
         raw = span.attributes.get(genai)
         if raw is None:
@@ -99,22 +128,28 @@ class MessageCache:
                 if event.name == sc.GEN_AI_OPERATION_DETAILS_EVENT and genai in event.attributes:
                     raw = event.attributes[genai]
                     break
-        if raw is not None:
-            return self._json(raw)
-        prefix = sc.LLM_INPUT_MESSAGES if side == "input" else sc.LLM_OUTPUT_MESSAGES
-        flat = flat_messages(span.attributes, prefix)
-        if flat:
-            return flat
-        return ()
-
-    def _json(self, raw: Any) -> tuple[Message, ...]:
-        """A JSON message list; the same text on two spans is parsed once."""
         if isinstance(raw, str):
-            found = self._texts.get(raw)
-            if found is None:
-                found = self._texts[raw] = parse_messages(loads(raw))
-            return found
-        return parse_messages(raw)
+            decoded = self._texts.get(raw)
+            if decoded is None:
+                decoded = self._texts[raw] = loads(raw)
+            raw = decoded
+        if isinstance(raw, dict):
+            raw = raw.get("messages", [raw])
+        return raw if isinstance(raw, list) else None
+
+
+def split_turn(items: list[Any]) -> Turn:
+    """:class:`Turn` of a message list (raw JSON messages or :class:`Message`), read from
+    the end back to the last user message that says something."""
+    after: list[Message] = []
+    for item in reversed(items[-MAX_MESSAGES:]):
+        found = [item] if isinstance(item, Message) else _message(item)
+        question = next((m.text for m in found if m.role == "user" and m.text), None)
+        if question is not None:
+            tail = found[[m.text for m in found].index(question) + 1 :]
+            return Turn(question, tuple([*tail, *after]))
+        after[:0] = found
+    return Turn("", tuple(after))
 
 
 def parse_messages(value: Any) -> tuple[Message, ...]:
@@ -156,7 +191,7 @@ def _message(item: Any) -> list[Message]:
                 text,
                 call_id=call_id,
                 name=_str(item.get("name")),
-                result=_structured(item.get("content")),
+                result=None if isinstance(item.get("content"), str) else item.get("content"),
             )
         ]
     return [Message(role, text, tool_calls=calls)]
@@ -188,10 +223,10 @@ def _genai(role: Role, parts: list[Any]) -> list[Message]:
             tools.append(
                 Message(
                     "tool",
-                    _json_text(result),
+                    result if isinstance(result, str) else "",
                     call_id=_str(part.get("id")),
                     name=_str(part.get("name")),
-                    result=result if not isinstance(result, str) else _structured(result),
+                    result=None if isinstance(result, str) else result,
                 )
             )
     out: list[Message] = []
@@ -231,7 +266,7 @@ def flat_messages(attributes: Mapping[str, Any], prefix: str) -> tuple[Message, 
                 calls,
                 call_id=_str(f.get(sc.MESSAGE_TOOL_CALL_ID)),
                 name=_str(f.get(sc.MESSAGE_NAME)),
-                result=_structured(text) if role == "tool" else None,
+                result=None,
             )
         )
     return tuple(out)
@@ -280,14 +315,6 @@ def _content_text(content: Any) -> str:
                 texts.append(part["text"])
         return " ".join(texts).strip()
     return ""
-
-
-def _structured(value: Any) -> Any:
-    """A tool result as data when it is JSON text (a list of passages, say), else None."""
-    if isinstance(value, list | dict):
-        return value
-    parsed = loads(value) if isinstance(value, str) else None
-    return parsed if isinstance(parsed, list | dict) else None
 
 
 def _json_text(value: Any) -> str:

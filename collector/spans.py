@@ -41,8 +41,16 @@ class TraceTree:
             if s.parent_span_id and s.parent_span_id in self.by_id:
                 self.children[s.parent_span_id].append(s)
         self.kinds = {s.span_id: role_of(s) for s in self.spans}
+        self._subtrees: dict[str, list[Span]] = {}
 
     def subtree(self, root: Span) -> list[Span]:
+        """``root`` and every span under it, in start order (kept: asked again per record)."""
+        found = self._subtrees.get(root.span_id)
+        if found is None:
+            found = self._subtrees[root.span_id] = self._walk(root)
+        return found
+
+    def _walk(self, root: Span) -> list[Span]:
         out, stack, seen = [], [root], {root.span_id}
         while stack:
             span = stack.pop()

@@ -27,6 +27,14 @@ TEXT_ANALYSES = "ragpulse/text-analyses"
 """The plug-in context key of the :class:`TextAnalyses` every evaluator shares."""
 
 
+RECORD_KINDS = frozenset({"rag", "agent", "retrieval"})
+"""What a record can be (:attr:`~ragpulse.record.RagRecord.kind`)."""
+ANSWERED = frozenset({"rag", "agent"})
+"""The records with an answer: what an answer metric scores (not a retrieval alone)."""
+AGENT_TURNS = frozenset({"agent"})
+"""Agent turns only: what the agent signals score."""
+
+
 class Tier(StrEnum):
     """Cost class of an evaluator; sampling decides per tier."""
 
@@ -77,6 +85,9 @@ class Evaluator(ABC):
     direction: ClassVar[Direction] = Direction.HIGHER_IS_BETTER
     default_enabled: ClassVar[bool] = True
     """Selected when the configuration names no evaluators (and :meth:`missing` is None)."""
+    applies_to: ClassVar[frozenset[str]] = RECORD_KINDS
+    """The record kinds it scores (:data:`ANSWERED` for an answer metric, :data:`AGENT_TURNS`
+    for an agent signal); records of another kind get no result of it at all."""
     requires_reference: ClassVar[bool] = False
     """Scores against a test-set row's :class:`~ragpulse.record.Reference` (recall@k, answer
     correctness, behaviour): never on by default in ``serve`` (live records carry none);

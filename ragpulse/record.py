@@ -235,6 +235,19 @@ class RagRecord(BaseModel):
         """The query a document answers: what the agent searched for, else the question."""
         return document.query or self.question
 
+    def for_relevance(self, top_k: int | None = None) -> list[tuple[int, str, Document]]:
+        """(index in ``documents``, query, document) of what context relevance scores: the
+        retrieved documents (:meth:`retrieved`), the first ``top_k`` of them, each with
+        the query that found it (:meth:`query_for`)."""
+        chosen = self.retrieved()[:top_k] if top_k is not None else self.retrieved()
+        return [(i, self.query_for(d), d) for i, d in chosen]
+
+    def no_relevance_reason(self) -> str:
+        """Why context relevance does not apply to a record with nothing to score."""
+        if not self.documents:
+            return "no documents retrieved"
+        return "no retrieval documents: the tools' results count for faithfulness only"
+
 
 class Direction(StrEnum):
     """Which way a metric's score is good; declared by each evaluator, carried on its results."""

@@ -3,6 +3,7 @@ repeats."""
 
 from __future__ import annotations
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.evaluators.text.overlap import LexicalEvaluator, share_in
 from ragpulse.record import EvalResult, RagRecord
@@ -12,6 +13,7 @@ class LexicalAnswerRelevance(LexicalEvaluator):
     """Share of the question's content tokens that the answer repeats."""
 
     metric = "answer_relevance"
+    applies_to = ANSWERED
     method = "lexical"
 
     def lexical(self, record: RagRecord, texts: TextAnalyses) -> EvalResult:

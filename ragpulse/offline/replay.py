@@ -548,7 +548,8 @@ def score(
         for chunk in _chunks(missing, batch_size):
             scored = evaluate_records([r.before for r in chunk], [evaluator])
             for row, results in zip(chunk, scored, strict=True):
-                row.before_results[evaluator.name] = results[0]
+                if results:  # none when the evaluator does not apply to the record's kind
+                    row.before_results[evaluator.name] = results[0]
     twins = [r.control for r in rows if r.control is not None]
     for row in rows:
         if row.control is not None:
