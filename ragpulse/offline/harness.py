@@ -409,7 +409,8 @@ def run(options: HarnessOptions, console: Console, settings: Callable[[], Settin
     """``eval --generator``: 0 when done and the gates pass; 1 when a gate fails or no
     call answered; 2 for a path or usage problem (before any call); 128 + the signal on
     SIGINT/SIGTERM, the rows scored so far kept. ``settings`` loads the settings, once the
-    inputs are known to be usable; the report goes to ``console``, progress to stderr."""
+    inputs are known to be usable; the report goes to ``console``, progress to stderr. A
+    generator or retriever that does not load raises ConfigError naming its flag."""
     from ragpulse.offline.io import not_text, path_problem
 
     problem = path_problem(options.input, options.output)
