@@ -54,12 +54,14 @@ ALIASES: dict[str, str] = {
 
 _LIST_FIELDS = frozenset({"reference_answers", "reference_contexts", "contexts"})
 
+SET_LINE_KEYS = ("set", "written_at", "reason", "sampling", "record", "results")
+"""The keys of a regression-set line (:mod:`ragpulse.exporters.regression` writes them)."""
+
 KNOWN_KEYS = frozenset(
-    {*RECORD_KEYS, "documents", *REFERENCE_KEYS, *ALIASES,
-     # written by ragpulse itself: eval output, regression-set lines, harness output
-     "results", "coerced", "truncated_input", "line", "raw", "error", "recorded", "set",
-     "written_at", "reason", "sampling", "record", "generation", "condition_note",
-     "row_expected_behavior", "skipped", "not_scored"}
+    {*RECORD_KEYS, "documents", *REFERENCE_KEYS, *ALIASES, *SET_LINE_KEYS,
+     # written by ragpulse itself: eval output, harness output
+     "coerced", "truncated_input", "line", "raw", "error", "recorded", "generation",
+     "condition_note", "row_expected_behavior", "skipped", "not_scored"}
 )  # fmt: skip
 
 
