@@ -9,12 +9,15 @@ path. Two workloads, alternated ``--rounds`` times each:
   span, 6 ``chat`` spans and 5 ``execute_tool`` spans; each tool returns 4 passages (20
   documents a turn); every chat span's ``gen_ai.input.messages`` repeats a 20-message
   history plus the turn so far (the calls, the results), as a model call does;
-- RAG traces of a chat app (CHAIN, RETRIEVER with 20 documents, LLM whose
-  ``llm.input_messages`` hold the documents, the same 20-message history and the
-  question), the system prompt padded so that a body weighs what an agent body does.
+- RAG traces of a chat app of the same size in content: 20 documents retrieved (a
+  RETRIEVER span) and one model call whose ``llm.input_messages`` hold the documents, the
+  same 20-message history and the question (CHAIN, RETRIEVER, LLM).
 
-Printed: turns/s, MB/s received, CPU-seconds per MB, peak RSS, and the agent path's cost
-per byte against the RAG path's (the issue's bound: at most 2x).
+An agent turn is larger than such a trace (each of its model calls repeats the history),
+so the two are compared per byte received: printed are turns/s, MB/s, CPU-seconds per MB
+and peak RSS of each, and the agent path's cost per byte against the RAG path's (the
+bound: at most 2x). ``--pad`` fills the RAG traces' system prompt up to the agent turns'
+size instead, for a comparison at equal size.
 
     .venv/bin/python bench/agents.py [--traces 2000] [--rounds 3]
 """
@@ -160,12 +163,15 @@ def main() -> None:
     parser.add_argument("--per-request", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument(
+        "--pad", action="store_true", help="pad the RAG traces to the agent turns' size"
+    )
     args = parser.parse_args()
     agent = bodies(args.traces, args.per_request, agent_spans)
     agent_bytes = sum(map(len, agent))
     per_trace = agent_bytes // args.traces
     probe = len(bodies(1, 1, lambda n: rag_spans(n, 0))[0])
-    pad = max(0, (per_trace - probe) // 2)
+    pad = max(0, (per_trace - probe) // 2) if args.pad else 0
     rag = bodies(args.traces, args.per_request, lambda n: rag_spans(n, pad))
     rag_bytes = sum(map(len, rag))
     print(f"{args.traces} traces a run, {args.per_request} per request; serve env {SERVE_ENV}")

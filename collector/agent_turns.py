@@ -41,6 +41,7 @@ from ragpulse.collector.messages import (
     Message,
     MessageCache,
     ToolRequest,
+    arguments_text,
     final_text,
 )
 from ragpulse.collector.readers import loads
@@ -146,7 +147,8 @@ def agent_record(
     found, tool_calls = _documents(calls, final, settings, notes)
 
     structured = next(
-        (r.arguments for r in _requests(final, messages) if r.name in output_tools), ""
+        (arguments_text(r.arguments) for r in _requests(final, messages) if r.name in output_tools),
+        "",
     )
     root_answer = first_str(root.attributes, sc.PYDANTIC_AI_FINAL_RESULT) or text(root, "answer")
     answer = answer_text(root_answer, final_text(messages.output(final)) or structured)
@@ -243,13 +245,18 @@ def _calls(
         request = by_id.get(call.call_id) if call.from_message and call.call_id else None
         if request is not None:
             call.name = call.name or request.name
-            call.arguments = call.arguments or request.arguments
+            call.arguments = call.arguments or arguments_text(request.arguments)
             call.retrieval = _retrieval_tool(call.name, {}, settings)
     known = {c.call_id for c in calls if c.call_id}
     for request in requests:  # asked for, and no span or message carries its result
         if request.call_id and request.call_id not in known:
             calls.append(
-                _Call(request.name, request.call_id, request.arguments, status="no_result")
+                _Call(
+                    request.name,
+                    request.call_id,
+                    arguments_text(request.arguments),
+                    status="no_result",
+                )
             )
             known.add(request.call_id)
     if len(calls) > settings.max_tool_calls:
@@ -335,7 +342,7 @@ def _join_requests(calls: list[_Call], requests: Sequence[ToolRequest]) -> None:
         if request in unused:
             unused.remove(request)
         call.call_id = call.call_id or request.call_id
-        call.arguments = call.arguments or request.arguments
+        call.arguments = call.arguments or arguments_text(request.arguments)
 
 
 def _taken(request: ToolRequest, calls: list[_Call]) -> bool:

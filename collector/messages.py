@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ragpulse import semconv as sc
 from ragpulse.collector.readers import loads
@@ -49,17 +49,19 @@ MAX_MESSAGES = 2_000
 """Messages read per model call; a longer list keeps its last ones (the newest)."""
 
 
-@dataclass(frozen=True)
-class ToolRequest:
-    """A tool call the model asked for."""
+class ToolRequest(NamedTuple):
+    """A tool call the model asked for (a tuple: an agent's history makes many)."""
 
     name: str
     call_id: str | None = None
-    arguments: str = ""
+    arguments: Any = ""
+    """As the convention gave them: JSON text, or the arguments themselves (made text by
+    :func:`arguments_text` only where a record keeps them)."""
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(NamedTuple):
+    """One chat message (a tuple: an agent's history makes many)."""
+
     role: Role
     text: str = ""
     tool_calls: tuple[ToolRequest, ...] = ()
@@ -72,8 +74,7 @@ class Message:
     ``text``, parsed only if a document needs it)."""
 
 
-@dataclass(frozen=True)
-class Turn:
+class Turn(NamedTuple):
     """A model call's input read as a turn: the last user message that says something,
     and what came after it (the turn's tool calls and results so far)."""
 
@@ -215,7 +216,7 @@ def _genai(role: Role, parts: list[Any]) -> list[Message]:
                 ToolRequest(
                     str(part.get("name") or ""),
                     _str(part.get("id")),
-                    _json_text(part.get("arguments")),
+                    part.get("arguments") or "",
                 )
             )
         elif kind == "tool_call_response":
@@ -299,7 +300,7 @@ def _requests(value: Any) -> Iterable[ToolRequest]:
             name, arguments = function.get("name"), function.get("arguments")
         else:
             name, arguments = call.get("name"), call.get("args", call.get("arguments"))
-        yield ToolRequest(str(name or ""), _str(call.get("id")), _json_text(arguments))
+        yield ToolRequest(str(name or ""), _str(call.get("id")), arguments or "")
 
 
 def _content_text(content: Any) -> str:
@@ -315,6 +316,11 @@ def _content_text(content: Any) -> str:
                 texts.append(part["text"])
         return " ".join(texts).strip()
     return ""
+
+
+def arguments_text(value: Any) -> str:
+    """A tool call's arguments as JSON text (as the model wrote them when they are text)."""
+    return _json_text(value)
 
 
 def _json_text(value: Any) -> str:
