@@ -69,6 +69,8 @@ class InjectionRules(Evaluator):
             scan = view(record.question).derived(QUESTION_SCAN, scan_question)
             locations.append(("question", scan))
         for i, doc in enumerate(record.documents):
+            if doc.carried:  # an earlier turn's, or the system prompt: not scanned again
+                continue
             scan = view(doc.content).derived(DOCUMENT_SCAN, scan_document)
             locations.append((f"document:{i}", scan))
         ids = document_ids(record)

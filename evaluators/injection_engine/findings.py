@@ -26,7 +26,9 @@ def locations(record: RagRecord) -> list[tuple[str, str]]:
     """
     out = [("question", record.question)] if record.question.strip() else []
     out += [
-        (f"document:{i}", d.content) for i, d in enumerate(record.documents) if d.content.strip()
+        (f"document:{i}", d.content)
+        for i, d in enumerate(record.documents)
+        if d.content.strip() and not d.carried  # an earlier turn's: scanned in that turn
     ]
     return out
 
