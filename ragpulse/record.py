@@ -22,7 +22,8 @@ class DocumentSource(BaseModel):
 
     kind: Literal["tool", "retriever", "message"] = "tool"
     """``tool``: a tool's span returned it; ``retriever``: a retrieval span inside the turn;
-    ``message``: only the final model call's input showed it."""
+    ``message``: only a message showed it (the final model call's input, or an offline
+    row's tool message)."""
     tool: str = ""
     """The tool's (or retriever's) name (``search_docs``)."""
     call_id: str | None = None
