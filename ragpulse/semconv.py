@@ -110,6 +110,7 @@ GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
 """``function``, ``extension`` or ``datastore`` (a retrieval tool)."""
 GEN_AI_TOOL_TYPE_DATASTORE = "datastore"
+GEN_AI_TOOL_TYPE_FUNCTION = "function"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_GENERATION_OPS = frozenset(
