@@ -151,21 +151,21 @@ def _walk(
                 calls.append(call)
                 waiting.append(call)
         elif message.role == "tool":
-            call = _answered(message, waiting)
-            if call is None:
+            answered = _answered(message, waiting)
+            if answered is None:
                 note("messages[]: a tool result that answers no tool call -> a call of its own")
                 name = message.name or ""
-                call = PendingCall(
+                answered = PendingCall(
                     name,
                     message.call_id,
                     from_message=True,
                     retrieval=is_retrieval_tool(name, None, settings.retrieval_tools),
                 )
-                calls.append(call)
+                calls.append(answered)
             else:
-                waiting.remove(call)
-            call.result = message.result if message.result is not None else message.text
-            call.status = "ok"
+                waiting.remove(answered)
+            answered.result = message.result if message.result is not None else message.text
+            answered.status = "ok"
     turn.answer = final if final is not None else interim
     return calls
 
