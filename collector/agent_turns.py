@@ -29,11 +29,8 @@ per result (cut, not parsed as JSON); what is cut or left out is noted in the re
 
 from __future__ import annotations
 
-import fnmatch
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from ragpulse import semconv as sc
 from ragpulse.collector.conventions import read
@@ -55,27 +52,10 @@ from ragpulse.collector.spans import (
     text,
 )
 from ragpulse.config import AgentSettings
-from ragpulse.record import (
-    AttributeValue,
-    Document,
-    RagRecord,
-    Span,
-    SpanStatus,
-)
+from ragpulse.record import AttributeValue, RagRecord, Span, SpanStatus
+from ragpulse.tool_results import PendingCall, as_text, is_retrieval_tool, tool_documents
 
-MAX_ARGUMENTS_CHARS = 4_000
-"""Arguments kept per tool call (the record's copy; the model wrote them whole)."""
-MAX_RESULT_KEPT_CHARS = 20_000
-"""A tool call's result as the record keeps it beside its documents."""
-_CONTENT = ("content", "text", "page_content", "snippet", "body", "passage")
-_LISTS = ("documents", "results", "passages", "items", "hits", "chunks")
-_QUERY = ("query", "q", "question", "search", "search_query", "query_text", "text", "input")
 _TOOL_CALL_MARK = '"tool_call"'
-_STATUS: dict[str, Literal["ok", "error", "no_result"]] = {
-    "ok": "ok",
-    "error": "error",
-    "no_result": "no_result",
-}
 
 
 def is_agent_turn(
@@ -106,25 +86,6 @@ def _requests(span: Span, messages: MessageCache) -> list[ToolRequest]:
     return [call for m in messages.output(span) for call in m.tool_calls]
 
 
-@dataclass
-class _Call:
-    """A tool call being assembled from its span, its request and its message."""
-
-    name: str
-    call_id: str | None = None
-    arguments: str = ""
-    result: Any = None
-    span: Span | None = None
-    status: str = "unset"
-    error: str | None = None
-    retrieval: bool = False
-    retriever_docs: list[Document] = field(default_factory=list)
-    from_message: bool = False
-    retriever: bool = False
-    query: str | None = None
-    start_time_ns: int = 0
-
-
 def agent_record(
     trace: TraceTree,
     root: Span,
@@ -144,7 +105,7 @@ def agent_record(
     notes: list[str] = []
     output_tools = _output_tools(llms)
     calls = _calls(trace, subtree, llms, final, messages, settings, output_tools, notes)
-    found, tool_calls = _documents(calls, final, settings, notes)
+    found, tool_calls = tool_documents(calls, final.span_id, settings.max_result_chars, notes)
 
     structured = next(
         (arguments_text(r.arguments) for r in _requests(final, messages) if r.name in output_tools),
@@ -215,7 +176,7 @@ def _calls(
     settings: AgentSettings,
     output_tools: frozenset[str],
     notes: list[str],
-) -> list[_Call]:
+) -> list[PendingCall]:
     """The turn's tool calls the final model call could see, in the order they ran."""
     tool_spans = trace.of_kind(subtree, sc.KIND_TOOL, sc.KIND_RETRIEVER)
     ids = {s.span_id for s in tool_spans}
@@ -246,12 +207,12 @@ def _calls(
         if request is not None:
             call.name = call.name or request.name
             call.arguments = call.arguments or arguments_text(request.arguments)
-            call.retrieval = _retrieval_tool(call.name, {}, settings)
+            call.retrieval = is_retrieval_tool(call.name, None, settings.retrieval_tools)
     known = {c.call_id for c in calls if c.call_id}
     for request in requests:  # asked for, and no span or message carries its result
         if request.call_id and request.call_id not in known:
             calls.append(
-                _Call(
+                PendingCall(
                     request.name,
                     request.call_id,
                     arguments_text(request.arguments),
@@ -271,7 +232,7 @@ def _before(span: Span, final: Span) -> bool:
     )
 
 
-def _from_span(trace: TraceTree, span: Span, settings: AgentSettings) -> _Call:
+def _from_span(trace: TraceTree, span: Span, settings: AgentSettings) -> PendingCall:
     attrs = span.attributes
     name = first_str(attrs, sc.GEN_AI_TOOL_NAME, sc.TOOL_NAME) or span.name.removeprefix(
         f"{sc.GEN_AI_OP_EXECUTE_TOOL} "
@@ -280,12 +241,12 @@ def _from_span(trace: TraceTree, span: Span, settings: AgentSettings) -> _Call:
     result = attrs.get(sc.GEN_AI_TOOL_CALL_RESULT, attrs.get(sc.OUTPUT_VALUE))
     call_id = first_str(attrs, sc.GEN_AI_TOOL_CALL_ID)
     result, from_result = _unwrap_tool_message(result)
-    call = _Call(
+    call = PendingCall(
         name=name,
         call_id=call_id or from_result,
-        arguments=_as_text(arguments),
+        arguments=as_text(arguments),
         result=result,
-        span=span,
+        span_id=span.span_id,
         status="error"
         if span.status == SpanStatus.ERROR
         else ("ok" if result is not None else "unset"),
@@ -300,7 +261,9 @@ def _from_span(trace: TraceTree, span: Span, settings: AgentSettings) -> _Call:
     elif trace.children.get(span.span_id):  # a tool that called a retriever
         inner = trace.of_kind(trace.subtree(span), sc.KIND_RETRIEVER)
         call.retriever_docs = [d for r in inner for d in documents(r, "documents", [])]
-    call.retrieval = bool(call.retriever_docs) or _retrieval_tool(name, attrs, settings)
+    call.retrieval = bool(call.retriever_docs) or is_retrieval_tool(
+        name, attrs.get(sc.GEN_AI_TOOL_TYPE), settings.retrieval_tools
+    )
     if call.retriever_docs and call.result is None:
         call.status = "ok"
     return call
@@ -319,14 +282,7 @@ def _unwrap_tool_message(value: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-def _retrieval_tool(name: str, attrs: dict[str, AttributeValue], settings: AgentSettings) -> bool:
-    if attrs.get(sc.GEN_AI_TOOL_TYPE) == sc.GEN_AI_TOOL_TYPE_DATASTORE:
-        return True
-    lowered = name.lower()
-    return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in settings.retrieval_tools)
-
-
-def _join_requests(calls: list[_Call], requests: Sequence[ToolRequest]) -> None:
+def _join_requests(calls: list[PendingCall], requests: Sequence[ToolRequest]) -> None:
     """Fill each span's call id and arguments from the model's request: by id, else the
     next request of the same name (some instrumentations write neither on the span)."""
     by_id = {r.call_id: r for r in requests if r.call_id}
@@ -345,11 +301,11 @@ def _join_requests(calls: list[_Call], requests: Sequence[ToolRequest]) -> None:
         call.arguments = call.arguments or arguments_text(request.arguments)
 
 
-def _taken(request: ToolRequest, calls: list[_Call]) -> bool:
+def _taken(request: ToolRequest, calls: list[PendingCall]) -> bool:
     return request.call_id is not None and any(c.call_id == request.call_id for c in calls)
 
 
-def _join_messages(calls: list[_Call], tool_messages: Sequence[Message], final: Span) -> None:
+def _join_messages(calls: list[PendingCall], tool_messages: Sequence[Message], final: Span) -> None:
     """A result no span carried, from the final model call's input: fills the span's
     call, or is a call of its own (its document names that model call's span)."""
     by_id = {c.call_id: c for c in calls if c.call_id}
@@ -357,138 +313,13 @@ def _join_messages(calls: list[_Call], tool_messages: Sequence[Message], final: 
         call = by_id.get(message.call_id) if message.call_id else None
         result = message.result if message.result is not None else message.text
         if call is None:
-            call = _Call(message.name or "", message.call_id, result=result, from_message=True)
+            call = PendingCall(
+                message.name or "", message.call_id, result=result, from_message=True
+            )
             call.status = "ok"
-            call.span = None
             call.start_time_ns = final.start_time_ns
             calls.append(call)
             if message.call_id:
                 by_id[message.call_id] = call
         elif call.result is None and not call.retriever_docs:
             call.result, call.status = result, "ok" if call.status != "error" else "error"
-
-
-def _documents(
-    calls: Sequence[_Call], final: Span, settings: AgentSettings, notes: list[str]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The turn's documents and tool calls, as fields: the record validates them all
-    in one call."""
-    found: list[dict[str, Any]] = []
-    out: list[dict[str, Any]] = []
-    for call in calls:
-        if call.retriever_docs:
-            passages: list[dict[str, Any]] = [
-                d.model_dump(exclude={"source"}) for d in call.retriever_docs
-            ]
-            listed = True
-        else:
-            passages, listed = _passages(call.result, settings.max_result_chars, call.name, notes)
-        retrieval = call.retrieval or listed
-        arguments = call.arguments[:MAX_ARGUMENTS_CHARS]
-        span_id = call.span.span_id if call.span is not None else final.span_id
-        query = call.query if call.query is not None else _query(call.arguments)
-        start = len(found)
-        for index, fields in enumerate(passages):
-            source = {
-                "kind": "message"
-                if call.from_message
-                else "retriever"
-                if call.retriever
-                else "tool",
-                "tool": call.name,
-                "call_id": call.call_id,
-                "span_id": span_id,
-                "arguments": arguments,
-                "query": query,
-                "index": index,
-                "retrieval": retrieval,
-            }
-            # As fields: the record validates every document once, in one call.
-            found.append({**fields, "source": source})
-        out.append(
-            {
-                "name": call.name,
-                "call_id": call.call_id,
-                "arguments": arguments,
-                "result": None
-                if call.result is None
-                else _as_text(call.result)[:MAX_RESULT_KEPT_CHARS],
-                "span_id": call.span.span_id if call.span is not None else None,
-                "status": _STATUS.get(call.status, "unset"),
-                "error": call.error,
-                "retrieval": retrieval,
-                "documents": list(range(start, len(found))),
-                "start_time_ns": call.start_time_ns,
-            }
-        )
-    return found, out
-
-
-def _passages(
-    result: Any, max_chars: int, tool: str, notes: list[str]
-) -> tuple[list[dict[str, Any]], bool]:
-    """(the fields of one document per passage, whether the result was a list of
-    documents)."""
-    if result is None:
-        return [], False
-    if isinstance(result, bytes):
-        notes.append(f"tool {tool}: binary result -> text")
-        result = result.decode("utf-8", "replace")
-    if isinstance(result, str) and len(result) > max_chars:
-        notes.append(f"tool {tool}: result of {len(result)} chars cut to {max_chars}, not parsed")
-        return [_fields(result[:max_chars])], False
-    data = loads(result) if isinstance(result, str) else result
-    if isinstance(data, dict):
-        inner = next((data[k] for k in _LISTS if isinstance(data.get(k), list)), None)
-        data = inner if inner is not None else data
-    if isinstance(data, list) and data:
-        if all(isinstance(item, str) for item in data):
-            return [_fields(item) for item in data], True
-        contents = [_content_of(item) if isinstance(item, dict) else None for item in data]
-        if all(c is not None for c in contents):
-            return [_passage(item, c) for item, c in zip(data, contents, strict=True)], True  # type: ignore[arg-type]
-    text_value = result if isinstance(result, str) else _as_text(result)
-    return ([_fields(text_value)] if text_value.strip() else []), False
-
-
-def _fields(content: str) -> dict[str, Any]:
-    return {"id": None, "content": content, "score": None, "metadata": {}}
-
-
-def _content_of(item: dict[str, Any]) -> str | None:
-    return next((v for k in _CONTENT if isinstance(v := item.get(k), str)), None)
-
-
-def _passage(item: dict[str, Any], content: str) -> dict[str, Any]:
-    raw_meta = item.get("metadata")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    doc_id = item.get("id", meta.get("id"))
-    score = item.get("score")
-    return {
-        "id": None if doc_id is None else str(doc_id),
-        "content": content,
-        "score": float(score)
-        if isinstance(score, int | float) and not isinstance(score, bool)
-        else None,
-        "metadata": meta,
-    }
-
-
-def _query(arguments: str) -> str | None:
-    """What a call searched for: its query argument, or its whole argument when that is
-    plain text."""
-    data = loads(arguments)
-    if isinstance(data, dict):
-        value = next((data[k] for k in _QUERY if isinstance(data.get(k), str)), None)
-        return value.strip() if value else None
-    if isinstance(data, str) and data.strip():
-        return data.strip()[:1000]
-    return None
-
-
-def _as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)

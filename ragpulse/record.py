@@ -23,7 +23,8 @@ class DocumentSource(BaseModel):
 
     kind: Literal["tool", "retriever", "message", "history", "system"] = "tool"
     """``tool``: a tool's span returned it; ``retriever``: a retrieval span inside the turn;
-    ``message``: only the final model call's input showed it; ``history``: an earlier
+    ``message``: only a message showed it (the final model call's input, or an offline
+    row's tool message); ``history``: an earlier
     turn's result or document the model still saw; ``system``: the system prompt. The
     last two are evidence for faithfulness only: relevance and injection scans skip them
     (an earlier turn's documents were scanned in that turn)."""

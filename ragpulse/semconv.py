@@ -110,6 +110,7 @@ GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 GEN_AI_TOOL_TYPE = "gen_ai.tool.type"
 """``function``, ``extension`` or ``datastore`` (a retrieval tool)."""
 GEN_AI_TOOL_TYPE_DATASTORE = "datastore"
+GEN_AI_TOOL_TYPE_FUNCTION = "function"
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
 GEN_AI_GENERATION_OPS = frozenset(
@@ -180,10 +181,11 @@ ERROR_TYPE = "error.type"
 
 # --- ragpulse's own ------------------------------------------------------------
 RAGPULSE_ROLE = "ragpulse.role"
-"""pipeline | retrieval | generation: which decorator wrote the span."""
+"""pipeline | retrieval | generation | tool: which decorator wrote the span."""
 ROLE_PIPELINE = "pipeline"
 ROLE_RETRIEVAL = "retrieval"
 ROLE_GENERATION = "generation"
+ROLE_TOOL = "tool"
 RAGPULSE_ROUTE = "ragpulse.route"
 RAGPULSE_TRUNCATED = "ragpulse.truncated"
 # Values the collector had to convert while reading a trace ("document.score: str dropped").
@@ -201,6 +203,10 @@ backends drop)."""
 RAGPULSE_DOCUMENTS_SPAN_ID = "ragpulse.documents.span_id"
 """Record attribute: the one span (retriever or reranker) the record's documents came
 from, in its order; absent when they came from several spans."""
+RAGPULSE_HISTORY = "ragpulse.history"
+"""Record attribute of an offline agent row: the conversation before the turn's last user
+message, as OpenAI-style messages (``role``, ``content``, ``tool_calls``,
+``tool_call_id``, ``name``); the turn itself is the record."""
 RAGPULSE_DOCUMENT_COUNT = "ragpulse.retrieval.document_count"
 """How many documents the retriever returned (also written when content is not
 captured, and counting documents beyond the recorded maximum)."""

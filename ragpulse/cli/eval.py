@@ -274,7 +274,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
             progress,
         ):
             for batch in batches(read_rows(source), args.batch_size):
-                lines = score_rows(batch, evaluators, summary, redactor)
+                lines = score_rows(batch, evaluators, summary, redactor, settings.agents)
                 with stop.writing():  # a signal waits for the batch to be on disk
                     for line in lines:  # one by one: a 50 MB row is not copied twice more
                         out.write(line)
