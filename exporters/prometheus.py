@@ -74,9 +74,10 @@ class PrometheusSink(Sink):
             default_factory=RedactionSettings,
             description="the top-level redaction section (path prometheus: route/service)",
         )
-        agents: AgentSettings = Field(
-            default_factory=AgentSettings,
-            description="the top-level agents section (tools: the values of the tool label)",
+        agent_tools: list[str] = Field(
+            default_factory=list,
+            description="the agents.tools setting: tool names kept as the tool label of the "
+            "agent series, every other tool being 'other'",
         )
 
     def __init__(
@@ -88,11 +89,11 @@ class PrometheusSink(Sink):
     ) -> None:
         settings = settings or PrometheusSettings()
         redaction = redaction or RedactionSettings()
-        agents = agents or AgentSettings()
+        tools = list((agents or AgentSettings()).tools)
         super().__init__(
-            self.Options(**{**settings.model_dump(), "redaction": redaction, "agents": agents})
+            self.Options(**{**settings.model_dump(), "redaction": redaction, "agent_tools": tools})
         )
-        self._tools = frozenset(agents.tools)
+        self._tools = frozenset(tools)
         self._tool_pairs: set[tuple[str, str]] = set()  # (service, tool) with series at 0
         self._redactor = Redactor.for_path(redaction, "prometheus")
         self._redacted: dict[str, str] = {}
@@ -139,13 +140,14 @@ class PrometheusSink(Sink):
         return {
             **settings.prometheus.model_dump(),
             "redaction": settings.redaction.model_dump(),
-            "agents": settings.agents.model_dump(),
+            "agent_tools": list(settings.agents.tools),
         }
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> PrometheusSink:
         assert isinstance(options, cls.Options)
-        return cls(context.metrics.registry, options, options.redaction, options.agents)
+        agents = AgentSettings(tools=options.agent_tools)
+        return cls(context.metrics.registry, options, options.redaction, agents)
 
     def _label(self, value: str | None) -> str | None:
         """``value`` redacted; a dict read for values seen before (labels repeat)."""

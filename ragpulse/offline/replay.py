@@ -336,18 +336,23 @@ def _finish(row: ReplayRow, value: Any, record: RagRecord | None, trace_id: int 
     else:
         documents, row.documents_from = list(row.before.documents), "recorded"
     base = record if record is not None else row.before
-    row.after = base.model_copy(
-        update={
-            "trace_id": row.before.trace_id,
-            "span_id": row.before.span_id,
-            "service": row.before.service,
-            "route": row.before.route,
-            "question": row.before.question,
-            "answer": answer,
-            "documents": documents,
-            "attributes": {**row.before.attributes, **(record.attributes if record else {})},
-        }
-    )
+    update: dict[str, Any] = {
+        "trace_id": row.before.trace_id,
+        "span_id": row.before.span_id,
+        "service": row.before.service,
+        "route": row.before.route,
+        "question": row.before.question,
+        "answer": answer,
+        "documents": documents,
+        "attributes": {**row.before.attributes, **(record.attributes if record else {})},
+    }
+    if row.documents_from == "recorded" and row.before.kind == "agent":
+        # The recorded documents are an agent's tool results: the tool calls that
+        # returned them come with them (their indices point into them), so the agent
+        # evaluators score the new answer against what the agent had called.
+        update.update(kind="agent", tool_calls=row.before.tool_calls,
+                      model_calls=row.before.model_calls)  # fmt: skip
+    row.after = base.model_copy(update=update)
 
 
 def error_text(exc: BaseException) -> str:
