@@ -802,11 +802,14 @@ def against_control(rows: Sequence[ReplayRow]) -> list[ReplayRow]:
 def _side(record: RagRecord | None, results: Mapping[str, EvalResult]) -> dict[str, Any] | None:
     if record is None:
         return None
-    return {
+    side: dict[str, Any] = {
         "answer": record.answer,
         "documents": [d.model_dump(mode="json") for d in record.documents],
         "results": [result_dict(r) for r in results.values()],
     }
+    if record.tool_calls:  # an agent turn: the calls its documents came from
+        side["tool_calls"] = [c.model_dump(mode="json") for c in record.tool_calls]
+    return side
 
 
 def _deltas(before: Mapping[str, EvalResult], after: Mapping[str, EvalResult]) -> dict[str, float]:
