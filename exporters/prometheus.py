@@ -58,7 +58,9 @@ def injection_locations(result: EvalResult) -> set[str]:
     """``question`` and/or ``document`` for an injection result that fired."""
     if result.label != "injection":
         return set()
-    findings = result.details.get("findings") or []
+    findings = result.details.get("findings")
+    if not isinstance(findings, list):  # a plug-in's malformed details count nothing
+        return set()
     where = {str(f.get("where", "")).split(":")[0] for f in findings if isinstance(f, dict)}
     return {w for w in where if w in ("question", "document")}
 
@@ -201,7 +203,8 @@ class PrometheusSink(Sink):
         for result in results:
             if result.metric != "injection" or result.label != "injection":
                 continue
-            for finding in result.details.get("findings") or []:
+            findings = result.details.get("findings")
+            for finding in findings if isinstance(findings, list) else ():
                 where = finding.get("where") if isinstance(finding, dict) else None
                 index = where.removeprefix("document:") if isinstance(where, str) else ""
                 if index.isdigit() and int(index) < len(record.documents):

@@ -147,3 +147,17 @@ def test_services_of_agent_series_are_bounded_like_the_scores() -> None:
     }
     assert len(services) <= Settings().prometheus.max_services + 1
     assert "other" in services
+
+
+def test_malformed_findings_count_nothing_and_raise_nothing() -> None:
+    sink, registry = sink_for()
+    odd = [
+        INJECTION.model_copy(update={"details": {"findings": 5}}),
+        INJECTION.model_copy(update={"details": {"findings": ["document:1", None]}}),
+        INJECTION.model_copy(update={"details": {"findings": [{"where": "document:99"}]}}),
+        INJECTION.model_copy(update={"details": {"findings": [{"where": "document:-1"}]}}),
+    ]
+    sink.export(agent_turn(), odd)
+    injections = "ragpulse_agent_tool_injections_total"
+    assert value(registry, injections, service="helpdesk", tool="other") == 0
+    assert value(registry, "ragpulse_agent_turns_total", service="helpdesk") == 1
