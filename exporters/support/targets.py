@@ -90,7 +90,8 @@ def _riskiest_place(result: EvalResult) -> str | None:
 
 def _document_span(record: RagRecord, where: str) -> str | None:
     """The span that returned document ``i`` of ``document:<i>``, when the record says
-    (an agent turn's tool call); None for a retriever's document or a bad index."""
+    (an agent turn's tool call or retriever: ``Document.source``); None for a RAG record's
+    document (no source) or a bad index."""
     index = where.removeprefix("document:")
     if not index.isdigit() or int(index) >= len(record.documents):
         return None
