@@ -383,7 +383,10 @@ def prometheus_page() -> str:
     ]
     sections = {
         "collector": "## The collector\n\nIntake, assembly, evaluation and sink health.",
-        "`prometheus` sink": "## Scores\n\nDeclared by the `prometheus` sink: the scores.",
+        "`prometheus` sink": "## Scores and agent turns\n\nDeclared by the `prometheus` sink: "
+        "the scores, and for agent turns the turns, steps, tool calls and tools whose results "
+        "carried an injection. The `tool` label is the tool's name when the `agents.tools` "
+        "setting lists it, else `other`, so that every replica labels alike.",
         "`serve --source kafka`": "## Kafka intake\n\nWith `source: kafka`.",
         "`ragpulse rekey`": "## The re-key stage\n\nExposed by `ragpulse rekey`.",
     }

@@ -247,18 +247,23 @@ def _finish(row: ReplayRow, value: Any, record: RagRecord | None, trace_id: int 
     else:
         documents, row.documents_from = list(row.before.documents), "recorded"
     base = record if record is not None else row.before
-    row.after = base.model_copy(
-        update={
-            "trace_id": row.before.trace_id,
-            "span_id": row.before.span_id,
-            "service": row.before.service,
-            "route": row.before.route,
-            "question": row.before.question,
-            "answer": answer,
-            "documents": documents,
-            "attributes": {**row.before.attributes, **(record.attributes if record else {})},
-        }
-    )
+    update: dict[str, Any] = {
+        "trace_id": row.before.trace_id,
+        "span_id": row.before.span_id,
+        "service": row.before.service,
+        "route": row.before.route,
+        "question": row.before.question,
+        "answer": answer,
+        "documents": documents,
+        "attributes": {**row.before.attributes, **(record.attributes if record else {})},
+    }
+    if row.documents_from == "recorded" and row.before.kind == "agent":
+        # The recorded documents are an agent's tool results: the tool calls that
+        # returned them come with them (their indices point into them), so the agent
+        # evaluators score the new answer against what the agent had called.
+        update.update(kind="agent", tool_calls=row.before.tool_calls,
+                      model_calls=row.before.model_calls)  # fmt: skip
+    row.after = base.model_copy(update=update)
 
 
 def _failed(row: ReplayRow, exc: BaseException, start: float) -> None:
@@ -664,11 +669,14 @@ def against_control(rows: Sequence[ReplayRow]) -> list[ReplayRow]:
 def _side(record: RagRecord | None, results: Mapping[str, EvalResult]) -> dict[str, Any] | None:
     if record is None:
         return None
-    return {
+    side: dict[str, Any] = {
         "answer": record.answer,
         "documents": [d.model_dump(mode="json") for d in record.documents],
         "results": [result_dict(r) for r in results.values()],
     }
+    if record.tool_calls:  # an agent turn: the calls its documents came from
+        side["tool_calls"] = [c.model_dump(mode="json") for c in record.tool_calls]
+    return side
 
 
 def _deltas(before: Mapping[str, EvalResult], after: Mapping[str, EvalResult]) -> dict[str, float]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.agent_records import agent_results, agent_turn, expected_spans
 from support.helpers import CaptureServer, new_span_id, new_trace_id
 from support.kafka_env import free_port
 
@@ -201,6 +202,36 @@ def test_falls_back_to_the_record_span(backend: CaptureServer) -> None:
     # No score, label or explanation: OpenInference asks to omit the evaluation object.
     assert not any(k.startswith("evaluations.") for k in attrs(bare))
     assert attrs(by_metric(logs, "refusal"))["error.type"] == "RuntimeError"
+
+
+def test_an_agent_turns_results_are_about_the_spans_they_judge(backend: CaptureServer) -> None:
+    """Faithfulness on the final model call, an injection on the tool call whose result
+    carried it, a tool error on the failed call's span (``details.target_span_id``), the
+    turn's step count on the agent's span."""
+    turn = agent_turn()
+    results = agent_results(turn)
+    export(backend, turn.record, results)
+    spans, logs = signals(backend, turn.record.trace_id)
+    assert len(spans) == len(logs) == len(results)
+    for metric, span_id in expected_spans(turn).items():
+        assert by_metric(logs, metric).span_id.hex() == span_id, metric
+        carrier = by_metric(spans, metric)
+        assert [link.span_id.hex() for link in carrier.links] == [span_id], metric
+        assert attrs(carrier)["ragpulse.evaluation.target_span_id"] == span_id
+    # The final model call's completion id goes with the answer's results only.
+    assert attrs(by_metric(logs, "faithfulness"))["gen_ai.response.id"] == "chatcmpl-final"
+    assert "gen_ai.response.id" not in attrs(by_metric(logs, "tool_error"))
+
+
+def test_a_named_span_that_is_no_span_id_falls_back(backend: CaptureServer) -> None:
+    """A malformed ``target_span_id`` is ignored: the metric's own span (here the root)."""
+    turn = agent_turn()
+    result = EvalResult(
+        metric="tool_loop", method="rules", score=0.5, details={"target_span_id": "call_1"}
+    )
+    export(backend, turn.record, [result])
+    _, [log] = signals(backend, turn.record.trace_id)
+    assert log.span_id.hex() == turn.root
 
 
 def test_redaction_still_applies(backend: CaptureServer) -> None:
