@@ -34,6 +34,7 @@ from typing import Any
 
 from ragpulse import semconv as sc
 from ragpulse.collector.conventions import read
+from ragpulse.collector.history import place
 from ragpulse.collector.messages import (
     Message,
     MessageCache,
@@ -51,7 +52,7 @@ from ragpulse.collector.spans import (
     record_attributes,
     text,
 )
-from ragpulse.config import AgentSettings
+from ragpulse.config import AgentSettings, ConversationSettings
 from ragpulse.record import AttributeValue, RagRecord, Span, SpanStatus
 from ragpulse.tool_results import PendingCall, as_text, is_retrieval_tool, tool_documents
 
@@ -92,6 +93,7 @@ def agent_record(
     messages: MessageCache,
     settings: AgentSettings,
     annotations: dict[str, AttributeValue] | None = None,
+    conversations: ConversationSettings | None = None,
 ) -> RagRecord | None:
     subtree = trace.subtree(root)
     llms = sorted(
@@ -118,6 +120,15 @@ def agent_record(
     spans_with_docs = {d["source"]["span_id"] for d in found}
     if len(spans_with_docs) == 1:
         attributes[sc.RAGPULSE_DOCUMENTS_SPAN_ID] = next(iter(spans_with_docs)) or ""
+    conversation, carried = place(
+        question,
+        [*subtree, *trace.ancestors(root)],
+        messages.turn(llms[0]),
+        llms[0],
+        conversations or ConversationSettings(),
+        notes,
+    )
+    found += carried
     if notes:
         attributes[sc.RAGPULSE_COERCED] = notes
     retrieval_spans = [c["span_id"] for c in tool_calls if c["retrieval"] and c["span_id"]]
@@ -145,6 +156,7 @@ def agent_record(
             "kind": "agent",
             "tool_calls": tool_calls,
             "model_calls": len(llms),
+            **conversation,
         }
     )
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from ragpulse import semconv as sc
 from ragpulse.collector import agent_turns
 from ragpulse.collector.conventions import read
+from ragpulse.collector.history import place
 from ragpulse.collector.messages import MessageCache
 from ragpulse.collector.spans import (
     TraceTree,
@@ -31,8 +32,8 @@ from ragpulse.collector.spans import (
     record_attributes,
     text,
 )
-from ragpulse.config import AgentSettings
-from ragpulse.record import AttributeValue, RagRecord, Span, SpanStatus
+from ragpulse.config import AgentSettings, ConversationSettings
+from ragpulse.record import AttributeValue, Document, RagRecord, Span, SpanStatus
 
 NO_RAG_SHAPE = "no_rag_shape"
 NO_QUESTION = "no_question"
@@ -46,6 +47,7 @@ def extract_records(
     spans: Any,
     annotations: dict[str, AttributeValue] | None = None,
     agents: AgentSettings | None = None,
+    conversations: ConversationSettings | None = None,
 ) -> tuple[list[RagRecord], str | None]:
     """Records found in one trace, and the skip reason when there are none.
 
@@ -58,12 +60,13 @@ def extract_records(
     if not roots:
         return [], NO_RAG_SHAPE
     settings = agents or AgentSettings()
+    chats = conversations or ConversationSettings()
     records = []
     for root, shape in roots:
         if shape == "agent":
-            record = agent_turns.agent_record(trace, root, messages, settings, annotations)
+            record = agent_turns.agent_record(trace, root, messages, settings, annotations, chats)
         else:
-            record = _rag_record(trace, root, annotations)
+            record = _rag_record(trace, root, messages, chats, annotations)
         if record is not None:
             records.append(record)
     return records, (None if records else NO_QUESTION)
@@ -92,7 +95,11 @@ def record_roots(trace: TraceTree, messages: MessageCache) -> list[tuple[Span, S
 
 
 def _rag_record(
-    trace: TraceTree, root: Span, annotations: dict[str, AttributeValue] | None = None
+    trace: TraceTree,
+    root: Span,
+    messages: MessageCache,
+    conversations: ConversationSettings,
+    annotations: dict[str, AttributeValue] | None = None,
 ) -> RagRecord | None:
     subtree = trace.subtree(root)
     retrievers = trace.of_kind(subtree, sc.KIND_RETRIEVER)
@@ -136,6 +143,10 @@ def _rag_record(
     route, attributes = record_attributes(trace, root, subtree, annotations)
     if len(sources) == 1:
         attributes[sc.RAGPULSE_DOCUMENTS_SPAN_ID] = sources[0]
+    turn = messages.turn(generation) if generation is not None else None
+    spans = [*subtree, *trace.ancestors(root)]
+    conversation, carried = place(question, spans, turn, generation, conversations, notes)
+    found += [Document.model_validate(d) for d in carried]
     if notes:
         attributes[sc.RAGPULSE_COERCED] = notes
     return RagRecord(
@@ -159,6 +170,7 @@ def _rag_record(
         attributes=attributes,
         kind="retrieval" if retrieval_only else "rag",
         model_calls=len(llms),
+        **conversation,
     )
 
 

@@ -24,7 +24,7 @@ messages for its question, its tool results and its history.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -76,10 +76,12 @@ class Message(NamedTuple):
 
 class Turn(NamedTuple):
     """A model call's input read as a turn: the last user message that says something,
-    and what came after it (the turn's tool calls and results so far)."""
+    what came after it (the turn's tool calls and results so far), and what came before
+    it (the conversation so far, left as it came: :func:`parse_items` reads it)."""
 
     question: str
     messages: tuple[Message, ...]
+    before: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -143,14 +145,28 @@ def split_turn(items: list[Any]) -> Turn:
     """:class:`Turn` of a message list (raw JSON messages or :class:`Message`), read from
     the end back to the last user message that says something."""
     after: list[Message] = []
-    for item in reversed(items[-MAX_MESSAGES:]):
+    after_items: list[Any] = []
+    for item in reversed(items):
         found = [item] if isinstance(item, Message) else _message(item)
         question = next((m.text for m in found if m.role == "user" and m.text), None)
         if question is not None:
             tail = found[[m.text for m in found].index(question) + 1 :]
-            return Turn(question, tuple([*tail, *after]))
+            at = len(items) - len(after_items) - 1
+            before = tuple(items[max(0, at - MAX_MESSAGES) : at])
+            return Turn(question, tuple([*tail, *after]), before)
         after[:0] = found
+        after_items.append(item)
+        if len(after_items) >= MAX_MESSAGES:
+            break
     return Turn("", tuple(after))
+
+
+def parse_items(items: Sequence[Any]) -> tuple[Message, ...]:
+    """Messages of a list that holds raw JSON messages, :class:`Message`, or both."""
+    out: list[Message] = []
+    for item in items:
+        out.extend([item] if isinstance(item, Message) else _message(item))
+    return tuple(out)
 
 
 def parse_messages(value: Any) -> tuple[Message, ...]:

@@ -362,7 +362,10 @@ class Pipeline:
         for trace in traces:
             try:
                 found, skip_reason = extract_records(
-                    trace.spans, trace.annotations, self.context.settings.agents
+                    trace.spans,
+                    trace.annotations,
+                    self.context.settings.agents,
+                    self.context.settings.conversations,
                 )
             except Exception:
                 log.exception("extraction failed for trace %s", trace.trace_id)

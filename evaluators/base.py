@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ragpulse.errors import deprecated
 from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
-from ragpulse.record import Direction, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, Direction, EvalResult, RagRecord
 
 if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
@@ -241,3 +241,47 @@ class Evaluator(ABC):
             duration_ms=duration_ms,
             direction=self.direction,
         )
+
+
+class ConversationEvaluator(Evaluator):
+    """Turns conversation records into one :class:`EvalResult` each: a conversation metric.
+
+    A plug-in like any evaluator (same entry-point group, ``Options``, :meth:`load`,
+    :meth:`result`), that implements :meth:`score_conversation` instead of ``score``. The
+    collector calls :meth:`evaluate_conversations` when a conversation closes (and again,
+    on its revised record, when it resumes); turn records never reach it.
+    """
+
+    applies_to: ClassVar[frozenset[str]] = frozenset()  # no turn record
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        named = getattr(cls, "metric", None) and getattr(cls, "method", None)
+        if named and cls.score_conversation is ConversationEvaluator.score_conversation:
+            raise TypeError(f"{cls.__qualname__} ({cls.name}) must implement score_conversation")
+
+    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        raise TypeError(f"{self.name} scores conversations, not turn records")
+
+    def score_conversation(self, conversation: ConversationRecord) -> EvalResult:
+        """One conversation's result; may raise (the caller makes it an error result)."""
+        raise NotImplementedError
+
+    def evaluate_conversations(
+        self, conversations: Sequence[ConversationRecord]
+    ) -> list[EvalResult]:
+        """Score each conversation; never raises (a failure is that conversation's error)."""
+        out = []
+        for conversation in conversations:
+            start = time.perf_counter()
+            try:
+                result = self.score_conversation(conversation)
+            except Exception as exc:
+                log.warning(
+                    "%s failed on conversation %s: %r", self.name, conversation.conversation_id, exc
+                )
+                result = self.error_result(exc)
+            if result.duration_ms is None:
+                object.__setattr__(result, "duration_ms", (time.perf_counter() - start) * 1000)
+            out.append(result)
+        return out

@@ -252,6 +252,51 @@ class AgentSettings(_Section):
     )
 
 
+class ConversationSettings(_Section):
+    """Conversations (chat sessions): how a turn finds its conversation and history, when a
+    conversation closes, and the bounds of what is kept."""
+
+    id_attributes: list[str] = Field(
+        default_factory=list,
+        description="Span attributes that carry a conversation id, read after "
+        "gen_ai.conversation.id and session.id.",
+    )
+    idle_s: float = Field(
+        300.0, gt=0, description="A conversation closes after this long without a new turn."
+    )
+    keep_closed_s: float = Field(
+        3600.0,
+        ge=0,
+        description="A closed conversation that resumes within this is revised (the same "
+        "identifier in every sink), not started anew.",
+    )
+    max_open: int = Field(
+        10_000,
+        ge=1,
+        description="Conversations held open (and closed ones kept for resuming); past it the "
+        "oldest is closed early, counted.",
+    )
+    max_turns: int = Field(
+        1_000, ge=1, description="Turns kept per conversation; later ones are counted only."
+    )
+    max_history_messages: int = Field(
+        20, ge=0, description="Messages of the conversation so far kept on a turn's record."
+    )
+    max_message_chars: int = Field(
+        2_000, ge=100, description="Characters kept of each message of the history."
+    )
+    join_turns: int = Field(
+        5,
+        ge=0,
+        description="Earlier turns joined into a turn whose spans carry no history (apps "
+        "traced by ragpulse's decorators).",
+    )
+    tick_s: float = Field(1.0, gt=0, description="How often idle conversations are closed.")
+    evaluators: list[str] | None = Field(
+        None, description="Conversation metrics (metric/method); empty = every cheap one."
+    )
+
+
 class PrometheusSettings(_Section):
     """Label bounds of the score histograms.
 
@@ -433,6 +478,7 @@ class Settings(_Section):
     assembly: AssemblySettings = AssemblySettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     agents: AgentSettings = AgentSettings()
+    conversations: ConversationSettings = ConversationSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     otel_export: OtelExportSettings = OtelExportSettings()
     kafka: KafkaSettings = KafkaSettings()
