@@ -8,6 +8,8 @@ Exemplars carry only the trace and span ids (hex), never content. The
 ``service`` and ``route`` label values come from the app and may hold user input
 (``/users/jane@example.com``), so they are redacted (the ``redaction`` section,
 path ``prometheus``) before they are bounded and exposed.
+
+Settings: ``sinks.prometheus`` (:class:`PrometheusSink.Options`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import Field
 
-from ragpulse.config import PrometheusSettings, RedactionSettings, Settings
+from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.prometheus_series import ScoreSeries
 from ragpulse.plugin_context import PluginContext, PluginOptions
@@ -43,9 +45,25 @@ class PrometheusSink(Sink):
     name = "prometheus"
     default_enabled = True
 
-    class Options(PrometheusSettings):
-        """The ``prometheus`` settings section (``sinks.prometheus`` overrides it)."""
+    class Options(PluginOptions):
+        """Label bounds of the score histograms.
 
+        ``ragpulse_eval_score`` has at most ``methods x (max_route_pairs + max_services + 1)
+        x 14`` series per replica (11 buckets, sum, count, created): with the defaults, about
+        6,400 for the 9 methods on by default, about 10,700 with the model tier's 6 more.
+        """
+
+        routes: list[str] = Field(
+            default_factory=list, description="Route allow-list (else first N)."
+        )
+        max_routes: int = Field(30, ge=1)
+        services: list[str] = Field(default_factory=list)
+        max_services: int = Field(10, ge=1)
+        max_route_pairs: int = Field(
+            40,
+            ge=1,
+            description="Distinct (service, route) pairs; past it a new pair's route is 'other'.",
+        )
         redaction: RedactionSettings = Field(
             default_factory=RedactionSettings,
             description="the top-level redaction section (path prometheus: route/service)",
@@ -54,13 +72,14 @@ class PrometheusSink(Sink):
     def __init__(
         self,
         registry: CollectorRegistry,
-        settings: PrometheusSettings | None = None,
+        settings: Options | None = None,
         redaction: RedactionSettings | None = None,
     ) -> None:
-        settings = settings or PrometheusSettings()
-        redaction = redaction or RedactionSettings()
-        super().__init__(self.Options(**{**settings.model_dump(), "redaction": redaction}))
-        self._redactor = Redactor.for_path(redaction, "prometheus")
+        settings = settings or self.Options()
+        if redaction is not None:
+            settings = settings.model_copy(update={"redaction": redaction})
+        super().__init__(settings)
+        self._redactor = Redactor.for_path(settings.redaction, "prometheus")
         self._redacted: dict[str, str] = {}
         self._routes = LabelLimiter(settings.routes, settings.max_routes)
         self._services = LabelLimiter(settings.services, settings.max_services)
@@ -75,12 +94,12 @@ class PrometheusSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return {**settings.prometheus.model_dump(), "redaction": settings.redaction.model_dump()}
+        return {"redaction": settings.redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> PrometheusSink:
         assert isinstance(options, cls.Options)
-        return cls(context.metrics.registry, options, options.redaction)
+        return cls(context.metrics.registry, options)
 
     def _label(self, value: str | None) -> str | None:
         """``value`` redacted; a dict read for values seen before (labels repeat)."""
