@@ -16,8 +16,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "regression",
         parents=[common],
         help="inspect regression sets written from live traffic",
-        description="Regression sets are written by `ragpulse serve` when regression.directory "
-        "is set; replay one with `ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`.",
+        description="Regression sets are written by `ragpulse serve` when "
+        "sinks.regression.directory is set; replay one with "
+        "`ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`.",
     )
     reg_sub = reg.add_subparsers(dest="regression_command", required=True)
     reg_list = reg_sub.add_parser(
@@ -28,8 +29,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--config",
         type=Path,
-        help="settings file naming regression.directory (env RAGPULSE_CONFIG, or "
-        "RAGPULSE_REGRESSION__DIRECTORY for the folder itself)",
+        help="settings file naming sinks.regression.directory (env RAGPULSE_CONFIG, or "
+        "RAGPULSE_SINKS__REGRESSION__DIRECTORY for the folder itself)",
     )
 
 
