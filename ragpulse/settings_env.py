@@ -305,8 +305,7 @@ def environment_moves(environ: Mapping[str, str]) -> list[VariableMove]:
     names = [
         name.upper()
         for name in environ
-        if name.upper().startswith(PREFIX)
-        and any(_related(variable_key(name), old) for old, _ in TABLE)
+        if name.upper().startswith(PREFIX) and _related(variable_key(name))
     ]
     if not names:
         return []
@@ -325,7 +324,7 @@ def environment_moves(environ: Mapping[str, str]) -> list[VariableMove]:
     return found
 
 
-def _related(key: Key, old: Key) -> bool:
-    """``key`` is above, at or below ``old``, or where ``old`` goes (to see the new key)."""
-    new = new_key(old) or ()
-    return any(key[: len(k)] == k or k[: len(key)] == key for k in (old, new))
+def _related(key: Key) -> bool:
+    """``key`` is above, at or below an old key or its new place (where a variable can set
+    the new key: the old one is then ignored)."""
+    return any(key[: len(k)] == k or k[: len(key)] == key for pair in TABLE for k in pair)
