@@ -18,9 +18,9 @@ that skips the record (full queue, budget, deadline, shutdown) says so in
 was already exported.
 
 The costly tiers never hold the cheap tier back: the model tier runs only while
-the cheap tier is idle, within a budget (``evaluation.model_budget``), and a
-record waits in a tier's queue at most ``model_max_delay_s`` /
-``judge.max_delay_s``.
+the cheap tier is idle, within a budget (``evaluation.model.budget``), and a
+record waits in a tier's queue at most its ``max_delay_s`` (``evaluation.model`` and
+``evaluation.judge`` take the same settings, :class:`~ragpulse.config.TierSettings`).
 
 Every trace is finished exactly once: all its records' results exported (or the
 trace skipped and counted); then its source acknowledgements are released, so a
@@ -220,7 +220,7 @@ class Pipeline:
             tier: self._stage(tier, evs)
             for tier, evs in self.by_tier.items()
             if evs and self._sampler.can_reach(tier)
-            and not (tier == Tier.MODEL and s.model_budget <= 0)
+            and not (tier == Tier.MODEL and s.model.budget <= 0)
         }  # fmt: skip
         for tier, evs in self.by_tier.items():
             if evs and tier not in self._stages:
@@ -234,19 +234,17 @@ class Pipeline:
         self._pending_cond = threading.Condition()
 
     def _stage(self, tier: Tier, evaluators: Sequence[Evaluator]) -> TierStage[_Job]:
-        s = self._settings
-        if tier == Tier.MODEL:
-            return TierStage(
-                tier, evaluators, self._tier_done, self._metrics,
-                s.model_batch_size, s.model_max_wait_s, s.model_max_queue, context=self.context,
-                budget=s.model_budget, max_delay_s=s.model_max_delay_s,
-                cheap_idle=self._cheap_idle,
-            )  # fmt: skip
-        j = s.judge  # budgeted in calls and tokens by the judges themselves
+        # The model tier yields to the cheap tier (same CPU); the judges wait on the network
+        # and are budgeted in calls and tokens by themselves.
         return TierStage(
-            tier, evaluators, self._tier_done, self._metrics, j.batch_size, j.max_wait_s,
-            j.max_queue, context=self.context, max_delay_s=j.max_delay_s,
-        )  # fmt: skip
+            tier,
+            evaluators,
+            self._tier_done,
+            self._metrics,
+            self._settings.tier("model" if tier is Tier.MODEL else "judge"),
+            context=self.context,
+            cheap_idle=self._cheap_idle if tier is Tier.MODEL else None,
+        )
 
     @property
     def backlog(self) -> int:

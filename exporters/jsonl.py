@@ -30,8 +30,8 @@ from ragpulse.results import record_line
 
 
 class JsonlSink(Sink):
-    """``results_jsonl`` (or ``sinks.jsonl.path``): one line per evaluated record, and one
-    per costly tier that reported after the record's first line."""
+    """``sinks.jsonl.path`` (``serve --results-jsonl``): one line per evaluated record, and
+    one per costly tier that reported after the record's first line."""
 
     name = "jsonl"
     default_enabled = True
@@ -61,7 +61,7 @@ class JsonlSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return {"path": settings.results_jsonl, "redaction": settings.redaction.model_dump()}
+        return {"redaction": settings.redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> JsonlSink | None:

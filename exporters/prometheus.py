@@ -16,6 +16,8 @@ name only when the ``agents.tools`` setting lists it, ``other`` for every other 
 so that the series stay bounded and every replica labels alike. A (service, tool)
 pair's series start at 0 the first time the pair is seen, so that the first error or
 injection shows in ``rate()`` / ``increase()``.
+
+Settings: ``sinks.prometheus`` (:class:`PrometheusSink.Options`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import Field
 
-from ragpulse.config import AgentSettings, PrometheusSettings, RedactionSettings, Settings
+from ragpulse.config import AgentSettings, RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.prometheus_series import ScoreSeries
 from ragpulse.plugin_context import PluginContext, PluginOptions
@@ -69,9 +71,25 @@ class PrometheusSink(Sink):
     name = "prometheus"
     default_enabled = True
 
-    class Options(PrometheusSettings):
-        """The ``prometheus`` settings section (``sinks.prometheus`` overrides it)."""
+    class Options(PluginOptions):
+        """Label bounds of the score histograms.
 
+        ``ragpulse_eval_score`` has at most ``methods x (max_route_pairs + max_services + 1)
+        x 14`` series per replica (11 buckets, sum, count, created): with the defaults, about
+        6,400 for the 9 methods on by default, about 10,700 with the model tier's 6 more.
+        """
+
+        routes: list[str] = Field(
+            default_factory=list, description="Route allow-list (else first N)."
+        )
+        max_routes: int = Field(30, ge=1)
+        services: list[str] = Field(default_factory=list)
+        max_services: int = Field(10, ge=1)
+        max_route_pairs: int = Field(
+            40,
+            ge=1,
+            description="Distinct (service, route) pairs; past it a new pair's route is 'other'.",
+        )
         redaction: RedactionSettings = Field(
             default_factory=RedactionSettings,
             description="the top-level redaction section (path prometheus: route/service)",
@@ -85,19 +103,22 @@ class PrometheusSink(Sink):
     def __init__(
         self,
         registry: CollectorRegistry,
-        settings: PrometheusSettings | None = None,
+        settings: Options | None = None,
         redaction: RedactionSettings | None = None,
         agents: AgentSettings | None = None,
     ) -> None:
-        settings = settings or PrometheusSettings()
-        redaction = redaction or RedactionSettings()
-        tools = list((agents or AgentSettings()).tools)
-        super().__init__(
-            self.Options(**{**settings.model_dump(), "redaction": redaction, "agent_tools": tools})
-        )
-        self._tools = frozenset(tools)
+        settings = settings or self.Options()
+        update: dict[str, Any] = {}
+        if redaction is not None:
+            update["redaction"] = redaction
+        if agents is not None:
+            update["agent_tools"] = list(agents.tools)
+        if update:
+            settings = settings.model_copy(update=update)
+        super().__init__(settings)
+        self._tools = frozenset(settings.agent_tools)
         self._tool_pairs: set[tuple[str, str]] = set()  # (service, tool) with series at 0
-        self._redactor = Redactor.for_path(redaction, "prometheus")
+        self._redactor = Redactor.for_path(settings.redaction, "prometheus")
         self._redacted: dict[str, str] = {}
         self._routes = LabelLimiter(settings.routes, settings.max_routes)
         self._services = LabelLimiter(settings.services, settings.max_services)
@@ -140,7 +161,6 @@ class PrometheusSink(Sink):
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
         return {
-            **settings.prometheus.model_dump(),
             "redaction": settings.redaction.model_dump(),
             "agent_tools": list(settings.agents.tools),
         }
@@ -148,8 +168,7 @@ class PrometheusSink(Sink):
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> PrometheusSink:
         assert isinstance(options, cls.Options)
-        agents = AgentSettings(tools=options.agent_tools)
-        return cls(context.metrics.registry, options, options.redaction, agents)
+        return cls(context.metrics.registry, options)
 
     def _label(self, value: str | None) -> str | None:
         """``value`` redacted; a dict read for values seen before (labels repeat)."""

@@ -125,7 +125,7 @@ def serve(
     otlp = free_port()
     results = tmp_path / "results.jsonl"
     # The model tier off: this test is about the cheap tier's path end to end.
-    env = {"RAGPULSE_ASSEMBLY__GRACE_S": "0.2", "RAGPULSE_EVALUATION__MODEL_RATE": "0"}
+    env = {"RAGPULSE_ASSEMBLY__GRACE_S": "0.2", "RAGPULSE_EVALUATION__MODEL__RATE": "0"}
     proc, metrics_url = start_serve(
         "--otlp-http-port", str(otlp), "--results-jsonl", str(results),
         "--otlp-export-endpoint", backend.url, env=env,
@@ -294,7 +294,7 @@ def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> No
          "--otlp-http-port", str(free_port()), "--metrics-port", metrics_url.split(":")[2][:-8]],
         env={
             **os.environ,
-            "RAGPULSE_EVALUATION__MODEL_RATE": "1",  # loads at start, in the background
+            "RAGPULSE_EVALUATION__MODEL__RATE": "1",  # loads at start, in the background
             "RAGPULSE_EVALUATION__EVALUATORS": '["faithfulness/lexical", "injection/probe"]',
         },
         stderr=subprocess.PIPE,
@@ -311,8 +311,8 @@ def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> No
 
 
 def test_idle_model_tier_never_loads_and_shutdown_is_prompt(tmp_path: Path) -> None:
-    """A model-tier evaluator is configured but ``model_rate: 0``: records flow through the
-    cheap tier, torch is never mapped into the process (nothing was routed to the tier,
+    """A model-tier evaluator is configured but ``evaluation.model.rate: 0``: records flow
+    through the cheap tier, torch is never mapped into the process (nothing was routed to the tier,
     so its models were not loaded), and SIGTERM stops it with a final ``stopped`` line.
 
     Whether torch is loaded is read from /proc/<pid>/maps (Linux) rather than timed."""
@@ -325,7 +325,7 @@ def test_idle_model_tier_never_loads_and_shutdown_is_prompt(tmp_path: Path) -> N
          "--results-jsonl", str(results)],
         env={
             **os.environ,
-            "RAGPULSE_EVALUATION__MODEL_RATE": "0",
+            "RAGPULSE_EVALUATION__MODEL__RATE": "0",
             "RAGPULSE_EVALUATION__EVALUATORS":
                 '["faithfulness/lexical", "context_relevance/embedding"]',
         },

@@ -73,11 +73,12 @@ def run(tmp_path: Path, backend: str, sinks: dict[str, Any], headers: dict[str, 
     config = {
         "otlp_http_port": port,
         "metrics_port": metrics_port,
-        "results_jsonl": str(results_path),
-        "otlp_export_endpoint": backend,
-        "otel_export": {"headers": headers},
         "assembly": {"grace_s": 0.3},
-        "sinks": sinks,
+        "sinks": {
+            **sinks,
+            "jsonl": {"path": str(results_path)},
+            "otel": {"endpoint": backend, "headers": headers},
+        },
     }
     (tmp_path / "ragpulse.yaml").write_text(yaml.safe_dump(config))
     log_path = tmp_path / "ragpulse.log"

@@ -37,7 +37,8 @@ def export(
     **settings: Any,
 ) -> None:
     url = backend if isinstance(backend, str) else backend.url
-    loaded = load_settings(otlp_export_endpoint=url, service_name="rp-test", **settings)
+    options = {"endpoint": url, "service_name": "rp-test", **settings}
+    loaded = load_settings(sinks={"otel": options})
     sink = OtelEvaluationSink.from_settings(loaded, context)
     assert sink is not None
     sink.export(record, results)
@@ -289,7 +290,7 @@ def test_events_off_where_the_endpoint_has_no_logs_intake(
     the EVALUATOR spans still go, and nothing counts as failed."""
     context = PluginContext(Settings())
     with CaptureServer(logs_status=status) as server, caplog.at_level(logging.WARNING):
-        settings = load_settings(otlp_export_endpoint=server.url)
+        settings = load_settings(sinks={"otel": {"endpoint": server.url}})
         sink = OtelEvaluationSink.from_settings(settings, context)
         assert sink is not None
         trace_id = new_trace_id()
@@ -317,5 +318,5 @@ def test_every_failed_export_is_counted() -> None:
     record = RagRecord(trace_id=new_trace_id(), span_id=new_span_id(), question="q", answer="a")
     url = f"http://127.0.0.1:{free_port()}"
     result = EvalResult(metric="refusal", method="rules", score=0.0)
-    export(url, record, [result], context, otel_export={"timeout_s": 0.5})
+    export(url, record, [result], context, timeout_s=0.5)
     assert errors_of(context) == 2  # the carrier span batch and the event batch

@@ -14,10 +14,16 @@ from test_sampling import feedback_span, rag_spans
 
 from ragpulse import semconv as sc
 from ragpulse.collector.service import Collector
-from ragpulse.config import RedactionSettings, RegressionSetRule, load_settings
+from ragpulse.config import RedactionSettings, load_settings
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.memory import InMemorySink
-from ragpulse.exporters.regression import RegressionSink, question_key, set_files, set_stats
+from ragpulse.exporters.regression import (
+    RegressionSetRule,
+    RegressionSink,
+    question_key,
+    set_files,
+    set_stats,
+)
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor, luhn_valid
 
@@ -165,9 +171,9 @@ def test_collector_writes_sets_from_live_traffic(tmp_path: Path) -> None:
     settings = load_settings(
         # The trace stays open until flush(): its feedback surely joins in the window.
         assembly={"grace_s": 600, "tick_s": 0.05},
-        regression={"directory": str(tmp_path), "sets": {
+        sinks={"regression": {"directory": str(tmp_path), "sets": {
             "negative_feedback": {"kind": "negative_feedback"},
-            "everything": {"kind": "random", "rate": 1.0}}},
+            "everything": {"kind": "random", "rate": 1.0}}}},
     )  # fmt: skip
     sink = InMemorySink()
     c = Collector(settings, evaluators=[LexicalFaithfulness()], extra_sinks=[sink],
