@@ -71,6 +71,27 @@ SIGNALS: tuple[Signal, ...] = (
            "tool calls carrying a flagged result's e-mail, link, account, path, amount",
            "hijacks that carry none of them",
            "by rule: a carried value", "`injection/llm_judge` (sees the tool calls)"),
+    # Conversations, when one closes (how-to conversations).
+    Signal("conversation_groundedness/rules", True,
+           "conversations with ungrounded turns, and the weakest turn",
+           "what its turns' faithfulness misses",
+           "score only", "a judge for the turns' faithfulness"),
+    Signal("conversation_injection/rules", True,
+           "any turn carrying an injection, or one followed",
+           "what the turns' injection methods miss",
+           "by rule: any turn flagged", "`injection/llm_judge` on the turns"),
+    Signal("conversation_tool_errors/rules", True,
+           "conversations whose tools keep failing",
+           "failures a tool does not report",
+           "score only", "`tool_error/rules` on the turns"),
+    Signal("user_frustration/rules", True,
+           "questions asked again, negative feedback",
+           "frustration said in other words",
+           "by rule: a third of follow-ups", "`user_frustration/llm_judge`"),
+    Signal("abandonment/rules", True,
+           "users leaving right after an unsupported answer",
+           "users leaving satisfied with a wrong answer",
+           "by rule: the last answer unsupported", "the turns' faithfulness"),
 )  # fmt: skip
 
 COLUMNS = ("method", "separates (dev AUROC)", "misses", "label line", "switch on")

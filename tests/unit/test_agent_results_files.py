@@ -18,9 +18,8 @@ from pathlib import Path
 
 from support.agent_records import agent_turn
 
-from ragpulse.config import RegressionSetRule
 from ragpulse.exporters.jsonl import JsonlSink
-from ragpulse.exporters.regression import RegressionSink
+from ragpulse.exporters.regression import RegressionSetRule, RegressionSink
 from ragpulse.plugins import evaluator_classes
 from ragpulse.record import EvalResult, RagRecord
 

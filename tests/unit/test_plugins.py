@@ -32,7 +32,7 @@ from ragpulse.config import EvaluationSettings, Settings, load_settings
 from ragpulse.disk_cache import cache_root
 from ragpulse.errors import ConfigError
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import ConversationEvaluator, Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import (
@@ -45,7 +45,16 @@ from ragpulse.plugins import (
     resolve_evaluator_names,
     sink_classes,
 )
-from ragpulse.record import Direction, Document, DocumentSource, EvalResult, RagRecord, ToolCall
+from ragpulse.record import (
+    ConversationRecord,
+    Direction,
+    Document,
+    DocumentSource,
+    EvalResult,
+    RagRecord,
+    ToolCall,
+    TurnSummary,
+)
 
 RECORDS = [
     RagRecord(
@@ -94,6 +103,23 @@ AGENT = RagRecord(
     model_calls=2,
 )  # fmt: skip
 
+
+def _turn(n: int, question: str, *results: EvalResult) -> TurnSummary:
+    return TurnSummary(turn=n, trace_id=f"{n:032x}", span_id=f"{n:016x}", question=question,
+                       answer="An answer.", results=list(results), tool_calls=1)  # fmt: skip
+
+
+_FAITHFUL = EvalResult(metric="faithfulness", method="lexical", score=0.9)
+_UNFAITHFUL = EvalResult(metric="faithfulness", method="lexical", score=0.1)
+CONVERSATIONS = [
+    ConversationRecord(
+        conversation_id="c-1",
+        turns=[_turn(1, "When does the ferry leave?", _FAITHFUL),
+               _turn(2, "When does the ferry leave, please?", _UNFAITHFUL)],
+    ),
+    ConversationRecord(conversation_id="c-2", turns=[_turn(1, "Hello")], closed_by="end"),
+]  # fmt: skip
+
 CHEAP = {
     "faithfulness/lexical",
     "context_relevance/lexical",
@@ -106,6 +132,11 @@ CHEAP = {
     "tool_error/rules",
     "tool_loop/rules",
     "unsupported_answer/lexical",
+    "conversation_groundedness/rules",
+    "conversation_injection/rules",
+    "conversation_tool_errors/rules",
+    "user_frustration/rules",
+    "abandonment/rules",
 }
 
 
@@ -167,6 +198,13 @@ def test_evaluator_contract(name: str, judge: JudgeServer, tiny: dict[str, dict[
     assert isinstance(cls.direction, Direction)
     evaluator, context = loaded(name, judge, tiny)
     try:
+        if isinstance(evaluator, ConversationEvaluator):
+            results = evaluator.evaluate_conversations(CONVERSATIONS)
+            assert len(results) == len(CONVERSATIONS)
+            assert all(r.error is None and (r.metric, r.method) == (cls.metric, cls.method)
+                       for r in results), results  # fmt: skip
+            assert any(r.score is not None for r in results), results
+            return
         records = RECORDS if "rag" in cls.applies_to else [AGENT, *RECORDS[1:]]
         results = evaluator.evaluate(records)
         assert len(results) == len(records)
