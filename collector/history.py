@@ -36,7 +36,9 @@ _METADATA_IDS = ("thread_id", "session_id", "conversation_id")
 _STOP = frozenset(
     "a an and are as at be but by can could did do does for from had has have how i if in "
     "into is it its me my no not of on or our so than that the their them then there these "
-    "they this to was we were what when where which who why will with would you your".split()
+    "they this to was we were what when where which who why will with would you your "
+    "about tell me know please give show need want like also just any some more much many "
+    "thanks thank hello hi ok okay yes sure well".split()
 )
 CARRIED_RESULT_CHARS = 200_000
 """Longest earlier tool result split into passages (a longer one is cut there, noted)."""

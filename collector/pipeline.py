@@ -40,16 +40,17 @@ from typing import Any
 
 from ragpulse import semconv as sc
 from ragpulse.collector.assembly import CompletedTrace
+from ragpulse.collector.conversations import ConversationStage
 from ragpulse.collector.extract import extract_records
 from ragpulse.collector.feedback import feedback_result
 from ragpulse.collector.sampling import SamplingPolicy, sampled_attributes
 from ragpulse.collector.tier_stage import TierStage
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import ConversationEvaluator, Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import AttributeValue, EvalResult, RagRecord
+from ragpulse.record import AttributeValue, ConversationRecord, EvalResult, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -229,6 +230,12 @@ class Pipeline:
                     "its models are not loaded",
                     tier.value,
                 )
+        self.conversations = ConversationStage(
+            self.context.settings.conversations,
+            [e for e in evaluators if isinstance(e, ConversationEvaluator)],
+            self._export_conversation,
+            metrics,
+        )
         self._pending = 0  # traces submitted and not yet finished
         self._backlog_bytes = 0  # their OTLP bytes, until the cheap tier has read them
         self._pending_cond = threading.Condition()
@@ -275,6 +282,7 @@ class Pipeline:
             self._holds.start()
             self._thread = threading.Thread(target=self._run, name="ragpulse-eval", daemon=True)
             self._thread.start()
+            self.conversations.start()
             for tier, stage in self._stages.items():
                 # Load at once when a rate sends records; for priority rules only, on demand.
                 stage.start(load_now=self._sampler.by_rate(tier))
@@ -302,6 +310,7 @@ class Pipeline:
             if tier in self._stages:
                 self._stages[tier].stop(deadline)
         self._holds.stop()
+        self.conversations.stop(close="shutdown")  # what is open goes out, revised later
         if sinks_deadline is None:
             self._shutdown_sinks()
             return
@@ -380,7 +389,9 @@ class Pipeline:
                     # The label is the field only ("document.score"): bounded cardinality.
                     self._metrics.coerced.labels(str(note).split(":", 1)[0]).inc()
             ticket = _TraceTicket(trace, len(found), self._trace_finished if not inline else _noop)
-            jobs.extend(_Job(record, ticket) for record in found)
+            # A turn of a conversation: numbered, and its earlier turns joined when its
+            # spans carried no history (before the metrics read it).
+            jobs.extend(_Job(self.conversations.prepare(record), ticket) for record in found)
         cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)
         # Costly tiers a record can go to: inline, every tier with evaluators; else the
         # tiers with a running stage (none for a tier that nothing can reach).
@@ -508,12 +519,27 @@ class Pipeline:
             except Exception:
                 log.exception("sink %s failed on trace %s", sink.name, record.trace_id)
                 self._metrics.sink_errors.labels(sink.name).inc()
+        self.conversations.observe(record, results)
         if not first:
             return
         self._metrics.records_evaluated.inc()
         self._recent[record.trace_id] = record
         while len(self._recent) > self.RECENT:
             self._recent.popitem(last=False)
+
+    def _export_conversation(
+        self, conversation: ConversationRecord, results: list[EvalResult]
+    ) -> None:
+        """Hand a closed conversation's record to every sink (one export at a time)."""
+        with self._lock:
+            for sink in self.sinks:
+                try:
+                    sink.export_conversation(conversation, results)
+                except Exception:
+                    log.exception(
+                        "sink %s failed on conversation %s", sink.name, conversation.conversation_id
+                    )
+                    self._metrics.sink_errors.labels(sink.name).inc()
 
     def late_feedback(self, trace_id: str, attributes: dict[str, AttributeValue]) -> bool:
         """Export a late update for a recently evaluated trace; False when it is unknown.

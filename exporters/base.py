@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ragpulse.config import Settings
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 
 
 class Sink(ABC):
@@ -87,6 +87,14 @@ class Sink(ABC):
     @abstractmethod
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         """Take one record's results (see the class doc for when and how often)."""
+
+    def export_conversation(  # noqa: B027 - optional hook, most sinks keep turns only
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> None:
+        """Take a closed conversation's record and its conversation metrics' results
+        (called like :meth:`export`, one call at a time; a resumed conversation comes again
+        with ``revision`` + 1 and the same ``identifier``). Default: nothing, for sinks
+        that keep turn records only."""
 
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Send what is buffered; True when it all went within ``timeout_s``. Sinks that

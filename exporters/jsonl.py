@@ -24,9 +24,9 @@ from ragpulse import moved
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.results import record_line
+from ragpulse.results import conversation_line, record_line
 
 
 class JsonlSink(Sink):
@@ -73,6 +73,16 @@ class JsonlSink(Sink):
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()  # readers (tail -f, tests) see whole lines promptly
+
+    def export_conversation(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> None:
+        """One line ``{"conversation": ..., "results": ...}`` per closed (or revised)
+        conversation."""
+        line = conversation_line(conversation, results, self.redactor)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
 
     def shutdown(self) -> None:
         with self._lock:

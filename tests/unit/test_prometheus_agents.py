@@ -145,7 +145,7 @@ def test_services_of_agent_series_are_bounded_like_the_scores() -> None:
         if m.name == "ragpulse_agent_turns"
         for s in m.samples
     }
-    assert len(services) <= Settings().prometheus.max_services + 1
+    assert len(services) <= PrometheusSink.Options().max_services + 1
     assert "other" in services
 
 
