@@ -27,10 +27,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragpulse import semconv as sc
 from ragpulse.collector.history import standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluators.base import ConversationEvaluator
@@ -47,13 +48,15 @@ from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
-END_MARKER = "ragpulse.conversation.end"
+END_MARKER = sc.RAGPULSE_CONVERSATION_END
 """A turn's attribute that closes its conversation at once (true)."""
 KEPT_CHARS = 500
 """Characters kept of a turn's question and answer in its conversation's state."""
 KEPT_DOCUMENTS = 3
 """Documents kept per turn for joining into a later turn without history."""
 KEPT_DOCUMENT_CHARS = 1_000
+NUMBERED_KEPT = 10_000
+"""Turns remembered as numbered on arrival (a turn is exported within seconds of that)."""
 
 Closed = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
 Export = Callable[[ConversationRecord, list[EvalResult]], None]
@@ -90,6 +93,29 @@ def _compact(results: Sequence[EvalResult]) -> list[EvalResult]:
     ]  # fmt: skip
 
 
+def summarize(record: RagRecord, results: Sequence[EvalResult]) -> TurnSummary:
+    """What a conversation keeps of a turn: ids, texts cut to ``KEPT_CHARS``, compact
+    results. Its number is the record's (0 when it has none: numbered on arrival)."""
+    return TurnSummary(
+        turn=record.turn or 0,
+        trace_id=record.trace_id,
+        span_id=record.span_id,
+        question=record.question[:KEPT_CHARS],
+        answer=record.answer[:KEPT_CHARS],
+        start_time_ns=record.start_time_ns,
+        end_time_ns=record.end_time_ns,
+        results=_compact(results),
+        tool_calls=len(record.tool_calls),
+    )
+
+
+def kept_documents(record: RagRecord) -> list[str]:
+    """The turn's own documents (cut) kept for joining into a later turn without history."""
+    return [d.content[:KEPT_DOCUMENT_CHARS] for d in record.documents if not d.carried][
+        :KEPT_DOCUMENTS
+    ]
+
+
 class ConversationStage:
     def __init__(
         self,
@@ -109,6 +135,9 @@ class ConversationStage:
         self._held: OrderedDict[str, _Conversation] = OrderedDict()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Turns this stage numbered by their arrival (their spans did not say), most recent
+        # last: where conversations are held elsewhere (Kafka), that holder numbers them.
+        self._numbered: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     # -- the turn, before it is evaluated ------------------------------------------------
 
@@ -128,6 +157,7 @@ class ConversationStage:
         if record.turn is None:
             known = held.turns.get((record.trace_id, record.span_id)) if held else None
             update["turn"] = known.summary.turn if known else len(earlier) + 1
+            self._numbered_here(record)
         if not record.history and earlier and self.settings.join_turns:
             joined = earlier[-self.settings.join_turns :]
             history = [
@@ -154,6 +184,17 @@ class ConversationStage:
             )
         return record.model_copy(update=update) if update else record
 
+    def _numbered_here(self, record: RagRecord) -> None:
+        with self._lock:
+            self._numbered[(record.trace_id, record.span_id)] = None
+            while len(self._numbered) > NUMBERED_KEPT:
+                self._numbered.popitem(last=False)
+
+    def numbered_on_arrival(self, trace_id: str, span_id: str) -> bool:
+        """Whether :meth:`prepare` numbered this turn in order of arrival (recent turns)."""
+        with self._lock:
+            return (trace_id, span_id) in self._numbered
+
     # -- every export of a turn -------------------------------------------------------------
 
     def observe(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
@@ -161,43 +202,61 @@ class ConversationStage:
         cid = record.conversation_id
         if not cid:
             return
+        self.add_turn(
+            cid,
+            record.service,
+            record.route,
+            summarize(record, results),
+            documents=kept_documents(record),
+            end=record.attributes.get(END_MARKER) is True,
+        )
+
+    def add_turn(
+        self,
+        conversation_id: str,
+        service: str,
+        route: str | None,
+        summary: TurnSummary,
+        *,
+        documents: Sequence[str] = (),
+        end: bool = False,
+    ) -> None:
+        """Keep a turn summarised elsewhere (:meth:`observe`; a replica's export read from
+        the Kafka turn topic). ``summary.turn`` 0: numbered in order of arrival. A turn kept
+        already gains the results it did not have; a repeat (a redelivered trace) changes
+        nothing, so it neither resumes nor revises a closed conversation. ``summary.results``
+        are compact (:func:`summarize`)."""
         closing: list[tuple[_Conversation, Closed]] = []
+        key = (summary.trace_id, summary.span_id)
         with self._lock:
             now = self._clock()
-            held = self._held.get(cid)
+            held = self._held.get(conversation_id)
+            turn = held.turns.get(key) if held is not None else None
+            if turn is not None:  # an update (a costly tier, feedback): more results
+                new = [r for r in summary.results if r not in turn.summary.results]
+                if not new:
+                    return
+                turn.summary = turn.summary.model_copy(
+                    update={"results": [*turn.summary.results, *new]}
+                )
             if held is None:
-                held = self._held[cid] = _Conversation(cid, record.service, record.route, now)
+                held = self._held[conversation_id] = _Conversation(
+                    conversation_id, service, route, now
+                )
             elif held.closed_at is not None:
                 held.closed_at = None  # it resumes: the next close revises its record
             held.last = now
-            self._held.move_to_end(cid)
-            key = (record.trace_id, record.span_id)
-            turn = held.turns.get(key)
-            if turn is not None:  # an update (a costly tier, feedback): more results
-                summary = turn.summary
-                turn.summary = summary.model_copy(
-                    update={"results": [*summary.results, *_compact(results)]}
-                )
-            elif len(held.turns) >= self.settings.max_turns:
+            self._held.move_to_end(conversation_id)
+            if turn is None and len(held.turns) >= self.settings.max_turns:
                 held.dropped += 1
                 self._metrics.conversation_turns_dropped.inc()
-            else:
+            elif turn is None:
+                number = summary.turn or len(held.turns) + 1
                 held.turns[key] = _Turn(
-                    TurnSummary(
-                        turn=record.turn or len(held.turns) + 1,
-                        trace_id=record.trace_id,
-                        span_id=record.span_id,
-                        question=record.question[:KEPT_CHARS],
-                        answer=record.answer[:KEPT_CHARS],
-                        start_time_ns=record.start_time_ns,
-                        end_time_ns=record.end_time_ns,
-                        results=_compact(results),
-                        tool_calls=len(record.tool_calls),
-                    ),
-                    [d.content[:KEPT_DOCUMENT_CHARS]
-                     for d in record.documents if not d.carried][:KEPT_DOCUMENTS],
-                )  # fmt: skip
-            if record.attributes.get(END_MARKER) is True:
+                    summary if summary.turn else summary.model_copy(update={"turn": number}),
+                    [d[:KEPT_DOCUMENT_CHARS] for d in documents][:KEPT_DOCUMENTS],
+                )
+            if end:
                 closing.append((held, "end"))
             closing += self._over_bound()
             self._metrics.conversations_open.set(len(self._held))
@@ -243,6 +302,70 @@ class ConversationStage:
                 held.closed_at = now
         for conversation in open_:
             self._close(conversation, why)
+
+    # -- state held elsewhere too (the Kafka turn topic) -----------------------------------
+
+    def holds(self, conversation_id: str) -> bool:
+        with self._lock:
+            return conversation_id in self._held
+
+    def held_ids(self) -> set[str]:
+        """The conversations held now, open or kept closed."""
+        with self._lock:
+            return set(self._held)
+
+    def drop(self, conversation_ids: Iterable[str]) -> int:
+        """Forget conversations without closing them (another process holds them now);
+        returns how many were held."""
+        with self._lock:
+            gone = sum(self._held.pop(cid, None) is not None for cid in conversation_ids)
+            self._metrics.conversations_open.set(len(self._held))
+        return gone
+
+    def restore(self, record: ConversationRecord, closed_ago_s: float) -> bool:
+        """Take a conversation's state from its record as exported ``closed_ago_s`` ago (by
+        this stage or another), so that a resumed conversation is revised, not started anew.
+
+        Turns held that the record lacks stay, and keep the conversation open; a record
+        older than one held (by revision) changes nothing. True when the stage now holds
+        what the record says and nothing more: the record alone can rebuild it.
+        """
+        keys = {(t.trace_id, t.span_id) for t in record.turns}
+        closing: list[tuple[_Conversation, Closed]] = []
+        with self._lock:
+            now = self._clock()
+            held = self._held.get(record.conversation_id)
+            if held is not None and held.revision >= record.revision:
+                return (
+                    held.revision == record.revision
+                    and held.closed_at is not None
+                    and set(held.turns) <= keys
+                )
+            if held is None:
+                if closed_ago_s >= self.settings.keep_closed_s:
+                    return True  # past keeping: nothing to hold
+                held = self._held[record.conversation_id] = _Conversation(
+                    record.conversation_id, record.service, record.route, now
+                )
+            for summary in record.turns:
+                key = (summary.trace_id, summary.span_id)
+                turn = held.turns.get(key)
+                if turn is None:
+                    held.turns[key] = _Turn(summary)
+                elif len(summary.results) > len(turn.summary.results):
+                    turn.summary = summary
+            held.revision = record.revision
+            dropped = record.attributes.get("ragpulse.conversation.turns_dropped")
+            held.dropped = max(held.dropped, dropped if isinstance(dropped, int) else 0)
+            covered = set(held.turns) <= keys
+            if covered:  # closed then, as the record says; else it has resumed since
+                held.closed_at = now - closed_ago_s
+            self._held.move_to_end(record.conversation_id)
+            closing += self._over_bound()
+            self._metrics.conversations_open.set(len(self._held))
+        for conversation, why in closing:
+            self._close(conversation, why)
+        return covered
 
     def _close(self, conversation: _Conversation, why: Closed) -> None:
         with self._lock:
