@@ -16,6 +16,12 @@ did not (in order of arrival), and joins the earlier turns as its history when i
 carried none (apps traced by ragpulse's decorators): their questions and answers, and
 their documents as evidence (``conversations.join_turns`` turns, bounded).
 
+With Kafka (``source: kafka``), a conversation's turns pass through different replicas:
+the pipeline writes them to the conversation topic instead of keeping them here, and the
+member of the conversation group that owns their partition feeds them to its stage with
+:meth:`ConversationStage.add_turn`, rebuilding conversations read again after a restart
+with :meth:`ConversationStage.restore` (see :mod:`ragpulse.collector.turn_consumer`).
+
 State is bounded: at most ``conversations.max_open`` conversations (open and kept closed;
 past it the least recently active one is closed early, ``evicted``), at most
 ``conversations.max_turns`` turns each; texts are kept cut. Thread-safe.

@@ -59,7 +59,8 @@ class KafkaMetrics:
         )
         self.commits = Counter(
             "ragpulse_kafka_commits",
-            "Offset commits by outcome.",
+            "Offset commits by outcome (ok, failed, deferred: turns for the conversation "
+            "topic still being written).",
             ["outcome"],
             registry=registry,
         )
@@ -105,9 +106,13 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
         metrics: CollectorMetrics,
         consumer_factory: Callable[..., KafkaConsumer] = KafkaConsumer,
         producer_factory: Callable[..., KafkaProducer] = KafkaProducer,
+        before_commit: Callable[[float], bool] | None = None,
     ) -> None:
+        """``before_commit(timeout_s)``: whether what the finished messages gave on is
+        delivered (the conversation topic's turns); False defers the commit."""
         self._settings = settings
         self._intake = intake
+        self._before_commit = before_commit
         self._metrics = metrics
         self._kafka_metrics = KafkaMetrics(metrics.registry)
         self._consumer_factory = consumer_factory
@@ -218,7 +223,7 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
         )
         self._reading_stopped.set()
         self._drained.wait(60)
-        self._commit(consumer, self._offsets)
+        self._commit(consumer, self._offsets, deliveries_s=10.0)
         try:
             consumer.close(autocommit=False)
         except Exception:
@@ -309,6 +314,7 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
         consumer: KafkaConsumer,
         partitions: dict[TopicPartition, PartitionOffsets],
         wait: bool = True,
+        deliveries_s: float = 1.0,
     ) -> None:
         commits = {}
         for tp, offsets in partitions.items():
@@ -319,6 +325,13 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
                 mark = json.dumps({"read": offsets.read_mark})
                 commits[tp] = OffsetAndMetadata(position, mark, -1)
         if not commits:
+            return
+        # The turns these messages' traces gave (for the conversation topic) must be on the
+        # broker first: committing while one is in a buffer could lose it to a SIGKILL.
+        if self._before_commit is not None and not self._before_commit(
+            deliveries_s if wait else 0.0
+        ):
+            self._kafka_metrics.commits.labels("deferred").inc()
             return
         try:
             if wait:

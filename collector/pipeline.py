@@ -194,8 +194,13 @@ class Pipeline:
         settings: EvaluationSettings | None = None,
         sampler: SamplingPolicy | None = None,
         context: PluginContext | None = None,
+        local_conversations: bool = True,
     ) -> None:
+        """``local_conversations`` False: turns reach :attr:`conversations` from elsewhere
+        (the Kafka turn topic, through a sink that writes them there), so an export does
+        not add them, and a stop leaves open conversations open (they are read again)."""
         self._settings = s = settings or EvaluationSettings()
+        self._local_conversations = local_conversations
         self.evaluators = list(evaluators)
         self.cheap = [e for e in evaluators if e.tier == Tier.CHEAP]
         self.by_tier = {t: [e for e in evaluators if e.tier == t] for t in self.COSTLY_TIERS}
@@ -310,7 +315,8 @@ class Pipeline:
             if tier in self._stages:
                 self._stages[tier].stop(deadline)
         self._holds.stop()
-        self.conversations.stop(close="shutdown")  # what is open goes out, revised later
+        # What is open goes out, revised later; held elsewhere too (Kafka), it is read again.
+        self.conversations.stop(close="shutdown" if self._local_conversations else None)
         if sinks_deadline is None:
             self._shutdown_sinks()
             return
@@ -519,7 +525,8 @@ class Pipeline:
             except Exception:
                 log.exception("sink %s failed on trace %s", sink.name, record.trace_id)
                 self._metrics.sink_errors.labels(sink.name).inc()
-        self.conversations.observe(record, results)
+        if self._local_conversations:
+            self.conversations.observe(record, results)
         if not first:
             return
         self._metrics.records_evaluated.inc()

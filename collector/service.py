@@ -79,9 +79,23 @@ class Collector:
         chosen = list(evaluators) if evaluators is not None else load_evaluators(ev.evaluators, ev)
         self.context = PluginContext(settings, self.metrics)
         all_sinks = list(sinks) if sinks is not None else build_sinks(self.context)
+        # Kafka: a conversation's turns come through different replicas; written to the
+        # conversation topic (the last sink: after the others took a conversation record),
+        # they meet in the member of the conversation group that owns their partition.
+        turns = None
+        if receiver and settings.source == "kafka" and settings.kafka.turn_topic():
+            from ragpulse.collector.turn_writer import TurnTopicMetrics, TurnWriter
+
+            turn_metrics = TurnTopicMetrics(self.metrics.registry)
+            turns = TurnWriter(
+                settings.kafka,
+                turn_metrics,
+                lambda t, s: self.pipeline.conversations.numbered_on_arrival(t, s),
+            )
         self.pipeline = Pipeline(
-            chosen, [*all_sinks, *extra_sinks], self.metrics, ev, context=self.context
-        )
+            chosen, [*all_sinks, *extra_sinks, *([turns] if turns else [])], self.metrics, ev,
+            context=self.context, local_conversations=turns is None,
+        )  # fmt: skip
         self.feedback = FeedbackJoiner(self.assembler, self.pipeline.late_feedback, self.metrics)
         self.receiver: OtlpHttpReceiver | None = None
         self.grpc_receiver: OtlpGrpcReceiver | None = None
@@ -110,7 +124,16 @@ class Collector:
         elif receiver and settings.source == "kafka":
             from ragpulse.collector.kafka_source import KafkaSource
 
-            self.sources.append(KafkaSource(settings.kafka, self, self.metrics))
+            delivered = turns.delivered if turns is not None else None
+            self.sources.append(
+                KafkaSource(settings.kafka, self, self.metrics, before_commit=delivered)
+            )
+            if turns is not None:
+                from ragpulse.collector.turn_consumer import TurnConsumer
+
+                self.sources.append(
+                    TurnConsumer(settings.kafka, self.pipeline.conversations, turn_metrics)
+                )
         self._want_metrics_server = metrics_server
         self._metrics_server: WSGIServer | None = None
         self._stop = threading.Event()

@@ -371,6 +371,16 @@ class KafkaSettings(_Section):
         "otlp_spans_raw", description="Unkeyed batches that `ragpulse rekey` splits by trace."
     )
     rekey_group: str = "ragpulse-rekey"
+    conversation_topic: str | None = Field(
+        None,
+        description="Turn records re-keyed by conversation id, so that one member of the "
+        "conversation group sees all of a conversation's turns; unset: '<group>_turns'; '' = "
+        "each process keeps the conversations of the traces it reads (one replica only).",
+    )
+    conversation_group: str | None = Field(
+        None,
+        description="Consumer group reading conversation_topic; unset: '<group>-conversations'.",
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: str | None = None
     sasl_plain_username: str | None = None
@@ -384,6 +394,15 @@ class KafkaSettings(_Section):
     consumer_options: dict[str, Any] = Field(
         default_factory=dict, description="Passed as-is to kafka-python consumers only."
     )
+
+    def turn_topic(self) -> str | None:
+        """The conversation topic in effect (None: conversations are kept in each process)."""
+        if self.conversation_topic is None:
+            return f"{self.group}_turns"
+        return self.conversation_topic or None
+
+    def turn_group(self) -> str:
+        return self.conversation_group or f"{self.group}-conversations"
 
     def client_config(self) -> dict[str, Any]:
         """Connection and security settings shared by consumers and producers."""

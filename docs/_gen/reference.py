@@ -361,6 +361,7 @@ def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     """(exposed name, type, help, labels, where) for every series ragpulse declares."""
     from ragpulse.collector.kafka_source import KafkaMetrics
     from ragpulse.collector.rekey import Rekeyer
+    from ragpulse.collector.turn_writer import TurnTopicMetrics
     from ragpulse.config import KafkaSettings
 
     found: list[tuple[str, str, str, tuple[str, ...], str]] = []
@@ -388,6 +389,7 @@ def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
             read(context.metrics.registry, f"`{name}` sink")
     kafka = CollectorRegistry()
     KafkaMetrics(kafka)
+    TurnTopicMetrics(kafka)
     read(kafka, "`serve --source kafka`")
     rekey = CollectorRegistry()
     Rekeyer(KafkaSettings(), registry=rekey)
@@ -415,7 +417,9 @@ def prometheus_page() -> str:
         "the scores, and for agent turns the turns, steps, tool calls and tools whose results "
         "carried an injection. The `tool` label is the tool's name when the `agents.tools` "
         "setting lists it, else `other`, so that every replica labels alike.",
-        "`serve --source kafka`": "## Kafka intake\n\nWith `source: kafka`.",
+        "`serve --source kafka`": "## Kafka intake\n\nWith `source: kafka`: the span group, "
+        "and the conversation group (`ragpulse_kafka_turn*`, see [Scale out with "
+        "Kafka](../how-to/kafka.md)).",
         "`ragpulse rekey`": "## The re-key stage\n\nExposed by `ragpulse rekey`.",
     }
     series = declared_series()
