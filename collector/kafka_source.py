@@ -119,6 +119,7 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
         self._producer_factory = producer_factory
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
         self._redelivery_marks: dict[TopicPartition, int] = {}  # fetched lazily
+        self._rewind: dict[TopicPartition, int] = {}  # revoked: where to read again from
         self._stopping = threading.Event()
         self._drained = threading.Event()
         self._reading_stopped = threading.Event()
@@ -382,6 +383,7 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
         leaving = {tp: o for tp, o in self._offsets.items() if tp in revoked}
         if self._consumer is not None:
             self._commit(self._consumer, leaving, wait=False)
+        self._rewind = {tp: at for tp, o in leaving.items() if (at := o.committable()) is not None}
         for tp in revoked:
             self._offsets.pop(tp, None)
             self._redelivery_marks.pop(tp, None)
@@ -396,6 +398,13 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
         self._kafka_metrics.rebalances.labels("assigned").inc(len(assigned))
         for tp in assigned:
             self._offsets.setdefault(tp, PartitionOffsets())
+        # A partition revoked and given back in the same rebalance keeps the client's read
+        # position (kafka-python keeps a partition's state across it), but its open traces
+        # were abandoned: read again from the commit, as a new owner would.
+        rewind, self._rewind = self._rewind, {}
+        for tp in assigned & rewind.keys():
+            if self._consumer is not None:
+                self._consumer.seek(tp, rewind[tp])
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)  # stay paused for newly assigned partitions
         self._kafka_metrics.assigned.set(len(self._offsets))

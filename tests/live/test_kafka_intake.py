@@ -268,6 +268,46 @@ def test_two_collectors_split_partitions_and_evaluate_each_trace_once(
     assert all(len(s.items) > 0 for s in sinks)
 
 
+def test_a_partition_kept_through_a_rebalance_is_read_again_for_its_open_traces(
+    kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    """An eager rebalance revokes every partition; a member given one back keeps the
+    client's read position, while its open traces were abandoned: it reads from its commit
+    again, so the spans of a trace still open then are not lost."""
+    kafka_broker.create_topic("otlp_spans", partitions=2)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all")
+    roots = []
+    for partition in (0, 1):  # one trace per partition: the first member keeps one of them
+        trace_id = secrets.token_bytes(16)
+        request = rag_request([(trace_id, "How much is the Pro plan?", DOCS, "6 dollars.")])
+        spans = request.resource_spans[0].scope_spans[0].spans
+        root = trace_service_pb2.ExportTraceServiceRequest()
+        root.CopyFrom(request)
+        del spans[0]  # the children first: the trace stays open until its root comes
+        del root.resource_spans[0].scope_spans[0].spans[1:]
+        producer.send("otlp_spans", key=trace_id.hex().encode(),
+                      value=request.SerializeToString(), partition=partition)  # fmt: skip
+        roots.append((trace_id, root, partition))
+    producer.flush(30)
+    sinks = [InMemorySink(), InMemorySink()]
+    first = start(collectors, settings(kafka_broker.bootstrap), sinks[0])
+    wait_until(lambda: len(first.assembler) == 2, 60, "both traces open")
+    second = start(collectors, settings(kafka_broker.bootstrap), sinks[1])
+    wait_until(
+        lambda: [sample(c, "ragpulse_kafka_assigned_partitions") for c in (first, second)]
+        == [1, 1], 60, "partitions split one and one",
+    )  # fmt: skip
+    assert sample(first, "ragpulse_kafka_abandoned_traces_total") == 2
+    for trace_id, root, partition in roots:
+        producer.send("otlp_spans", key=trace_id.hex().encode(),
+                      value=root.SerializeToString(), partition=partition)  # fmt: skip
+    producer.flush(30)
+    producer.close()
+    wait_until(lambda: sum(len(s.items) for s in sinks) == 2, 60, "both traces evaluated")
+    for item in (i for s in sinks for i in s.items):  # whole: the documents came first
+        assert [d.content for d in item.record.documents] == DOCS
+
+
 def test_broker_restart_consumer_recovers(
     s3_kafka_broker: Broker, collectors: list[Collector]
 ) -> None:
