@@ -135,6 +135,7 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
         self._lock = threading.Lock()
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._revoked: list[str] = []  # conversations of revoked partitions, to drop
+        self._rewind: dict[TopicPartition, int] = {}  # revoked here: where to read from
         self._stopping = threading.Event()
         self._drained = threading.Event()
         self._reading_stopped = threading.Event()
@@ -384,20 +385,24 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
             leaving = {tp: self._partitions.pop(tp) for tp in revoked if tp in self._partitions}
             for partition in leaving.values():
                 self._revoked.extend(partition.pins)  # the next owner rebuilds them
-            commits = {
-                tp: OffsetAndMetadata(p.position(), "", -1)
-                for tp, p in leaving.items()
-                if p.next >= 0
-            }
+            self._rewind = {tp: p.position() for tp, p in leaving.items() if p.next >= 0}
             self._gauges()
-        if commits and self._consumer is not None:
+        if self._rewind and self._consumer is not None:
+            commits = {tp: OffsetAndMetadata(at, "", -1) for tp, at in self._rewind.items()}
             self._consumer.commit_async(commits, callback=self._on_async_commit)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         with self._lock:
+            rewind, self._rewind = self._rewind, {}
             for tp in assigned:
                 self._partitions.setdefault(tp, _Partition())
             self._gauges()
+        # A partition revoked and given back in the same rebalance keeps the client's read
+        # position (kafka-python keeps a partition's state across it): read again from the
+        # commit, as a new owner would, since its conversations were dropped.
+        for tp in set(assigned) & set(rewind):
+            if self._consumer is not None:
+                self._consumer.seek(tp, rewind[tp])
 
     def _gauges(self) -> None:
         self._metrics.assigned.set(len(self._partitions))

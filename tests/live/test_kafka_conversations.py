@@ -107,6 +107,10 @@ def collectors() -> Iterator[list[Collector]]:
         c.stop()
 
 
+def evaluated(sinks: list[ConversationLog], trace_id: str) -> bool:
+    return any(i.record.trace_id == trace_id for s in sinks for i in s.items)
+
+
 def sample(c: Collector, name: str, **labels: str) -> float:
     return c.metrics.registry.get_sample_value(name, labels) or 0.0
 
@@ -138,9 +142,6 @@ def test_a_conversation_over_two_replicas_makes_one_record(
     producer.flush(30)
     producer.close()
 
-    def evaluated(trace_id: str) -> bool:
-        return any(i.record.trace_id == trace_id for s in sinks for i in s.items)
-
     chats = {f"chat-{n}": [] for n in range(4)}  # conversation id -> its turns' trace ids
     questions = ["When does the ferry leave?", "And when does it come back?", "What does it cost?"]
     answers = ["At 8.", "At 17.", "6 euros."]
@@ -153,7 +154,7 @@ def test_a_conversation_over_two_replicas_makes_one_record(
             trace_ids.append(trace_id)
         # A chat: the next question comes once the answer is out.
         for trace_ids in chats.values():
-            wait_until(lambda t=trace_ids[-1]: evaluated(t), 60, f"turn {i + 1} evaluated")
+            wait_until(lambda t=trace_ids[-1]: evaluated(sinks, t), 60, f"turn {i + 1} evaluated")
 
     def recorded() -> dict[str, ConversationRecord]:
         shown = {cid: c for s in sinks for cid, (c, _) in s.conversations.items()}
@@ -179,6 +180,58 @@ def test_a_conversation_over_two_replicas_makes_one_record(
     ]
     for name, labels in poison:
         wait_until(lambda n=name, ls=labels: sum(sample(c, n, **ls) for c in pair) == 1, 60, name)
+
+
+def test_a_replica_that_stops_mid_conversation_leaves_its_conversations_to_the_other(
+    kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    """A graceful stop closes nothing half-way: the partitions' next owner reads the open
+    conversations' turns again and exports each record once, whole."""
+    bootstrap = kafka_broker.bootstrap
+    kafka_broker.create_topic("otlp_spans", partitions=2)
+    kafka_broker.create_topic(TURNS, partitions=2)
+    sinks = [ConversationLog(), ConversationLog()]
+    first, second = (
+        Collector(settings(bootstrap), sinks=[sink], metrics_server=False).start() for sink in sinks
+    )
+    collectors.append(first)
+
+    def owns(c: Collector, spans: int, turns: int) -> bool:
+        return (
+            sample(c, "ragpulse_kafka_assigned_partitions") == spans
+            and sample(c, "ragpulse_kafka_turn_topic_assigned_partitions") == turns
+            and sample(c, "ragpulse_kafka_turn_topic_catching_up") == 0
+        )
+
+    try:
+        wait_until(lambda: owns(first, 1, 1) and owns(second, 1, 1), 60, "split one and one")
+        chats: dict[str, list[str]] = {f"chat-{n}": [] for n in range(4)}
+        for question in ("Where is the lighthouse?", "How tall is it?"):
+            for cid, trace_ids in chats.items():
+                trace_id, value = turn_message(cid, question, "On the pier, 40 metres.")
+                produce(bootstrap, trace_id, value)
+                trace_ids.append(trace_id)
+            for trace_ids in chats.values():  # the next question once the answer is out
+                wait_until(lambda t=trace_ids[-1]: evaluated(sinks, t), 60, "a turn evaluated")
+
+        def turns_read() -> float:
+            name = "ragpulse_kafka_turn_topic_messages_total"
+            return sum(sample(c, name, kind="turn") for c in (first, second))
+
+        wait_until(lambda: turns_read() == 8, 60, "both turns of every chat read")
+    finally:
+        second.stop()
+    assert not sinks[1].exports  # nothing closed half-way
+    wait_until(lambda: owns(first, 2, 2), 60, "the remaining replica owns every partition")
+    for cid, trace_ids in chats.items():
+        trace_id, value = turn_message(cid, "Can I climb it?", "Yes.", end=True)
+        produce(bootstrap, trace_id, value)
+        trace_ids.append(trace_id)
+    wait_until(lambda: sinks[0].conversations.keys() == chats.keys(), 60, "every chat's record")
+    for cid, (record, _) in sinks[0].conversations.items():
+        assert [t.trace_id for t in record.turns] == chats[cid]
+    assert sorted(c.conversation_id for c in sinks[0].exports) == sorted(chats)
+    assert not sinks[1].exports
 
 
 # -- SIGKILL in the middle of a conversation ------------------------------------------------
