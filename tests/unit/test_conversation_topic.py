@@ -157,3 +157,29 @@ def test_the_conversation_topic_and_group_follow_the_span_group() -> None:
     custom = KafkaSettings(group="shop", conversation_group="chats")
     assert (custom.turn_topic(), custom.turn_group()) == ("shop_turns", "chats")
     assert KafkaSettings(conversation_topic="").turn_topic() is None  # kept in each process
+
+
+def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own() -> None:
+    """With the Kafka turn topic, turns reach the stage from the topic: an export does not
+    add them, and a stop leaves what is open for the next owner (nothing closed half-way)."""
+    from support.helpers import make_span
+
+    from ragpulse.collector.assembly import CompletedTrace
+    from ragpulse.collector.pipeline import Pipeline
+    from ragpulse.exporters.memory import InMemorySink
+    from ragpulse.telemetry import CollectorMetrics
+
+    def chat_turn(question: str) -> CompletedTrace:
+        t = new_trace_id()
+        attributes = {"ragpulse.role": "pipeline", "input.value": question,
+                      "output.value": "At 8.", "session.id": "chat-1"}  # fmt: skip
+        return CompletedTrace(t, [make_span(t, "p", attributes)], "quiet", 0.0, [])
+
+    for local in (True, False):
+        sink = InMemorySink()
+        pipeline = Pipeline([], [sink], CollectorMetrics(), local_conversations=local)
+        pipeline.process([chat_turn("When does the ferry leave?"), chat_turn("And back?")])
+        assert pipeline.conversations.holds("chat-1") is local
+        pipeline.conversations.add_turn("chat-1", "svc", None, summary("From the topic?"))
+        pipeline.stop()
+        assert [len(c.turns) for c, _ in sink.conversations.values()] == ([3] if local else [])
