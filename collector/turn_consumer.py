@@ -212,7 +212,7 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
                 batches = consumer.poll(timeout_ms=200)
                 for tp, messages in batches.items():
                     for message in messages:
-                        self._handle(tp, message)
+                        self._handle_guarded(tp, message)
                 self._drop_revoked()
                 now = time.monotonic()
                 if now - self._last_commit >= self._settings.commit_interval_s:
@@ -234,6 +234,14 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
             log.debug("error closing the conversation-topic consumer", exc_info=True)
         if self._producer is not None:
             self._producer.close(5)
+
+    def _handle_guarded(self, tp: TopicPartition, message: Any) -> None:
+        """One message; a failure costs that message only (logged), not the rest of its
+        batch, which the client has already moved past."""
+        try:
+            self._handle(tp, message)
+        except Exception:
+            log.exception("conversation-topic message %s@%s failed", tp, message.offset)
 
     def _handle(self, tp: TopicPartition, message: Any) -> None:
         with self._lock:
