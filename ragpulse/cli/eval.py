@@ -143,6 +143,12 @@ def harness_flags(parser: argparse.ArgumentParser) -> None:
         help="metadata keys to slice the report by (default: every key with few values)",
     )
     group.add_argument(
+        "--export",
+        action="store_true",
+        help="let the app export its spans as its own settings say (default: off while the "
+        "harness imports it, unless RAGPULSE_EXPORTER is set)",
+    )
+    group.add_argument(
         "--baseline",
         type=Path,
         metavar="SUMMARY.json",
@@ -173,6 +179,7 @@ def harness_options(args: argparse.Namespace) -> HarnessOptions:
         max_drop=tuple(args.max_drop or ()),
         report_dir=args.report_dir,
         html=args.html,
+        export=args.export,
     )
 
 
@@ -200,7 +207,9 @@ def evaluate_file(args: argparse.Namespace) -> int:
         # a wide report: 160 columns off a tty
         return run_harness(harness_options(args), stdout(), settings)
     harness_only = [
-        f for f in ("retriever", "conditions", "slice_by", "baseline") if getattr(args, f, None)
+        f
+        for f in ("retriever", "conditions", "slice_by", "baseline", "export")
+        if getattr(args, f, None)
     ]
     if harness_only:  # never ignored silently
         flags = ", ".join("--" + f.replace("_", "-") for f in harness_only)
