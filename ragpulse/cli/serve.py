@@ -7,7 +7,7 @@ import logging
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragpulse.cli.common import (
     csv_list,
@@ -19,6 +19,9 @@ from ragpulse.cli.common import (
     setting_help,
     sink_overrides,
 )
+
+if TYPE_CHECKING:
+    from ragpulse.collector.service import Collector
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -120,6 +123,25 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def started_lines(collector: Collector) -> list[str]:
+    """What a started collector logs: every address it listens on (each receiver, the
+    metrics endpoint) or the topic it consumes, then its evaluators and sinks."""
+    settings = collector.settings
+    lines = []
+    if settings.source == "kafka":
+        k = settings.kafka
+        lines.append(f"consuming {k.topic} from {k.bootstrap} as group {k.group} ({k.encoding})")
+    if collector.otlp_url is not None:
+        lines.append(f"OTLP/HTTP receiver on {collector.otlp_url}/v1/traces")
+    if collector.otlp_grpc_target is not None:
+        lines.append(f"OTLP/gRPC receiver on {collector.otlp_grpc_target}")
+    if collector.metrics_url is not None:
+        lines.append(f"Prometheus metrics on {collector.metrics_url}")
+    lines.append("evaluators: " + ", ".join(e.name for e in collector.pipeline.evaluators))
+    lines.append("sinks: " + ", ".join(s.name for s in collector.pipeline.sinks))
+    return lines
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import time
 
@@ -134,14 +156,8 @@ def run_serve(args: argparse.Namespace) -> int:
     collector.start()
     tune_for_throughput()
     log = logging.getLogger("ragpulse")
-    if settings.source == "kafka":
-        k = settings.kafka
-        log.info("consuming %s from %s as group %s (%s)", k.topic, k.bootstrap, k.group, k.encoding)
-    else:
-        log.info("OTLP/HTTP receiver on %s/v1/traces", collector.otlp_url)
-    log.info("Prometheus metrics on %s", collector.metrics_url)
-    log.info("evaluators: %s", ", ".join(e.name for e in collector.pipeline.evaluators))
-    log.info("sinks: %s", ", ".join(s.name for s in collector.pipeline.sinks))
+    for line in started_lines(collector):
+        log.info("%s", line)
     stop.wait()
     bound = settings.shutdown_timeout_s
     log.info("shutting down: evaluating open traces (at most %.0fs)", bound)

@@ -15,11 +15,12 @@ already installed:
 
 * the clone's ``.venv`` is a real folder whose ``bin`` is a symlink to that bin folder,
   so ``$(BIN)/python`` and ``$(BIN)/ragpulse`` exist;
-* its ``.venv/.installed`` stamp is created there (never the shared venv's own stamp)
-  and the clone's ``pyproject.toml`` is dated an hour back, so the stamp is newer and
-  make never runs its install recipe: an editable ``pip install -e .`` from the clone
-  would repoint the shared venv at a temporary folder. ``make -n install`` must plan
-  nothing before any block runs; if it would, the test stops there.
+* its ``.venv/.installed`` and ``.venv/.demo-installed`` stamps are created there (never
+  the shared venv's own stamps) and the clone's ``pyproject.toml`` is dated an hour back,
+  so the stamps are newer and make never runs an install recipe: an editable ``pip
+  install -e .`` from the clone would repoint the shared venv at a temporary folder.
+  ``make -n install`` and ``make -n demo`` must plan no pip before any block runs; if
+  they would, the test stops there.
 
 Commands run with the environment of a newcomer: no ``RAGPULSE_*``, ``OPENAI_*``,
 ``PYTHONPATH`` or parent ``make`` variables. Blocks run in page order and share the
@@ -130,16 +131,20 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
     venv.mkdir()
     (venv / "bin").symlink_to(BIN, target_is_directory=True)
     (venv / ".installed").touch()
+    (venv / ".demo-installed").touch()  # make demo's own stamp (the package alone)
     an_hour_ago = time.time() - 3600
     os.utime(path / "pyproject.toml", (an_hour_ago, an_hour_ago))
     env = _newcomer_env()
     # A newcomer's cache is empty: the judge's disk cache (ragpulse eval's default) must not
     # answer the judge block from an earlier run of this test.
     env["RAGPULSE_CACHE_DIR"] = str(tmp_path_factory.mktemp("newcomer-cache"))
-    plan = subprocess.run(
-        ["make", "-n", "install"], cwd=path, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert "pip" not in plan.stdout, f"make would reinstall into the shared venv:\n{plan.stdout}"
+    for target in ("install", "demo"):
+        plan = subprocess.run(
+            ["make", "-n", target], cwd=path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert "pip" not in plan.stdout, (
+            f"make would reinstall into the shared venv:\n{plan.stdout}"
+        )
     return Clone(path, env)
 
 
