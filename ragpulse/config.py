@@ -493,7 +493,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
             data = tomllib.loads(text)
         else:
             data = safe_yaml.load_yaml(text)
-    except (ValueError, yaml.YAMLError, RecursionError) as exc:  # TOMLDecodeError, too deep
+    except (tomllib.TOMLDecodeError, yaml.MarkedYAMLError) as exc:
+        from ragpulse.settings_report import parse_problem
+
+        raise parse_problem(path, exc) from exc
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:  # too deep
         raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if data is None:
         return {}

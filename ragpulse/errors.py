@@ -13,6 +13,17 @@ class ConfigError(RagpulseError):
     """Configuration is invalid; the message says how to fix it."""
 
 
+class OptionsError(ConfigError):
+    """A plug-in's options (a sink's ``sinks.<name>``, an evaluator's
+    ``evaluation.options.<name>``) do not validate. ``problems`` holds one
+    ``(key path below the plug-in's options, what is wrong, hint)`` each, so that the
+    settings report can name each key where it was written."""
+
+    def __init__(self, message: str, problems: list[tuple[tuple[str, ...], str, str]]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
 class DecodeError(RagpulseError):
     """An OTLP payload could not be decoded (bad protobuf, bad JSON, bad gzip)."""
 

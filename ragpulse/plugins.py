@@ -23,7 +23,7 @@ from typing import cast
 from ragpulse import function_evaluator, plugin_index
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.disk_cache import cached, digest
-from ragpulse.errors import ConfigError
+from ragpulse.errors import ConfigError, OptionsError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.function_loader import is_spec
@@ -77,8 +77,13 @@ def _classes(group: str, names: Iterable[str]) -> dict[str, type]:
 def _one(group: str, name: str, kind: str) -> type:
     """One plug-in by name: unknown or broken is a ConfigError that lists the registered ones."""
     if name not in _entry_points(group):
-        known = ", ".join(sorted(_entry_points(group))) or "none"
-        raise ConfigError(f"unknown {kind} {name!r}; registered: {known}")
+        known = sorted(_entry_points(group))
+        hint = did_you_mean(name, known if "/" in name or group == SINK_GROUP else metric_names())
+        if group == EVALUATOR_GROUP:  # 50-odd names: the closest, and where to see them all
+            listed = f"`ragpulse metrics` lists the {len(known)} registered ones"
+        else:
+            listed = f"registered: {', '.join(known) or 'none'}"
+        raise ConfigError(f"unknown {kind} {name!r}{hint}; {listed}")
     try:
         return _load(group, name)
     except _Broken as exc:
@@ -317,6 +322,8 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
     def check(path: tuple[str, ...], run: Callable[[], object]) -> None:
         try:
             run()
+        except OptionsError as exc:  # each at its own key, where it was written
+            problems.extend(((*path, *key), what, hint) for key, what, hint in exc.problems)
         except ConfigError as exc:
             # The path names the plug-in already: "evaluator faithfulness/lexical: " goes.
             what = re.sub(r"^(evaluator|sink) \S+: ", "", str(exc))
