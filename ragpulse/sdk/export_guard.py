@@ -179,8 +179,11 @@ class GuardedExporter(SpanExporter):
         _hold_back_exporter_logs()
 
     def closing(self) -> None:
-        """No retries from now on: the process exits or ragpulse is reconfigured."""
+        """No retries from now on: the process exits or ragpulse is reconfigured (an
+        export in flight on the batch processor's thread makes no further request)."""
         self._closing = True
+        if self.session is not None:
+            self.session.retries = False
 
     @property
     def retries_allowed(self) -> bool:
