@@ -41,6 +41,7 @@ ALIASES: dict[str, str] = {
     "RAGPULSE_KAFKA_ENCODING": "kafka.encoding",
     "RAGPULSE_KAFKA_DEAD_LETTER_TOPIC": "kafka.dead_letter_topic",
     "RAGPULSE_KAFKA_INPUT_TOPIC": "kafka.rekey_input_topic",
+    "RAGPULSE_SOURCE_URL": "stored_traces.url",
 }
 """Short name (the flag's) -> dotted setting path; the nested name works as well."""
 
