@@ -187,7 +187,7 @@ class FollowSource(Source):
         self._thread = threading.Thread(target=self._run, name="ragpulse-follow", daemon=True)
         self._thread.start()
         log.info(
-            "following %s every %.0fs (position %s, state %s)",
+            "following %s every %gs (position %s, state %s)",
             self.url, self._settings.poll_s, _when(self.state.watermark_ns), self.state.path,
         )  # fmt: skip
 
@@ -354,7 +354,7 @@ class FollowSource(Source):
         if now - self._last_warning >= WARN_EVERY_S:
             self._last_warning = now
             log.warning(
-                "follow mode: %s; polling again every %.0fs", message, self._settings.poll_s
+                "follow mode: %s; polling again every %gs", message, self._settings.poll_s
             )
 
 

@@ -54,6 +54,7 @@ USERNAME_ENV = "MLFLOW_TRACKING_USERNAME"
 PASSWORD_ENV = "MLFLOW_TRACKING_PASSWORD"
 SEARCH_PATH = "/api/3.0/mlflow/traces/search"
 BATCH_GET_PATH = "/api/3.0/mlflow/traces/batchGet"
+EXPERIMENT_PATH = "/api/2.0/mlflow/experiments/get"
 MAX_SEARCH_RESULTS = 500  # the server's bound on max_results
 TRACE_PREFIX = "tr-"
 
@@ -95,6 +96,7 @@ class MlflowReader(Reader):
     def __init__(self, client: BackendClient) -> None:
         super().__init__(client)
         self.experiment_id = client.url.target or "0"
+        self._experiment_checked = False
 
     def roots(self, since_ns: int, until_ns: int | None) -> Iterator[list[TraceRef]]:
         yield from self._search(since_ns, until_ns, "DESC")
@@ -111,7 +113,22 @@ class MlflowReader(Reader):
             if ids:
                 yield from self.traces(ids)
 
+    def _check_experiment(self) -> None:
+        """MLflow's search answers an unknown experiment with no traces: say so instead."""
+        if self._experiment_checked:
+            return
+        try:
+            self.client.get(EXPERIMENT_PATH, [("experiment_id", self.experiment_id)])
+        except BackendError as exc:
+            if "HTTP 404" in str(exc) or "RESOURCE_DOES_NOT_EXIST" in str(exc):
+                raise BackendError(
+                    f"mlflow at {self.url.base_url} has no experiment {self.experiment_id}"
+                ) from None
+            raise
+        self._experiment_checked = True
+
     def _search(self, since_ns: int, until_ns: int | None, order: str) -> Iterator[list[TraceRef]]:
+        self._check_experiment()
         clauses = [f"trace.timestamp_ms >= {since_ns // 1_000_000}"]
         if until_ns is not None:
             clauses.append(f"trace.timestamp_ms < {until_ns // 1_000_000}")

@@ -19,8 +19,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ragpulse.collector.backends.common import BackendUrl
+from ragpulse.collector.backends.common import BackendUrl, parse_backend_url
 from ragpulse.config import Settings
+from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.delivery import HttpSink
 from ragpulse.plugin_context import PluginContext
@@ -61,6 +62,18 @@ def with_write_back(settings: Settings, url: BackendUrl) -> Settings:
         return settings
     merged = {**sink_options(url, settings), **(named or {})}
     return settings.model_copy(update={"sinks": {**settings.sinks, url.tool: merged}})
+
+
+def stored_write_back(settings: Settings) -> Settings:
+    """``settings`` with the write-back sink of ``stored_traces.url``, when one is set and
+    parses (the settings check sees the sink as the run will build it)."""
+    if not settings.stored_traces.url:
+        return settings
+    try:
+        url = parse_backend_url(settings.stored_traces.url)
+    except ConfigError:
+        return settings  # reported where the URL is used, with the shapes it takes
+    return with_write_back(settings, url)
 
 
 def without_write_back(settings: Settings, url: BackendUrl) -> Settings:
