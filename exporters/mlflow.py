@@ -204,7 +204,7 @@ class MlflowSink(HttpSink[Assessment]):
 
 def _key(body: dict[str, Any]) -> tuple[str, str, str]:
     """What makes an assessment ragpulse's earlier one: name, source id, span."""
-    source = body.get("source") if isinstance(body.get("source"), dict) else {}
+    source = as_dict(body.get("source"))
     return (
         str(body.get("assessment_name") or ""),
         str(source.get("source_id") or ""),
@@ -241,7 +241,7 @@ def _earlier_assessments(response: httpx.Response) -> dict[tuple[str, str, str],
 def _update(body: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
     """The PATCH that makes ``earlier`` say what ``body`` says."""
     metadata = dict(body.get("metadata") or {})
-    old = earlier.get("metadata") if isinstance(earlier.get("metadata"), dict) else {}
+    old = as_dict(earlier.get("metadata"))
     for gone in set(old) - set(metadata):
         metadata[gone] = ""  # MLflow merges metadata: a key is emptied, not removed
     return {
@@ -262,3 +262,7 @@ def _error_code(response: httpx.Response) -> str | None:
         return None
     code = body.get("error_code") if isinstance(body, dict) else None
     return code if isinstance(code, str) else None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -394,6 +394,15 @@ class Reader(ABC):
             self.metrics.spans.labels(self.tool, "rejected").inc(page.rejected)
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when a JSON object, else empty (answers are checked where they are read)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     for at in range(0, len(items), size):
         yield items[at : at + size]

@@ -353,9 +353,7 @@ class FollowSource(Source):
         now = time.monotonic()
         if now - self._last_warning >= WARN_EVERY_S:
             self._last_warning = now
-            log.warning(
-                "follow mode: %s; polling again every %gs", message, self._settings.poll_s
-            )
+            log.warning("follow mode: %s; polling again every %gs", message, self._settings.poll_s)
 
 
 def _nothing_known(span: Span) -> bool:

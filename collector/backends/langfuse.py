@@ -41,6 +41,7 @@ from ragpulse.collector.backends.common import (
     Page,
     Reader,
     TraceRef,
+    as_dict,
     halving,
     iso,
 )
@@ -138,7 +139,7 @@ class LangfuseReader(Reader):
             if not isinstance(data, list):
                 raise BackendError(f"langfuse at {self.url.base_url}: unexpected answer shape")
             yield [d for d in data if isinstance(d, dict)], size
-            meta = answer.get("meta") if isinstance(answer.get("meta"), dict) else {}
+            meta = as_dict(answer.get("meta"))
             cursor = meta.get("cursor") or None
             if cursor is None or not data:
                 return
@@ -171,7 +172,7 @@ def to_span(item: dict[str, Any]) -> Span | None:
     if not (isinstance(span_id, str) and _is_hex(span_id.lower(), 16)) or start is None:
         return None
     parent = item.get("parentObservationId")
-    metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+    metadata = as_dict(item.get("metadata"))
     kept = metadata.get("attributes")
     attributes: dict[str, AttributeValue] = dict(kept) if isinstance(kept, dict) else {}
     resource_kept = metadata.get("resourceAttributes")
@@ -227,7 +228,7 @@ def _openinference(item: dict[str, Any]) -> dict[str, AttributeValue]:
             out[sc.GEN_AI_OUTPUT_MESSAGES] = json.dumps([answer], default=str)
         if isinstance(item.get("model"), str):
             out[sc.GEN_AI_REQUEST_MODEL] = item["model"]
-        usage = item.get("usageDetails") if isinstance(item.get("usageDetails"), dict) else {}
+        usage = as_dict(item.get("usageDetails"))
         for key, name in (
             ("input", sc.GEN_AI_USAGE_INPUT_TOKENS),
             ("output", sc.GEN_AI_USAGE_OUTPUT_TOKENS),

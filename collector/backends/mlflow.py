@@ -40,6 +40,8 @@ from ragpulse.collector.backends.common import (
     PageTooLarge,
     Reader,
     TraceRef,
+    as_dict,
+    as_list,
     chunks,
     halving,
 )
@@ -213,14 +215,14 @@ def _decode_trace(trace: Any) -> tuple[list[Span], int]:
     """One batchGet trace as ragpulse spans (and how many spans were rejected)."""
     if not isinstance(trace, dict):
         return [], 1
-    info = trace.get("trace_info") if isinstance(trace.get("trace_info"), dict) else {}
-    tags = info.get("tags") if isinstance(info.get("tags"), dict) else {}
+    info = as_dict(trace.get("trace_info"))
+    tags = as_dict(info.get("tags"))
     resource = [
         {"key": k, "value": {"stringValue": str(v)}}
         for k, v in tags.items()
         if not str(k).startswith("mlflow.")
     ]
-    spans = trace.get("spans") if isinstance(trace.get("spans"), list) else []
+    spans = as_list(trace.get("spans"))
     payload = {
         "resourceSpans": [{"resource": {"attributes": resource}, "scopeSpans": [{"spans": spans}]}]
     }
@@ -265,7 +267,7 @@ def _document(value: Any) -> dict[str, Any]:
     """An MLflow (LangChain-shaped) document as OpenInference's document fields."""
     if not isinstance(value, dict):
         return {"content": value if isinstance(value, str) else json.dumps(value, default=str)}
-    meta = value.get("metadata") if isinstance(value.get("metadata"), dict) else {}
+    meta = as_dict(value.get("metadata"))
     doc: dict[str, Any] = {"content": value.get("page_content", value.get("content", ""))}
     doc_id = value.get("id") or meta.get("doc_uri") or meta.get("id")
     if doc_id is not None:
