@@ -49,6 +49,7 @@ from ragpulse.telemetry import DROP_LATE_SPAN, CollectorMetrics
 log = logging.getLogger(__name__)
 
 FULL_WAIT_S = 0.1  # the collector had no room: offered again this often
+STOP_JOIN_S = 2.0  # how long stop() waits for a poll in progress, twice at most
 WARN_EVERY_S = 30.0
 STATE_VERSION = 1
 
@@ -194,7 +195,10 @@ class FollowSource(Source):
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(self._settings.timeout_s + 5)
+            self._thread.join(STOP_JOIN_S)
+            if self._thread.is_alive():  # a request in flight: cut it short
+                self.reader.close()
+                self._thread.join(STOP_JOIN_S)
         try:  # the sinks are still up: what finished and was delivered is settled now
             self.checkpoint()
         except Exception:
@@ -238,12 +242,14 @@ class FollowSource(Source):
         since = self.state.watermark_ns - int(self._settings.overlap_s * 1e9)
         known = self._known if not self._full_read else _nothing_known
         ingested = 0
+        # Stopping at a page of known spans is right only after a poll that read to the
+        # end: a poll cut short (a failure, a stop) is followed by a whole read.
+        self._full_read = True
         for page in self.reader.recent(since, wanted=self._wanted, known=known):
             ingested += self._take(page.spans, page.nbytes)
             if self._stop.is_set():
-                break
-        else:
-            self._full_read = False
+                return ingested
+        self._full_read = False
         return ingested
 
     def _wanted(self, trace_id: str) -> bool:

@@ -18,8 +18,8 @@ from ragpulse.cli.common import console, evaluation_overrides, load_settings, pr
 def evaluate_stored(args: argparse.Namespace) -> int:
     """Exit 0 when every trace found was scored and its results delivered; 1 when some
     results could not be delivered or no evaluator could run; 2 for a usage or settings
-    problem, or a tool that cannot be reached or refuses (one line naming it); 130 on
-    Ctrl-C (what was delivered stays)."""
+    problem, or a tool that cannot be reached or refuses (one line naming it); 128 + the
+    signal on SIGINT or SIGTERM (what was delivered stays)."""
     from ragpulse.collector.backends import SourceMetrics, open_reader, parse_backend_url
     from ragpulse.collector.backends.backfill import Tally, backfill
     from ragpulse.collector.backends.common import parse_time
@@ -42,8 +42,9 @@ def evaluate_stored(args: argparse.Namespace) -> int:
     url = parse_backend_url(args.from_url)  # ConfigError: one line, exit 2
     now = time.time_ns()
     since = parse_time(args.since or "24h", now)
-    until = parse_time(args.until, now) if args.until else None
-    if until is not None and until <= since:
+    # Until now by default: a trace that starts while the run reads is the next run's.
+    until = parse_time(args.until, now) if args.until else now
+    if until <= since:
         console.print("[red]--until must be later than --since[/red]")
         return 2
     evaluation = evaluation_overrides(args) or {}
@@ -72,8 +73,13 @@ def evaluate_stored(args: argparse.Namespace) -> int:
         console.print("[red]no evaluator can run[/red] (see the errors above)")
         return 1
     collector.start()
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    caught = [signal.SIGINT]
+
+    def terminated(signum: int, frame: object) -> None:
+        caught[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
         run = backfill(
             collector,
@@ -88,9 +94,10 @@ def evaluate_stored(args: argparse.Namespace) -> int:
         collector.stop()
         return 2
     except KeyboardInterrupt:
-        console.print("[red]interrupted:[/red] what was delivered stays in the tool")
+        name = signal.Signals(caught[0]).name
+        console.print(f"[red]interrupted ({name}):[/red] what was delivered stays in the tool")
         collector.stop(timeout=5.0)
-        return 130
+        return 128 + caught[0]
     finally:
         signal.signal(signal.SIGTERM, previous)
         reader.close()

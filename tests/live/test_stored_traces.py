@@ -29,7 +29,7 @@ import pytest
 import yaml
 from support.helpers import http_get, stop_process
 from support.kafka_env import free_port, wait_until
-from support.tracing_backends import MlflowServer, PhoenixServer, request
+from support.tracing_backends import MlflowServer, PhoenixServer, backend_bin, request
 
 pytestmark = pytest.mark.integration
 
@@ -323,3 +323,38 @@ def test_follow_mode_picks_up_later_traces_and_survives_sigkill(
         lambda: shown(tool, everything), 120, f"{tool.name} did not show the later ones", 0.5
     )
     assert_one_per_metric(found)
+
+
+# --- MLflow's own span shape ------------------------------------------------------------
+
+
+def test_traces_written_by_mlflows_own_tracing_are_read_and_scored(
+    mlflow_server: MlflowServer, tmp_path: Path
+) -> None:
+    """An app traced with ``@mlflow.trace`` (MLflow's span types, inputs and outputs, its
+    Document and chat-completion shapes; tests/support/mlflow_native_app.py, run by the
+    MLflow venv): each trace becomes a record with its question, documents and answer,
+    and the assessments land on MLflow's retriever and chat-model spans."""
+    experiment = mlflow_server.create_experiment("native-app")
+    app = subprocess.run(
+        [str(backend_bin("mlflow", "python")), str(SUPPORT / "mlflow_native_app.py"),
+         mlflow_server.url, experiment, "3"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert app.returncode == 0, app.stderr
+    traces = {t["trace_id"]: t for t in map(json.loads, app.stdout.splitlines())}
+    out = tmp_path / "native.jsonl"
+    url = mlflow_server.url.replace("http://", "mlflow://") + f"/{experiment}"
+    done = ragpulse("eval", "--from", url, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = {r["trace_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(rows) == set(traces)
+    tool = Mlflow("mlflow", mlflow_server.url, {}, url, mlflow_server)
+    for trace_id, trace in traces.items():
+        row = rows[trace_id]
+        assert row["question"] and row["answer"] and row["model"] == "extractive-demo"
+        assert [d["id"] for d in row["documents"]][:1] and row["documents"][0]["content"]
+        assert row["generation_span_id"] == trace["chat"]
+        assert row["retrieval_span_ids"] == [trace["retrieval"]]
+        assert (row["input_tokens"], row["output_tokens"]) == (40, 12)
+    assert_one_per_metric(shown(tool, traces) or {})
