@@ -358,3 +358,50 @@ def test_traces_written_by_mlflows_own_tracing_are_read_and_scored(
         assert row["retrieval_span_ids"] == [trace["retrieval"]]
         assert (row["input_tokens"], row["output_tokens"]) == (40, 12)
     assert_one_per_metric(shown(tool, traces) or {})
+
+
+def test_a_redelivered_trace_replaces_its_evaluations_in_live_traffic_too(
+    tool: Tool, backfilled: Backfilled
+) -> None:
+    """The tool's sink as ``ragpulse serve`` uses it (no source: live traffic), handed the
+    same record twice, by two sinks as a restarted collector would be (a re-delivered
+    Kafka batch): the tool keeps one evaluation per metric and span, the second's."""
+    from ragpulse.config import Settings
+    from ragpulse.plugin_context import PluginContext
+    from ragpulse.plugins import sink_class
+    from ragpulse.record import EvalResult, RagRecord
+
+    trace_id, trace = next(iter(backfilled.traces.items()))
+    record = RagRecord(
+        trace_id=trace_id, span_id=trace["root"], generation_span_id=trace["chat"],
+        retrieval_span_ids=[trace["retrieval"]], question="q", answer="a",
+    )  # fmt: skip
+    options: dict[str, Any] = {"max_wait_s": 0}
+    if tool.name == "phoenix":
+        options["endpoint"] = tool.server.url
+    else:
+        options.update(tracking_uri=tool.server.url, experiment_id=tool.headers[
+            "x-mlflow-experiment-id"])  # fmt: skip
+    before = max(e["when"] for ev in backfilled.found.values() for es in ev.values() for e in es)
+    for score in (0.25, 0.75):
+        context = PluginContext(Settings(sinks={tool.name: options}))
+        sink = sink_class(tool.name).from_settings(context.settings, context)
+        assert sink is not None
+        results = [
+            EvalResult(metric="faithfulness", method="lexical", score=score),
+            EvalResult(metric="context_relevance", method="lexical", score=score),
+        ]
+        sink.export(record, results)
+        sink.shutdown()
+        labels = {"sink": tool.name, "outcome": "delivered"}
+        assert context.metrics.registry.get_sample_value("ragpulse_sink_items_total", labels) == 2
+
+    def replaced() -> dict[str, Any] | None:
+        found = shown(tool, {trace_id: trace}, after=before)
+        if found is None:
+            return None
+        scores = [e["score"] for es in found[trace_id].values() for e in es if e["name"] in METRICS]
+        return found if scores == [0.75, 0.75] else None
+
+    found = wait_until(replaced, 120, f"{tool.name} did not show the second delivery", 0.5)
+    assert_one_per_metric(found)
