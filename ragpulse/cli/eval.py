@@ -29,8 +29,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ev = sub.add_parser(
         "eval",
         parents=[common],
-        help="score a JSONL file of {question, contexts, answer} rows, or replay a regression set",
+        help="score a JSONL file of {question, contexts, answer} rows, the traces a tracing "
+        "tool stores (--from), or replay a regression set",
         description="Score rows offline; each row is written back with `results` added. "
+        "With --from URL, score the traces Phoenix, MLflow or Langfuse stores and write the "
+        "results back to it. "
         "With --replay module:function, call that pipeline on every row's question (regression-"
         "set lines or plain rows), score the new answers with the metrics the set recorded, "
         "compare before/after and write a report; exit 1 when a --max-drop is exceeded.",
