@@ -5,8 +5,8 @@
 2. End to end: traces/s from OTLP/HTTP POST to the Prometheus sink, against a
    ``ragpulse serve`` subprocess pinned to one CPU core; the load generator
    runs in this process (on the other cores) with keep-alive connections. Three
-   collectors side by side: serve's defaults, ``evaluation.model_rate: 0`` and
-   the model tier's probes on at ``model_rate: 0.1``; each reports traces/s, traces per CPU-second of the
+   collectors side by side: serve's defaults, ``evaluation.model.rate: 0`` and
+   the model tier's probes on at ``evaluation.model.rate: 0.1``; each reports traces/s, traces per CPU-second of the
    collector (steadier than traces/s on a shared machine), POST latency
    percentiles, peak RSS, whether torch was imported and what the model tier did.
 
@@ -210,11 +210,11 @@ MODEL_TIER = ["faithfulness", "context_relevance", "answer_relevance", "injectio
               "refusal", "injection/probe", "faithfulness/probe"]  # fmt: skip
 CONFIGS: list[tuple[str, dict[str, str]]] = [
     ("defaults", {}),
-    ("model_rate 0", {"RAGPULSE_EVALUATION__MODEL_RATE": "0"}),
+    ("model rate 0", {"RAGPULSE_EVALUATION__MODEL__RATE": "0"}),
     (
         "model tier 10%",
         {
-            "RAGPULSE_EVALUATION__MODEL_RATE": "0.1",
+            "RAGPULSE_EVALUATION__MODEL__RATE": "0.1",
             "RAGPULSE_EVALUATION__EVALUATORS": json.dumps(MODEL_TIER),
         },
     ),
@@ -224,7 +224,7 @@ CONFIGS: list[tuple[str, dict[str, str]]] = [
 def loads_models(env_extra: dict[str, str]) -> bool:
     """Whether serve under ``env_extra`` loads model-tier evaluators at start."""
     defaults = EvaluationSettings()
-    rate = float(env_extra.get("RAGPULSE_EVALUATION__MODEL_RATE", defaults.model_rate))
+    rate = float(env_extra.get("RAGPULSE_EVALUATION__MODEL__RATE", defaults.model.rate))
     chosen = env_extra.get("RAGPULSE_EVALUATION__EVALUATORS")
     names = resolve_evaluator_names(json.loads(chosen) if chosen else defaults.evaluators)
     return rate > 0 and any(evaluator_class(n).tier == Tier.MODEL for n in names)
@@ -299,7 +299,7 @@ def run_config(
         sent = time.perf_counter() - t0
         # Two ends: the cheap tier has taken every trace (all assembled, its queue
         # empty), and every record is exported; records sampled for the model tier
-        # may wait for it up to evaluation.model_max_delay_s, so the second end
+        # may wait for it up to evaluation.model.max_delay_s, so the second end
         # includes that wait.
         cheap_done = None
         while True:
@@ -356,7 +356,7 @@ def bench_end_to_end(
     print(f"    `ragpulse serve` pinned to 1 core; {traces} traces ({traces * 3} spans)")
     print(f"    in {len(bodies)} requests of {per_request} traces, {clients} connections;")
     print("    the load generator runs on the other cores. Columns: serve's defaults; with")
-    print("    evaluation.model_rate 0; with the model tier's probes on at model_rate 0.1.")
+    print("    evaluation.model.rate 0; with the model tier's probes on at rate 0.1.")
     width = max(len(k) for k in columns[0][1]) + 2
     print("    " + " " * width + "".join(f"{name:>22}" for name, _ in columns))
     for key in [k for k in columns[0][1] if k != "model tier"]:

@@ -15,7 +15,7 @@ Records: a question, 5 documents of ~100 words and a 3-sentence answer, all dist
 - p50 / p99 ms: one record at a time;
 - traces/s: records per second through the model tier's path (``evaluate_records`` in
   the tier's batches of 16) with that family on: what one core of the model tier can
-  evaluate; ``ragpulse serve`` gives the tier ``model_budget`` (25%) of its time.
+  evaluate; ``ragpulse serve`` gives the tier ``evaluation.model.budget`` (25%) of its time.
 
     .venv/bin/python bench/detectors.py [--records 48]
 """

@@ -172,10 +172,12 @@ def bench_collector(records: list[RagRecord], repeat: int, tmp: Path) -> dict[st
             best_cpu = float("inf")
             for run in range(repeat):
                 settings = load_settings(
-                    results_jsonl=tmp / f"collector-{name}-{run}.jsonl",
-                    otlp_export_endpoint=endpoint,
+                    sinks={
+                        "jsonl": {"path": tmp / f"collector-{name}-{run}.jsonl"},
+                        "otel": {"endpoint": endpoint},
+                    },
                     redaction=redaction,
-                    evaluation={"model_rate": 0},
+                    evaluation={"model": {"rate": 0}},
                 )
                 collector = Collector(settings, receiver=False, metrics_server=False).start()
                 cpu = time.process_time()

@@ -43,7 +43,7 @@ from ragpulse.collector.readers import (
 )
 from ragpulse.record import Span
 
-Role = Literal["CHAIN", "RETRIEVER", "RERANKER", "LLM", "AGENT"]
+Role = Literal["CHAIN", "RETRIEVER", "RERANKER", "LLM", "AGENT", "TOOL"]
 """OpenInference's kind names; CHAIN is a pipeline (the whole question -> answer)."""
 
 Field = Literal[
@@ -91,6 +91,7 @@ ROLE_RULES: tuple[RoleRule, ...] = (
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "RETRIEVER", sc.GEN_AI_OP_RETRIEVAL),
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "LLM", *sc.GEN_AI_GENERATION_OPS),
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "AGENT", sc.GEN_AI_OP_INVOKE_AGENT),
+    _rule("genai", sc.GEN_AI_OPERATION_NAME, "TOOL", sc.GEN_AI_OP_EXECUTE_TOOL),
     _rule("genai", sc.GEN_AI_OPERATION_NAME, "CHAIN", sc.GEN_AI_OP_INVOKE_WORKFLOW),
 )
 
@@ -147,8 +148,10 @@ READERS: tuple[Reader, ...] = (
     _r("openllmetry", "user_message", _tl_messages(sc.GEN_AI_PROMPT, "user")),
     _r("openlit", "user_message", event_body(_OL_PROMPT, (sc.GEN_AI_PROMPT,))),
     # -- the answer, on the generation
-    _r("openinference", "completion", attr_text(sc.OUTPUT_VALUE, _A, mime=sc.OUTPUT_MIME_TYPE)),
+    # The output messages first: output.value may be the framework's object printed
+    # (Haystack's ``{"replies": ["ChatMessage(...)"]}``), the messages are the text.
     _r("openinference", "completion", _oi_messages(sc.LLM_OUTPUT_MESSAGES, None)),
+    _r("openinference", "completion", attr_text(sc.OUTPUT_VALUE, _A, mime=sc.OUTPUT_MIME_TYPE)),
     _r("genai", "completion", attr_messages(sc.GEN_AI_OUTPUT_MESSAGES, None)),
     _r("genai", "completion", event_messages(_DETAILS, sc.GEN_AI_OUTPUT_MESSAGES, None)),
     _r("genai", "completion", event_body(sc.GEN_AI_CHOICE_EVENT, ("message",))),
@@ -175,11 +178,19 @@ _BY_FIELD: dict[str, tuple[Reader, ...]] = {
 }
 
 
+_ROLE_ATTRIBUTES = tuple(dict.fromkeys(rule.attribute for rule in ROLE_RULES))
+
+
 def role_of(span: Span) -> str | None:
     """The span's role by the first matching rule, or None (not part of a RAG shape)."""
+    attrs = span.attributes
+    # Each attribute the rules read, looked up once: most spans have one or none of them.
+    present = {a: v for a in _ROLE_ATTRIBUTES if isinstance(v := attrs.get(a), str) and v}
+    if not present:
+        return None
     for rule in ROLE_RULES:
-        value = span.attributes.get(rule.attribute)
-        if not isinstance(value, str) or not value:
+        value = present.get(rule.attribute)
+        if value is None:
             continue
         if rule.values is None:
             return value.upper()  # any OpenInference kind (TOOL, EMBEDDING, ...) too

@@ -18,9 +18,9 @@ that skips the record (full queue, budget, deadline, shutdown) says so in
 was already exported.
 
 The costly tiers never hold the cheap tier back: the model tier runs only while
-the cheap tier is idle, within a budget (``evaluation.model_budget``), and a
-record waits in a tier's queue at most ``model_max_delay_s`` /
-``judge.max_delay_s``.
+the cheap tier is idle, within a budget (``evaluation.model.budget``), and a
+record waits in a tier's queue at most its ``max_delay_s`` (``evaluation.model`` and
+``evaluation.judge`` take the same settings, :class:`~ragpulse.config.TierSettings`).
 
 Every trace is finished exactly once: all its records' results exported (or the
 trace skipped and counted); then its source acknowledgements are released, so a
@@ -40,16 +40,17 @@ from typing import Any
 
 from ragpulse import semconv as sc
 from ragpulse.collector.assembly import CompletedTrace
+from ragpulse.collector.conversations import ConversationStage
 from ragpulse.collector.extract import extract_records
 from ragpulse.collector.feedback import feedback_result
 from ragpulse.collector.sampling import SamplingPolicy, sampled_attributes
 from ragpulse.collector.tier_stage import TierStage
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import ConversationEvaluator, Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import AttributeValue, EvalResult, RagRecord
+from ragpulse.record import AttributeValue, ConversationRecord, EvalResult, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ class Pipeline:
             tier: self._stage(tier, evs)
             for tier, evs in self.by_tier.items()
             if evs and self._sampler.can_reach(tier)
-            and not (tier == Tier.MODEL and s.model_budget <= 0)
+            and not (tier == Tier.MODEL and s.model.budget <= 0)
         }  # fmt: skip
         for tier, evs in self.by_tier.items():
             if evs and tier not in self._stages:
@@ -229,24 +230,28 @@ class Pipeline:
                     "its models are not loaded",
                     tier.value,
                 )
+        self.conversations = ConversationStage(
+            self.context.settings.conversations,
+            [e for e in evaluators if isinstance(e, ConversationEvaluator)],
+            self._export_conversation,
+            metrics,
+        )
         self._pending = 0  # traces submitted and not yet finished
         self._backlog_bytes = 0  # their OTLP bytes, until the cheap tier has read them
         self._pending_cond = threading.Condition()
 
     def _stage(self, tier: Tier, evaluators: Sequence[Evaluator]) -> TierStage[_Job]:
-        s = self._settings
-        if tier == Tier.MODEL:
-            return TierStage(
-                tier, evaluators, self._tier_done, self._metrics,
-                s.model_batch_size, s.model_max_wait_s, s.model_max_queue, context=self.context,
-                budget=s.model_budget, max_delay_s=s.model_max_delay_s,
-                cheap_idle=self._cheap_idle,
-            )  # fmt: skip
-        j = s.judge  # budgeted in calls and tokens by the judges themselves
+        # The model tier yields to the cheap tier (same CPU); the judges wait on the network
+        # and are budgeted in calls and tokens by themselves.
         return TierStage(
-            tier, evaluators, self._tier_done, self._metrics, j.batch_size, j.max_wait_s,
-            j.max_queue, context=self.context, max_delay_s=j.max_delay_s,
-        )  # fmt: skip
+            tier,
+            evaluators,
+            self._tier_done,
+            self._metrics,
+            self._settings.tier("model" if tier is Tier.MODEL else "judge"),
+            context=self.context,
+            cheap_idle=self._cheap_idle if tier is Tier.MODEL else None,
+        )
 
     @property
     def backlog(self) -> int:
@@ -277,6 +282,7 @@ class Pipeline:
             self._holds.start()
             self._thread = threading.Thread(target=self._run, name="ragpulse-eval", daemon=True)
             self._thread.start()
+            self.conversations.start()
             for tier, stage in self._stages.items():
                 # Load at once when a rate sends records; for priority rules only, on demand.
                 stage.start(load_now=self._sampler.by_rate(tier))
@@ -304,6 +310,7 @@ class Pipeline:
             if tier in self._stages:
                 self._stages[tier].stop(deadline)
         self._holds.stop()
+        self.conversations.stop(close="shutdown")  # what is open goes out, revised later
         if sinks_deadline is None:
             self._shutdown_sinks()
             return
@@ -361,7 +368,12 @@ class Pipeline:
         jobs: list[_Job] = []
         for trace in traces:
             try:
-                found, skip_reason = extract_records(trace.spans, trace.annotations)
+                found, skip_reason = extract_records(
+                    trace.spans,
+                    trace.annotations,
+                    self.context.settings.agents,
+                    self.context.settings.conversations,
+                )
             except Exception:
                 log.exception("extraction failed for trace %s", trace.trace_id)
                 found, skip_reason = [], "extraction_error"
@@ -377,7 +389,9 @@ class Pipeline:
                     # The label is the field only ("document.score"): bounded cardinality.
                     self._metrics.coerced.labels(str(note).split(":", 1)[0]).inc()
             ticket = _TraceTicket(trace, len(found), self._trace_finished if not inline else _noop)
-            jobs.extend(_Job(record, ticket) for record in found)
+            # A turn of a conversation: numbered, and its earlier turns joined when its
+            # spans carried no history (before the metrics read it).
+            jobs.extend(_Job(self.conversations.prepare(record), ticket) for record in found)
         cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)
         # Costly tiers a record can go to: inline, every tier with evaluators; else the
         # tiers with a running stage (none for a tier that nothing can reach).
@@ -505,12 +519,27 @@ class Pipeline:
             except Exception:
                 log.exception("sink %s failed on trace %s", sink.name, record.trace_id)
                 self._metrics.sink_errors.labels(sink.name).inc()
+        self.conversations.observe(record, results)
         if not first:
             return
         self._metrics.records_evaluated.inc()
         self._recent[record.trace_id] = record
         while len(self._recent) > self.RECENT:
             self._recent.popitem(last=False)
+
+    def _export_conversation(
+        self, conversation: ConversationRecord, results: list[EvalResult]
+    ) -> None:
+        """Hand a closed conversation's record to every sink (one export at a time)."""
+        with self._lock:
+            for sink in self.sinks:
+                try:
+                    sink.export_conversation(conversation, results)
+                except Exception:
+                    log.exception(
+                        "sink %s failed on conversation %s", sink.name, conversation.conversation_id
+                    )
+                    self._metrics.sink_errors.labels(sink.name).inc()
 
     def late_feedback(self, trace_id: str, attributes: dict[str, AttributeValue]) -> bool:
         """Export a late update for a recently evaluated trace; False when it is unknown.

@@ -2,7 +2,7 @@
 
 Every replica decides the same for the same trace, and replaying a topic
 decides the same again, so a sampled share is a stable slice of traffic.
-Per tier: a base rate (``evaluation.model_rate``, ``evaluation.judge.rate``),
+Per tier: a base rate (``evaluation.model.rate``, ``evaluation.judge.rate``),
 per-route overrides, and priority rules that force a tier for records that
 matter (an error, a low cheap score, an injection rule fired, negative user
 feedback, high latency). Every decision has a bounded reason, recorded on the
@@ -49,7 +49,7 @@ class SamplingPolicy:
 
     def __init__(self, settings: EvaluationSettings | None = None) -> None:
         settings = settings or EvaluationSettings()
-        self.rates = {Tier.MODEL: settings.model_rate, Tier.JUDGE: settings.judge.rate}
+        self.rates = {Tier.MODEL: settings.model.rate, Tier.JUDGE: settings.judge.rate}
         self.routes = settings.sampling.routes
         self.priorities = settings.sampling.priorities
 

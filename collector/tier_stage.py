@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from ragpulse.config import TierSettings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.plugin_context import PluginContext
@@ -99,7 +100,8 @@ class _Queued(Generic[J]):
 
 
 class TierStage(Generic[J]):
-    """A costly tier's queue and worker.
+    """A costly tier's queue and worker, shaped by the tier's settings
+    (:class:`~ragpulse.config.TierSettings`: ``evaluation.model`` or ``evaluation.judge``).
 
     Models load on the worker, in the background: at start when a rate routes records
     here, else on the first record routed here (a priority rule), never when nothing
@@ -118,13 +120,9 @@ class TierStage(Generic[J]):
         evaluators: Sequence[Evaluator],
         done: Done[J],
         metrics: CollectorMetrics,
-        batch_size: int,
-        max_wait_s: float,
-        max_queue: int,
+        settings: TierSettings,
         *,
         context: PluginContext | None = None,
-        budget: float | None = None,
-        max_delay_s: float = float("inf"),
         cheap_idle: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -134,9 +132,12 @@ class TierStage(Generic[J]):
         self._metrics = metrics
         self._pending = metrics.tier_pending.labels(tier.value)
         self._context = context if context is not None else PluginContext(metrics=metrics)
-        self._batch_size, self._max_wait_s, self._max_queue = batch_size, max_wait_s, max_queue
+        batch_size = settings.batch_size
+        self._batch_size, self._max_wait_s = batch_size, settings.max_wait_s
+        self._max_queue = settings.max_queue
+        budget = settings.time_budget
         self._budget = Budget(budget, clock) if budget is not None else None
-        self._max_delay_s, self._clock = max_delay_s, clock
+        self._max_delay_s, self._clock = settings.max_delay_s, clock
         self._cheap_idle = cheap_idle  # set while the cheap tier has nothing to do
         # Records per evaluate call: a call cannot be interrupted, so while it yields to
         # the cheap tier a stage evaluates a few records at a time, checking in between.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ragpulse.errors import deprecated
 from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
-from ragpulse.record import Direction, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, Direction, EvalResult, RagRecord
 
 if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
@@ -25,6 +25,14 @@ _validated_result = EvalResult.__pydantic_validator__.validate_python
 
 TEXT_ANALYSES = "ragpulse/text-analyses"
 """The plug-in context key of the :class:`TextAnalyses` every evaluator shares."""
+
+
+RECORD_KINDS = frozenset({"rag", "agent", "retrieval"})
+"""What a record can be (:attr:`~ragpulse.record.RagRecord.kind`)."""
+ANSWERED = frozenset({"rag", "agent"})
+"""The records with an answer: what an answer metric scores (not a retrieval alone)."""
+AGENT_TURNS = frozenset({"agent"})
+"""Agent turns only: what the agent signals score."""
 
 
 class Tier(StrEnum):
@@ -77,6 +85,9 @@ class Evaluator(ABC):
     direction: ClassVar[Direction] = Direction.HIGHER_IS_BETTER
     default_enabled: ClassVar[bool] = True
     """Selected when the configuration names no evaluators (and :meth:`missing` is None)."""
+    applies_to: ClassVar[frozenset[str]] = RECORD_KINDS
+    """The record kinds it scores (:data:`ANSWERED` for an answer metric, :data:`AGENT_TURNS`
+    for an agent signal); records of another kind get no result of it at all."""
     requires_reference: ClassVar[bool] = False
     """Scores against a test-set row's :class:`~ragpulse.record.Reference` (recall@k, answer
     correctness, behaviour): never on by default in ``serve`` (live records carry none);
@@ -230,3 +241,47 @@ class Evaluator(ABC):
             duration_ms=duration_ms,
             direction=self.direction,
         )
+
+
+class ConversationEvaluator(Evaluator):
+    """Turns conversation records into one :class:`EvalResult` each: a conversation metric.
+
+    A plug-in like any evaluator (same entry-point group, ``Options``, :meth:`load`,
+    :meth:`result`), that implements :meth:`score_conversation` instead of ``score``. The
+    collector calls :meth:`evaluate_conversations` when a conversation closes (and again,
+    on its revised record, when it resumes); turn records never reach it.
+    """
+
+    applies_to: ClassVar[frozenset[str]] = frozenset()  # no turn record
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        named = getattr(cls, "metric", None) and getattr(cls, "method", None)
+        if named and cls.score_conversation is ConversationEvaluator.score_conversation:
+            raise TypeError(f"{cls.__qualname__} ({cls.name}) must implement score_conversation")
+
+    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        raise TypeError(f"{self.name} scores conversations, not turn records")
+
+    def score_conversation(self, conversation: ConversationRecord) -> EvalResult:
+        """One conversation's result; may raise (the caller makes it an error result)."""
+        raise NotImplementedError
+
+    def evaluate_conversations(
+        self, conversations: Sequence[ConversationRecord]
+    ) -> list[EvalResult]:
+        """Score each conversation; never raises (a failure is that conversation's error)."""
+        out = []
+        for conversation in conversations:
+            start = time.perf_counter()
+            try:
+                result = self.score_conversation(conversation)
+            except Exception as exc:
+                log.warning(
+                    "%s failed on conversation %s: %r", self.name, conversation.conversation_id, exc
+                )
+                result = self.error_result(exc)
+            if result.duration_ms is None:
+                object.__setattr__(result, "duration_ms", (time.perf_counter() - start) * 1000)
+            out.append(result)
+        return out

@@ -139,7 +139,7 @@ class ReferenceRetrieval(Evaluator):
 
     def score(self, record: RagRecord) -> EvalResult:
         ref = record.reference
-        docs = record.documents
+        docs = [d for _, d in record.retrieved()]  # an agent turn: its retrieval tools' results
         if self.method == "ids":
             gold = list(dict.fromkeys(ref.context_ids)) if ref else []
             if not gold:

@@ -19,8 +19,9 @@ class Signal:
     default: bool
     sees: str
     misses: str
-    label_line: float | None
-    """Where the label flips (score >= line: faithful / injection / followed); None: no label."""
+    label_line: float | str | None
+    """Where the label flips (score >= line: faithful / injection / followed); None: no
+    label; a text: labelled by a rule that it names (the agent signals)."""
     upgrade: str
 
 
@@ -38,7 +39,7 @@ SIGNALS: tuple[Signal, ...] = (
            "on-topic documents without the answer",
            None, "`cross_encoder` `ms-marco-minilm-l6`; `llm_judge`"),
     Signal("answer_relevance/lexical", True,
-           "ignored questions (ARES 0.64)",
+           "ignored questions (ARES 0.83 where it scores; short answers not applicable)",
            "answers in other words",
            None, "`embedding` (ARES 0.92); `llm_judge`"),
     Signal("injection/rules", True,
@@ -49,6 +50,48 @@ SIGNALS: tuple[Signal, ...] = (
            "answers carrying a flagged document's link, contact, code word",
            "obedience that leaves nothing to check",
            0.5, "the canary in `ragpulse eval`"),
+    # Agent turns only (labels by rule, not by a line on the score: see how-to agents).
+    Signal("agent_steps/count", True,
+           "turns that wander or loop (steps against a budget)",
+           "whether the steps were needed",
+           "by rule: over_budget past max_steps", "`tool_loop/rules` for repeats"),
+    Signal("tool_error/rules", True,
+           "error statuses and error outputs of tool calls",
+           "a tool that answers wrongly without saying so",
+           "by rule: any failed call", "`faithfulness` on the tool results"),
+    Signal("tool_loop/rules", True,
+           "the same tool called again with the same arguments",
+           "near-identical arguments",
+           "by rule: loop at 3 repeats", "`agent_steps/count`"),
+    Signal("unsupported_answer/lexical", True,
+           "answers no single tool result grounds",
+           "answers grounded in other words",
+           "by rule: support below 0.3", "`faithfulness/nli`; `llm_judge`"),
+    Signal("injection_followed/agent", True,
+           "tool calls carrying a flagged result's e-mail, link, account, path, amount",
+           "hijacks that carry none of them",
+           "by rule: a carried value", "`injection/llm_judge` (sees the tool calls)"),
+    # Conversations, when one closes (how-to conversations).
+    Signal("conversation_groundedness/rules", True,
+           "conversations with ungrounded turns, and the weakest turn",
+           "what its turns' faithfulness misses",
+           "score only", "a judge for the turns' faithfulness"),
+    Signal("conversation_injection/rules", True,
+           "any turn carrying an injection, or one followed",
+           "what the turns' injection methods miss",
+           "by rule: any turn flagged", "`injection/llm_judge` on the turns"),
+    Signal("conversation_tool_errors/rules", True,
+           "conversations whose tools keep failing",
+           "failures a tool does not report",
+           "score only", "`tool_error/rules` on the turns"),
+    Signal("user_frustration/rules", True,
+           "questions asked again, negative feedback",
+           "frustration said in other words",
+           "by rule: a third of follow-ups", "`user_frustration/llm_judge`"),
+    Signal("abandonment/rules", True,
+           "users leaving right after an unsupported answer",
+           "users leaving satisfied with a wrong answer",
+           "by rule: the last answer unsupported", "the turns' faithfulness"),
 )  # fmt: skip
 
 COLUMNS = ("method", "separates (dev AUROC)", "misses", "label line", "switch on")
@@ -60,7 +103,11 @@ def rows() -> list[tuple[str, ...]]:
             s.method + ("" if s.default else " (opt-in)"),
             s.sees,
             s.misses,
-            "score only" if s.label_line is None else f"{s.label_line:g}",
+            "score only"
+            if s.label_line is None
+            else s.label_line
+            if isinstance(s.label_line, str)
+            else f"{s.label_line:g}",
             s.upgrade,
         )
         for s in SIGNALS

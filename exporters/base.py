@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ragpulse.config import Settings
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 
 
 class Sink(ABC):
@@ -21,8 +21,9 @@ class Sink(ABC):
     when the settings load, and naming it there is what enables a third-party
     sink (``enabled: false`` turns any sink off). The simple case needs only
     ``Options`` and ``export``: the default :meth:`create` calls
-    ``cls(options, context)``. Built-in sinks also read their own settings
-    sections (``prometheus``, ``regression``, ...) through :meth:`section`.
+    ``cls(options, context)``. Every option of a sink is its own, under
+    ``sinks.<name>``; :meth:`section` adds what the sink takes from the core's settings
+    (the built-in ones: the top-level ``redaction`` section).
 
     Contract: ``export`` is called from the collector's worker threads, one
     call at a time (never concurrently), and may be called more than once per
@@ -62,7 +63,8 @@ class Sink(ABC):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        """Options this sink takes from settings outside ``sinks.<name>`` (built-ins only)."""
+        """Options this sink takes from the core's settings, outside ``sinks.<name>`` (which
+        overrides them): the built-in sinks take the top-level ``redaction`` section."""
         return {}
 
     @classmethod
@@ -85,6 +87,14 @@ class Sink(ABC):
     @abstractmethod
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         """Take one record's results (see the class doc for when and how often)."""
+
+    def export_conversation(  # noqa: B027 - optional hook, most sinks keep turns only
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> None:
+        """Take a closed conversation's record and its conversation metrics' results
+        (called like :meth:`export`, one call at a time; a resumed conversation comes again
+        with ``revision`` + 1 and the same ``identifier``). Default: nothing, for sinks
+        that keep turn records only."""
 
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Send what is buffered; True when it all went within ``timeout_s``. Sinks that

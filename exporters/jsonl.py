@@ -24,14 +24,14 @@ from ragpulse import moved
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.results import record_line
+from ragpulse.results import conversation_line, record_line
 
 
 class JsonlSink(Sink):
-    """``results_jsonl`` (or ``sinks.jsonl.path``): one line per evaluated record, and one
-    per costly tier that reported after the record's first line."""
+    """``sinks.jsonl.path`` (``serve --results-jsonl``): one line per evaluated record, and
+    one per costly tier that reported after the record's first line."""
 
     name = "jsonl"
     default_enabled = True
@@ -61,7 +61,7 @@ class JsonlSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return {"path": settings.results_jsonl, "redaction": settings.redaction.model_dump()}
+        return {"redaction": settings.redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> JsonlSink | None:
@@ -73,6 +73,16 @@ class JsonlSink(Sink):
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()  # readers (tail -f, tests) see whole lines promptly
+
+    def export_conversation(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> None:
+        """One line ``{"conversation": ..., "results": ...}`` per closed (or revised)
+        conversation."""
+        line = conversation_line(conversation, results, self.redactor)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
 
     def shutdown(self) -> None:
         with self._lock:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from ragpulse import semconv as sc
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, EvaluatedRecord, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, EvaluatedRecord, RagRecord
 
 
 class InMemorySink(Sink):
@@ -19,6 +19,7 @@ class InMemorySink(Sink):
     def __init__(self) -> None:
         super().__init__()
         self._items: list[EvaluatedRecord] = []
+        self._conversations: dict[str, tuple[ConversationRecord, list[EvalResult]]] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -46,11 +47,25 @@ class InMemorySink(Sink):
                         return
             self._items.append(EvaluatedRecord(record=record, results=list(results)))
 
+    def export_conversation(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> None:
+        """Keep a conversation's latest record (a revision replaces the earlier one)."""
+        with self._lock:
+            self._conversations[conversation.conversation_id] = (conversation, list(results))
+
     @property
     def items(self) -> list[EvaluatedRecord]:
         with self._lock:
             return list(self._items)
 
+    @property
+    def conversations(self) -> dict[str, tuple[ConversationRecord, list[EvalResult]]]:
+        """Each conversation's latest record and results, by conversation id."""
+        with self._lock:
+            return dict(self._conversations)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._conversations.clear()

@@ -22,9 +22,11 @@ reads the trace's assessments first (``GET /api/3.0/mlflow/traces/tr-<trace id>`
 updates ragpulse's earlier one of the same name, source id and span in place
 (``PATCH .../assessments/<id>``: value, rationale, metadata; keys it no longer has are
 emptied, as MLflow merges metadata) instead of creating another: each span shows one
-assessment per metric and method. The results of one trace go out together, one lookup
-for all of them, one request at a time per trace in this process (assessments written
-at the same moment by two replicas for the same trace can still both be created).
+assessment per metric and method. A trace's requests go one at a time in this process,
+and what one found and wrote stands in for the next one's lookup for a while
+(``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's results
+cost one lookup, not one each. Two replicas writing the same trace at the same moment can
+still both create one.
 Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
 """
 
@@ -33,6 +35,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +72,10 @@ TRACES_PATH = "/api/3.0/mlflow/traces"
 SOURCE_PREFIX = "ragpulse."
 """Every source id the sink writes starts so: ``ragpulse.<method>``."""
 TRACE_LOCKS = 64
+LOOKUP_TTL_S = 30.0
+"""How long what one request found on a trace stands in for a new lookup (the results of a
+record go out one assessment per request, a costly tier's a few seconds later)."""
+LOOKUPS_KEPT = 1024
 """Striped locks: one trace's requests go one at a time (a lookup, then its writes)."""
 
 
@@ -102,10 +110,10 @@ class MlflowSink(HttpSink[Assessment]):
             f"{EXPERIMENT_HEADER}); falls back to {EXPERIMENT_ID_ENV}.",
         )
         batch_size: int = Field(
-            100,
+            1,
             ge=1,
-            description="Assessments taken together; those of one trace share one lookup of "
-            "what ragpulse wrote before, then go one per request (MLflow's API).",
+            description="Assessments taken together (MLflow's API writes one per request; "
+            "those of one trace in a batch share one lookup of what ragpulse wrote before).",
         )
         concurrency: int = Field(4, ge=1, description="Requests in flight at once.")
 
@@ -117,6 +125,10 @@ class MlflowSink(HttpSink[Assessment]):
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._trace_locks = [threading.Lock() for _ in range(TRACE_LOCKS)]
+        self._lookups: OrderedDict[str, tuple[float, dict[tuple[str, str, str], Any]]] = (
+            OrderedDict()
+        )
+        self._lookups_lock = threading.Lock()
         super().__init__(options, metrics=metrics, transport=transport)
 
     def endpoint(self, options: DeliveryOptions) -> Endpoint:
@@ -174,26 +186,69 @@ class MlflowSink(HttpSink[Assessment]):
         what went through is found and updated, never created twice)."""
         trace_path = request.path.removesuffix("/assessments")
         with self._trace_locks[hash(trace_path) % len(self._trace_locks)]:
-            answer = client.get(trace_path)
-            if answer.status_code != 200:
-                return answer  # 404 RESOURCE_DOES_NOT_EXIST: retried (reply)
-            earlier = _earlier_assessments(answer)
-            for wrapped in request.body:
-                body = wrapped["assessment"]
-                key = _key(body)
-                found = earlier.get(key)
-                if found is None:
-                    answer = client.post(request.path, json=wrapped)
-                    created = _assessment_of(answer) if answer.status_code == 200 else None
-                    if created is not None:
-                        earlier[key] = created
-                else:
-                    answer = client.patch(
-                        f"{request.path}/{found['assessment_id']}", json=_update(body, found)
-                    )
-                if not 200 <= answer.status_code < 300:
-                    return answer
+            earlier = self._looked_up(trace_path)
+            if earlier is None:
+                found = client.get(trace_path)
+                if found.status_code != 200:
+                    return found  # 404 RESOURCE_DOES_NOT_EXIST: retried (reply)
+                earlier = _earlier_assessments(found)
+            try:
+                answer = self._write(client, request, earlier)
+            except BaseException:
+                self._forget(trace_path)  # what went through is unknown: look again
+                raise
+            if 200 <= answer.status_code < 300:
+                self._remember(trace_path, earlier)
+            else:
+                self._forget(trace_path)
             return answer
+
+    def _write(
+        self,
+        client: httpx.Client,
+        request: ApiRequest,
+        earlier: dict[tuple[str, str, str], dict[str, Any]],
+    ) -> httpx.Response:
+        """Each assessment of ``request`` created or updated; ``earlier`` kept up to date."""
+        answer = httpx.Response(200)  # a request with nothing to write
+        for wrapped in request.body:
+            body = wrapped["assessment"]
+            key = _key(body)
+            found = earlier.get(key)
+            if found is None:
+                answer = client.post(request.path, json=wrapped)
+            else:
+                path = f"{request.path}/{found['assessment_id']}"
+                answer = client.patch(path, json=_update(body, found))
+            if not 200 <= answer.status_code < 300:
+                return answer
+            written = _assessment_of(answer)
+            if written is not None:
+                earlier[key] = written
+        return answer
+
+    def _looked_up(self, trace_path: str) -> dict[tuple[str, str, str], dict[str, Any]] | None:
+        """What the last request for this trace found and wrote, when recent: this process
+        writes a trace's assessments one request at a time, so it is still what MLflow has
+        of ragpulse's (called under the trace's lock)."""
+        with self._lookups_lock:
+            found = self._lookups.get(trace_path)
+        if found is None or time.monotonic() - found[0] > LOOKUP_TTL_S:
+            return None
+        return found[1]
+
+    def _remember(
+        self, trace_path: str, earlier: dict[tuple[str, str, str], dict[str, Any]]
+    ) -> None:
+        with self._lookups_lock:
+            self._lookups[trace_path] = (time.monotonic(), earlier)
+            self._lookups.move_to_end(trace_path)
+            while len(self._lookups) > LOOKUPS_KEPT:
+                self._lookups.popitem(last=False)
+
+    def _forget(self, trace_path: str) -> None:
+        with self._lookups_lock:
+            self._lookups.pop(trace_path, None)
 
     def reply(self, request: ApiRequest, response: httpx.Response) -> Reply:
         """Also retried: the trace is not in MLflow yet (the app's export may lag)."""

@@ -29,6 +29,9 @@ warning. Every export that fails counts in ``ragpulse_sink_errors_total{sink="ot
 The attributes that can quote the record (explanation, error, details: a
 judge's reason, the answer's unsupported tokens, an injection's matched text)
 are redacted first (the ``redaction`` section, path ``otel``; on by default).
+
+Settings: ``sinks.otel`` (:class:`OtelEvaluationSink.Options`); the endpoint is also
+``serve --otlp-export-endpoint``.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from opentelemetry.util.types import AttributeValue
 from pydantic import Field
 
 from ragpulse import semconv as sc
-from ragpulse.config import OtelExportSettings, RedactionSettings, Settings
+from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.results import MAX_DETAILS_CHARS, annotator_kind, redact_results
 from ragpulse.exporters.support.targets import evaluated_span
@@ -224,11 +227,18 @@ class OtelEvaluationSink(Sink):
     name = "otel"
     default_enabled = True
 
-    class Options(OtelExportSettings):
-        """``otel_export`` plus ``otlp_export_endpoint`` and ``service_name``."""
+    class Options(PluginOptions):
+        """Where evaluation events and EVALUATOR spans go, and which of them."""
 
-        endpoint: str | None = Field(None, description="OTLP/HTTP base URL; unset = off")
-        service_name: str = "ragpulse"
+        events: bool = Field(True, description="Emit gen_ai.evaluation.result log events.")
+        spans: bool = Field(True, description="Emit an EVALUATOR span per evaluated record.")
+        headers: dict[str, str] = Field(default_factory=dict)
+        timeout_s: float = Field(10.0, gt=0)
+        endpoint: str | None = Field(
+            None,
+            description="Base URL of an OTLP/HTTP receiver for evaluation signals; unset = off.",
+        )
+        service_name: str = Field("ragpulse", description="service.name of the evaluation signals.")
         redaction: RedactionSettings = Field(
             default_factory=RedactionSettings,
             description="the top-level redaction section (path otel)",
@@ -264,12 +274,7 @@ class OtelEvaluationSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return {
-            **settings.otel_export.model_dump(),
-            "endpoint": settings.otlp_export_endpoint,
-            "service_name": settings.service_name,
-            "redaction": settings.redaction.model_dump(),
-        }
+        return {"redaction": settings.redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> OtelEvaluationSink | None:

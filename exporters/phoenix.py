@@ -11,10 +11,14 @@ method, direction, error and details as metadata. A failed evaluation carries th
 label ``error``.
 
 A context-relevance result that scored each document also becomes one document
-annotation per document (``POST /v1/document_annotations``, named
+annotation per scored document (``POST /v1/document_annotations``, named
 ``context_relevance/<method>``: Phoenix allows no identifier there), where the
 position is unambiguous: the record's documents all came from one retriever or
-reranker span, and the result scored each of them.
+reranker span (``ragpulse.documents.span_id``), and the result scored each of them or
+says which (``details.document_indices``). In an agent turn that span must be a
+retriever's (a tool's span lists no documents in Phoenix, which drops annotations
+beyond a span's documents), and the position is the document's among that retriever's
+(``Document.source.index``).
 
 Requests go with ``sync=false``: Phoenix queues them and retries for spans that have
 not arrived yet, so a result may reach Phoenix before the app's own spans do.
@@ -120,10 +124,12 @@ class PhoenixSink(HttpSink[Annotation]):
         if (
             result.metric not in PER_DOCUMENT_METRICS
             or not isinstance(scores, list)
-            or len(scores) != len(record.documents)  # a cut or skipped document: ambiguous
             or not isinstance(span_id, str)
             or not is_span_id(span_id)
         ):
+            return []
+        positions = document_positions(record, result.details, span_id)
+        if positions is None or len(positions) != len(scores):  # cut or skipped: ambiguous
             return []
         annotations = [_per_document(entry) for entry in scores]
         if any(a is None for a in annotations):
@@ -142,7 +148,7 @@ class PhoenixSink(HttpSink[Annotation]):
                     "metadata": meta,
                 },
             )
-            for position, annotation in enumerate(annotations)
+            for position, annotation in zip(positions, annotations, strict=True)
         ]
 
     def requests(self, batch: list[Annotation]) -> list[ApiRequest]:
@@ -153,3 +159,35 @@ class PhoenixSink(HttpSink[Annotation]):
                 # sync=false: Phoenix queues them and retries for spans not arrived yet.
                 out.append(ApiRequest(path, {"data": data}, len(data), {"sync": "false"}))
         return out
+
+
+def document_positions(
+    record: RagRecord, details: dict[str, Any], span_id: str
+) -> list[int] | None:
+    """Each scored document's position among the documents of ``span_id`` (the one span
+    the record's documents came from), in the order of ``details.per_document``; None
+    where that is not certain.
+
+    The scored documents are ``details.document_indices`` (indices into the record's
+    documents) when the result names them, else all of them. A retriever's document of
+    a RAG record is at its index; an agent turn's at ``source.index`` of a retriever
+    span that returned it. A tool's or a model call's span lists no documents: None.
+    """
+    indices = details.get("document_indices")
+    if indices is None:
+        indices = list(range(len(record.documents)))
+    if not isinstance(indices, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(record.documents)
+        for i in indices
+    ):
+        return None
+    positions = []
+    for i in indices:
+        source = record.documents[i].source
+        if source is None:
+            positions.append(i)
+        elif source.kind == "retriever" and source.span_id == span_id:
+            positions.append(source.index)
+        else:
+            return None
+    return positions if len(set(positions)) == len(positions) else None

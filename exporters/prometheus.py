@@ -8,6 +8,16 @@ Exemplars carry only the trace and span ids (hex), never content. The
 ``service`` and ``route`` label values come from the app and may hold user input
 (``/users/jane@example.com``), so they are redacted (the ``redaction`` section,
 path ``prometheus``) before they are bounded and exposed.
+
+Agent turns (records of kind ``agent``) also count in series of their own: turns,
+steps per turn (tool and model calls), tool calls by outcome, and turns with an
+injection found in a tool's result by that tool. Their ``tool`` label is the tool's
+name only when the ``agents.tools`` setting lists it, ``other`` for every other tool,
+so that the series stay bounded and every replica labels alike. A (service, tool)
+pair's series start at 0 the first time the pair is seen, so that the first error or
+injection shows in ``rate()`` / ``increase()``.
+
+Settings: ``sinks.prometheus`` (:class:`PrometheusSink.Options`).
 """
 
 from __future__ import annotations
@@ -15,26 +25,44 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import Field
 
-from ragpulse.config import PrometheusSettings, RedactionSettings, Settings
+from ragpulse.config import AgentSettings, RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.prometheus_series import ScoreSeries
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, RagRecord, ToolCall
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import LabelLimiter, PairLimiter
 
 _LABEL_CACHE = 10_000
 """Redacted label values remembered (raw -> redacted); past it each value is redacted anew."""
+OTHER_TOOL = "other"
+"""The ``tool`` label of every tool that ``agents.tools`` does not list."""
+STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128)
+"""Steps (tool calls + model calls) per agent turn: a plain answer is 1, a search and an
+answer 3, a runaway loop tens to hundreds."""
+TOOL_OUTCOMES = ("ok", "error", "no_result")
+
+
+def tool_outcome(call: ToolCall) -> str:
+    """``error`` (the span's status or an error output), ``no_result`` (the call was made
+    and no result was seen: no result on its span nor in a tool message), else ``ok``."""
+    if call.status == "error":
+        return "error"
+    if call.status == "no_result" or (call.status == "unset" and call.result is None):
+        return "no_result"
+    return "ok"
 
 
 def injection_locations(result: EvalResult) -> set[str]:
     """``question`` and/or ``document`` for an injection result that fired."""
     if result.label != "injection":
         return set()
-    findings = result.details.get("findings") or []
+    findings = result.details.get("findings")
+    if not isinstance(findings, list):  # a plug-in's malformed details count nothing
+        return set()
     where = {str(f.get("where", "")).split(":")[0] for f in findings if isinstance(f, dict)}
     return {w for w in where if w in ("question", "document")}
 
@@ -43,24 +71,54 @@ class PrometheusSink(Sink):
     name = "prometheus"
     default_enabled = True
 
-    class Options(PrometheusSettings):
-        """The ``prometheus`` settings section (``sinks.prometheus`` overrides it)."""
+    class Options(PluginOptions):
+        """Label bounds of the score histograms.
 
+        ``ragpulse_eval_score`` has at most ``methods x (max_route_pairs + max_services + 1)
+        x 14`` series per replica (11 buckets, sum, count, created): with the defaults, about
+        6,400 for the 9 methods on by default, about 10,700 with the model tier's 6 more.
+        """
+
+        routes: list[str] = Field(
+            default_factory=list, description="Route allow-list (else first N)."
+        )
+        max_routes: int = Field(30, ge=1)
+        services: list[str] = Field(default_factory=list)
+        max_services: int = Field(10, ge=1)
+        max_route_pairs: int = Field(
+            40,
+            ge=1,
+            description="Distinct (service, route) pairs; past it a new pair's route is 'other'.",
+        )
         redaction: RedactionSettings = Field(
             default_factory=RedactionSettings,
             description="the top-level redaction section (path prometheus: route/service)",
+        )
+        agent_tools: list[str] = Field(
+            default_factory=list,
+            description="the agents.tools setting: tool names kept as the tool label of the "
+            "agent series, every other tool being 'other'",
         )
 
     def __init__(
         self,
         registry: CollectorRegistry,
-        settings: PrometheusSettings | None = None,
+        settings: Options | None = None,
         redaction: RedactionSettings | None = None,
+        agents: AgentSettings | None = None,
     ) -> None:
-        settings = settings or PrometheusSettings()
-        redaction = redaction or RedactionSettings()
-        super().__init__(self.Options(**{**settings.model_dump(), "redaction": redaction}))
-        self._redactor = Redactor.for_path(redaction, "prometheus")
+        settings = settings or self.Options()
+        update: dict[str, Any] = {}
+        if redaction is not None:
+            update["redaction"] = redaction
+        if agents is not None:
+            update["agent_tools"] = list(agents.tools)
+        if update:
+            settings = settings.model_copy(update=update)
+        super().__init__(settings)
+        self._tools = frozenset(settings.agent_tools)
+        self._tool_pairs: set[tuple[str, str]] = set()  # (service, tool) with series at 0
+        self._redactor = Redactor.for_path(settings.redaction, "prometheus")
         self._redacted: dict[str, str] = {}
         self._routes = LabelLimiter(settings.routes, settings.max_routes)
         self._services = LabelLimiter(settings.services, settings.max_services)
@@ -72,15 +130,45 @@ class PrometheusSink(Sink):
             ["where"],
             registry=registry,
         )
+        self.agent_turns = Counter(
+            "ragpulse_agent_turns",
+            "Agent turns evaluated (records of kind agent).",
+            ["service"],
+            registry=registry,
+        )
+        self.agent_steps = Histogram(
+            "ragpulse_agent_steps",
+            "Steps per agent turn: its tool calls plus its model calls.",
+            ["service"],
+            buckets=STEP_BUCKETS,
+            registry=registry,
+        )
+        self.agent_tool_calls = Counter(
+            "ragpulse_agent_tool_calls",
+            "Tool calls of agent turns by outcome (ok, error, no_result); tool is the tool's "
+            "name when agents.tools lists it, else other.",
+            ["service", "tool", "outcome"],
+            registry=registry,
+        )
+        self.agent_tool_injections = Counter(
+            "ragpulse_agent_tool_injections",
+            "Agent turns with a prompt injection found in a tool's result, by that tool "
+            "(agents.tools, else other).",
+            ["service", "tool"],
+            registry=registry,
+        )
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return {**settings.prometheus.model_dump(), "redaction": settings.redaction.model_dump()}
+        return {
+            "redaction": settings.redaction.model_dump(),
+            "agent_tools": list(settings.agents.tools),
+        }
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> PrometheusSink:
         assert isinstance(options, cls.Options)
-        return cls(context.metrics.registry, options, options.redaction)
+        return cls(context.metrics.registry, options)
 
     def _label(self, value: str | None) -> str | None:
         """``value`` redacted; a dict read for values seen before (labels repeat)."""
@@ -103,3 +191,43 @@ class PrometheusSink(Sink):
             if result.label == "injection":
                 for where in injection_locations(result):
                     self.injections.labels(where).inc()
+        if record.kind == "agent":
+            self._agent_turn(record, results, service)
+
+    def _tool(self, name: str) -> str:
+        return name if name in self._tools else OTHER_TOOL
+
+    def _agent_turn(self, record: RagRecord, results: Sequence[EvalResult], service: str) -> None:
+        self.agent_turns.labels(service).inc()
+        self.agent_steps.labels(service).observe(len(record.tool_calls) + record.model_calls)
+        counts: dict[tuple[str, str], int] = {}
+        for call in record.tool_calls:
+            key = (self._tool(call.name), tool_outcome(call))
+            counts[key] = counts.get(key, 0) + 1
+        for tool in {tool for tool, _ in counts}:
+            if (service, tool) not in self._tool_pairs:  # bounded: services x (tools + 1)
+                self._tool_pairs.add((service, tool))
+                for outcome in TOOL_OUTCOMES:
+                    self.agent_tool_calls.labels(service, tool, outcome)
+                self.agent_tool_injections.labels(service, tool)
+        for (tool, outcome), count in counts.items():  # one locked increment per series
+            self.agent_tool_calls.labels(service, tool, outcome).inc(count)
+        for tool in self._injected_tools(record, results):
+            self.agent_tool_injections.labels(service, tool).inc()
+
+    def _injected_tools(self, record: RagRecord, results: Sequence[EvalResult]) -> set[str]:
+        """The tools (labels) whose results an injection detector flagged, over every
+        injection method: a turn counts once per tool."""
+        tools: set[str] = set()
+        for result in results:
+            if result.metric != "injection" or result.label != "injection":
+                continue
+            findings = result.details.get("findings")
+            for finding in findings if isinstance(findings, list) else ():
+                where = finding.get("where") if isinstance(finding, dict) else None
+                index = where.removeprefix("document:") if isinstance(where, str) else ""
+                if index.isdigit() and int(index) < len(record.documents):
+                    source = record.documents[int(index)].source
+                    if source is not None:
+                        tools.add(self._tool(source.tool))
+        return tools

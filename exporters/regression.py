@@ -1,8 +1,8 @@
 """Regression sets from live traffic: records that matter, one JSON line each.
 
-Each configured set (``regression.sets``: a name and a
-:class:`~ragpulse.config.RegressionSetRule`) keeps the evaluated records its
-rule selects, in ``<directory>/<set>/<set>-<UTC timestamp>.jsonl``:
+Each configured set (``sinks.regression.sets``: a name and a :class:`RegressionSetRule`)
+keeps the evaluated records its rule selects, in
+``<directory>/<set>/<set>-<UTC timestamp>.jsonl``:
 
 ``{"set", "written_at", "reason", "sampling", "record", "results"}``
 
@@ -17,7 +17,7 @@ rule selects, in ``<directory>/<set>/<set>-<UTC timestamp>.jsonl``:
 Every string of ``record`` and ``results`` (question, answer, documents and
 their metadata, attributes, explanations, details) is redacted
 (:mod:`ragpulse.redaction`: the top-level ``redaction`` section, or
-``regression.redaction`` when set) before anything is written; ids are kept.
+``sinks.regression.redaction`` when set) before anything is written; ids are kept.
 
 A set holds each question once: lines are deduplicated by the sha256 of the
 normalized redacted question (lower case, whitespace collapsed, punctuation
@@ -45,9 +45,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
-from ragpulse.config import RedactionSettings, RegressionSetRule, RegressionSettings, Settings
+from pydantic import Field
+
+from ragpulse.config import RedactionSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
@@ -68,6 +70,27 @@ for an update carries every result of its record."""
 
 
 # --- Rules ------------------------------------------------------------------------------
+
+
+class RegressionSetRule(PluginOptions):
+    """Which evaluated records a regression set keeps."""
+
+    kind: Literal["low_score", "label", "negative_feedback", "random"]
+    metric: str | None = Field(None, description="low_score/label: the metric to look at.")
+    below: float | None = Field(
+        None, description="low_score: keep qualities below this (1 - risk for risks)."
+    )
+    label: str | None = Field(None, description="label: keep results with this label.")
+    rate: float | None = Field(None, ge=0, le=1, description="random: share kept, by trace id.")
+
+
+def _default_sets() -> dict[str, RegressionSetRule]:
+    return {
+        "low_faithfulness": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5),
+        "injection": RegressionSetRule(kind="label", metric="injection", label="injection"),
+        "negative_feedback": RegressionSetRule(kind="negative_feedback"),
+        "baseline": RegressionSetRule(kind="random", rate=0.01),
+    }
 
 
 def normalize_question(question: str) -> str:
@@ -198,8 +221,20 @@ class RegressionSink(Sink):
     name = "regression"
     default_enabled = True
 
-    class Options(RegressionSettings):
-        """The ``regression`` settings section (``sinks.regression`` overrides it)."""
+    class Options(PluginOptions):
+        """Regression sets written from live traffic."""
+
+        directory: Path | None = Field(None, description="Where sets are written; unset = off.")
+        sets: dict[str, RegressionSetRule] = Field(default_factory=_default_sets)
+        max_bytes: int = Field(
+            50 * 1024 * 1024, ge=1024, description="Rotate a set file past this."
+        )
+        max_age_s: float = Field(24 * 3600, gt=0, description="Rotate a set file older than this.")
+        redaction: RedactionSettings | None = Field(
+            None,
+            description="Replaces the top-level redaction section for regression sets only "
+            "(whole section, not merged); unset = the top-level section.",
+        )
 
     def __init__(
         self,
@@ -213,9 +248,7 @@ class RegressionSink(Sink):
         metrics: CollectorMetrics | None = None,
     ) -> None:
         if sets is None:
-            from ragpulse.config import RegressionSettings
-
-            sets = RegressionSettings().sets
+            sets = _default_sets()
         for set_name, rule in sets.items():
             check_rule(set_name, rule)
         given = redaction.settings if isinstance(redaction, Redactor) else redaction
@@ -247,15 +280,12 @@ class RegressionSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        # The redaction this sink applies: regression.redaction (older configs) or the
-        # top-level section, resolved here so that the sink needs no other settings.
-        redactor = Redactor.from_settings(settings, "regression")
-        redaction = redactor.settings.model_copy(update={"enabled": redactor.enabled})
-        return {**settings.regression.model_dump(), "redaction": redaction.model_dump()}
+        # The top-level section, unless sinks.regression.redaction replaces it.
+        return {"redaction": settings.redaction.model_dump()}
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> RegressionSink | None:
-        assert isinstance(options, RegressionSettings)
+        assert isinstance(options, cls.Options)
         if options.directory is None or not options.sets:
             return None
         return cls(

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
     from ragpulse.sdk.instrument import retrieval as retrieval
     from ragpulse.sdk.instrument import retrieval_span as retrieval_span
     from ragpulse.sdk.instrument import shutdown as shutdown
+    from ragpulse.sdk.instrument import tool as tool
+    from ragpulse.sdk.instrument import tool_span as tool_span
 
 _EXPORTS = {
     "ragpulse.sdk.current": "current_span_id current_trace_id",
@@ -36,7 +38,7 @@ _EXPORTS = {
     "ragpulse.function_evaluator": "evaluator",
     "ragpulse.record": "Document EvalResult RagRecord",
     "ragpulse.sdk.instrument": "InstrumentConfig configure shutdown generation generation_span "
-    "pipeline pipeline_span retrieval retrieval_span",
+    "pipeline pipeline_span retrieval retrieval_span tool tool_span",
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
 __all__ = sorted(_WHERE)

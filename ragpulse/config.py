@@ -14,13 +14,16 @@ import os
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 
-from ragpulse.errors import ConfigError
+from ragpulse.errors import ConfigError, deprecated
 from ragpulse.options import PluginOptions
 from ragpulse.settings_env import environment_problems, reads_settings
+
+if TYPE_CHECKING:
+    from ragpulse.settings_report import Origins
 
 CONFIG_ENV = "RAGPULSE_CONFIG"
 
@@ -56,14 +59,89 @@ class AssemblySettings(_Section):
 
 _MOVED_JUDGE_KEYS = ("escalate_faithfulness_below", "escalate_on_injection")
 
+Rate = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=1,
+        description="Share of records (by trace id) the tier evaluates; per-route rates and "
+        "priority rules (evaluation.sampling) add more.",
+    ),
+]
+BatchSize = Annotated[int, Field(ge=1, description="Records evaluated together.")]
+MaxWait = Annotated[float, Field(ge=0, description="Longest wait to fill a batch.")]
+MaxQueue = Annotated[
+    int,
+    Field(
+        ge=1,
+        description="Records waiting for the tier; beyond it the tier is skipped for the "
+        "record (counted, reason queue_full).",
+    ),
+]
+MaxDelay = Annotated[
+    float,
+    Field(
+        gt=0,
+        description="Longest a record waits in the tier's queue (a model load in progress "
+        "included); past it the tier is skipped for the record (counted, reason deadline).",
+    ),
+]
 
-class JudgeSettings(_Section):
+
+class TierSettings(_Section):
+    """What both costly tiers (``evaluation.model``, ``evaluation.judge``) take, under the
+    same names: which records reach the tier, how they are batched, and how long and how
+    many may wait. Each tier gives its own defaults."""
+
+    rate: Rate
+    batch_size: BatchSize
+    max_wait_s: MaxWait
+    max_queue: MaxQueue
+    max_delay_s: MaxDelay
+
+    @property
+    def time_budget(self) -> float | None:
+        """Share of wall-clock time the tier may spend evaluating; None: unbounded."""
+        return None
+
+
+class ModelTierSettings(TierSettings):
+    """The model tier: local models (embeddings, probes, NLI, classifiers) on a sample."""
+
+    rate: Rate = 0.1
+    batch_size: BatchSize = 16
+    max_wait_s: MaxWait = 0.2
+    max_queue: MaxQueue = 256
+    max_delay_s: MaxDelay = 10.0
+    budget: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Share of wall-clock time the model tier may spend evaluating (seconds of "
+        "batches per second, over a 2 s window); records sampled past it skip the tier "
+        "(counted, reason budget). 0 = the tier never runs and its models never load.",
+    )
+
+    @property
+    def time_budget(self) -> float | None:
+        return self.budget
+
+
+class JudgeSettings(TierSettings):
     """LLM judges over any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
 
+    rate: Rate = 0.01
+    batch_size: BatchSize = 8
+    max_wait_s: MaxWait = 0.5
+    max_queue: MaxQueue = 128
+    max_delay_s: MaxDelay = Field(
+        60.0,
+        description="Longest a record waits in the judge's queue; past it the judge is skipped "
+        "for the record (counted, reason deadline). Calls in flight are bounded by timeout_s.",
+    )
     base_url: str | None = Field(None, description="e.g. https://api.openai.com/v1; unset = off.")
     model: str | None = None
     api_key: SecretStr | None = Field(None, description="Falls back to OPENAI_API_KEY.")
-    rate: float = Field(0.01, ge=0, le=1, description="Sampled share of records, by trace id.")
     calls_per_minute: int = Field(60, ge=1)
     tokens_per_minute: int = Field(100_000, ge=1)
     over_budget: Literal["auto", "skip", "wait"] = Field(
@@ -94,17 +172,6 @@ class JudgeSettings(_Section):
     )
     cache_max_age_days: float = Field(
         30.0, gt=0, description="Disk cache entries older than this are deleted."
-    )
-    batch_size: int = Field(8, ge=1)
-    max_wait_s: float = Field(0.5, ge=0)
-    max_queue: int = Field(
-        128, ge=1, description="Records waiting for the judge; beyond it the tier is skipped."
-    )
-    max_delay_s: float = Field(
-        60.0,
-        gt=0,
-        description="Longest a record waits in the judge's queue; past it the judge is skipped "
-        "for the record (counted, reason deadline). Calls in flight are bounded by timeout_s.",
     )
 
     @model_validator(mode="before")
@@ -175,9 +242,6 @@ class EvaluationSettings(_Section):
         default_factory=dict,
         description="Constructor keyword arguments per evaluator name.",
     )
-    model_rate: float = Field(
-        0.1, ge=0, le=1, description="Share of records (by trace id) the model tier evaluates."
-    )
     max_text_chars: int = Field(
         200_000,
         ge=1_000,
@@ -192,25 +256,6 @@ class EvaluationSettings(_Section):
         description="Most characters evaluated per record (question, answer, then documents in "
         "order); documents past it are cut or left out, and the results say so.",
     )
-    model_batch_size: int = Field(16, ge=1)
-    model_max_wait_s: float = Field(0.2, ge=0)
-    model_max_queue: int = Field(
-        256, ge=1, description="Records waiting for the model tier; beyond it the tier is skipped."
-    )
-    model_budget: float = Field(
-        0.25,
-        ge=0,
-        le=1,
-        description="Share of wall-clock time the model tier may spend evaluating (seconds of "
-        "batches per second, over a 2 s window); records sampled past it skip the tier "
-        "(counted, reason budget). 0 = the tier never runs and its models never load.",
-    )
-    model_max_delay_s: float = Field(
-        10.0,
-        gt=0,
-        description="Longest a record waits in the model tier's queue (a load in progress "
-        "included); past it the tier is skipped for the record (counted, reason deadline).",
-    )
     max_export_delay_s: float = Field(
         2.0,
         ge=0,
@@ -219,34 +264,87 @@ class EvaluationSettings(_Section):
         "running) and each costly tier's results follow as an update of the record "
         "(ragpulse.update names the tier). 0 = export the cheap results at once.",
     )
+    model: ModelTierSettings = ModelTierSettings()
     judge: JudgeSettings = JudgeSettings()
     sampling: SamplingSettings = SamplingSettings()
 
+    def tier(self, name: Literal["model", "judge"]) -> TierSettings:
+        """The settings of the costly tier called ``name``."""
+        return self.model if name == "model" else self.judge
 
-class PrometheusSettings(_Section):
-    """Label bounds of the score histograms.
 
-    ``ragpulse_eval_score`` has at most ``methods x (max_route_pairs + max_services + 1)
-    x 14`` series per replica (11 buckets, sum, count, created): with the defaults, about
-    6,400 for the 9 methods on by default, about 10,700 with the model tier's 6 more.
-    """
+DEFAULT_RETRIEVAL_TOOLS = ("*search*", "*retriev*", "*lookup*", "*knowledge*")
 
-    routes: list[str] = Field(default_factory=list, description="Route allow-list (else first N).")
-    max_routes: int = Field(30, ge=1)
-    services: list[str] = Field(default_factory=list)
-    max_services: int = Field(10, ge=1)
-    max_route_pairs: int = Field(
-        40,
-        ge=1,
-        description="Distinct (service, route) pairs; past it a new pair's route is 'other'.",
+
+class AgentSettings(_Section):
+    """Agent turns: which tools retrieve, which tools Prometheus names, and bounds."""
+
+    retrieval_tools: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_RETRIEVAL_TOOLS),
+        description="Glob patterns (case-insensitive) of tool names whose results count for "
+        "context relevance and the retrieval metrics, beside tools typed datastore "
+        "(gen_ai.tool.type) and tools whose result is a list of documents. Every tool result "
+        "is evidence for faithfulness.",
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Tool names kept as the tool label of the agent series; every other tool "
+        "is 'other', so that every replica labels alike.",
+    )
+    max_tool_calls: int = Field(
+        1_000, ge=1, description="Tool calls kept per turn; the rest are counted, not kept."
+    )
+    max_result_chars: int = Field(
+        1_000_000,
+        ge=1_000,
+        description="Longest tool result read; a longer one is cut there (and not parsed as "
+        "JSON), and the record says so.",
     )
 
 
-class OtelExportSettings(_Section):
-    events: bool = Field(True, description="Emit gen_ai.evaluation.result log events.")
-    spans: bool = Field(True, description="Emit an EVALUATOR span per evaluated record.")
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = Field(10.0, gt=0)
+class ConversationSettings(_Section):
+    """Conversations (chat sessions): how a turn finds its conversation and history, when a
+    conversation closes, and the bounds of what is kept."""
+
+    id_attributes: list[str] = Field(
+        default_factory=list,
+        description="Span attributes that carry a conversation id, read after "
+        "gen_ai.conversation.id and session.id.",
+    )
+    idle_s: float = Field(
+        300.0, gt=0, description="A conversation closes after this long without a new turn."
+    )
+    keep_closed_s: float = Field(
+        3600.0,
+        ge=0,
+        description="A closed conversation that resumes within this is revised (the same "
+        "identifier in every sink), not started anew.",
+    )
+    max_open: int = Field(
+        10_000,
+        ge=1,
+        description="Conversations held open (and closed ones kept for resuming); past it the "
+        "oldest is closed early, counted.",
+    )
+    max_turns: int = Field(
+        1_000, ge=1, description="Turns kept per conversation; later ones are counted only."
+    )
+    max_history_messages: int = Field(
+        20, ge=0, description="Messages of the conversation so far kept on a turn's record."
+    )
+    max_message_chars: int = Field(
+        2_000, ge=100, description="Characters kept of each message of the history."
+    )
+    join_turns: int = Field(
+        5,
+        ge=0,
+        description="Earlier turns joined into a turn whose spans carry no history (apps "
+        "traced by ragpulse's decorators).",
+    )
+    tick_s: float = Field(1.0, gt=0, description="How often idle conversations are closed.")
+    evaluators: list[str] | None = Field(
+        None, description="Conversation metrics (metric/method); empty = every cheap one."
+    )
 
 
 class KafkaSettings(_Section):
@@ -375,27 +473,6 @@ class StoredTracesSettings(_Section):
     )
 
 
-class RegressionSetRule(_Section):
-    """Which evaluated records a regression set keeps."""
-
-    kind: Literal["low_score", "label", "negative_feedback", "random"]
-    metric: str | None = Field(None, description="low_score/label: the metric to look at.")
-    below: float | None = Field(
-        None, description="low_score: keep qualities below this (1 - risk for risks)."
-    )
-    label: str | None = Field(None, description="label: keep results with this label.")
-    rate: float | None = Field(None, ge=0, le=1, description="random: share kept, by trace id.")
-
-
-def _default_sets() -> dict[str, RegressionSetRule]:
-    return {
-        "low_faithfulness": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5),
-        "injection": RegressionSetRule(kind="label", metric="injection", label="injection"),
-        "negative_feedback": RegressionSetRule(kind="negative_feedback"),
-        "baseline": RegressionSetRule(kind="random", rate=0.01),
-    }
-
-
 RedactionPath = Literal["jsonl", "otel", "prometheus", "logs", "regression", "eval_output"]
 """Where content leaves the process: the results JSONL, the OTel evaluation export, the
 Prometheus route/service labels, log lines, regression sets, ``ragpulse eval``'s output."""
@@ -431,20 +508,6 @@ class RedactionSettings(_Section):
         return self.enabled and path in self.apply_to
 
 
-class RegressionSettings(_Section):
-    """Regression sets written from live traffic (``exporters/regression.py``)."""
-
-    directory: Path | None = Field(None, description="Where sets are written; unset = off.")
-    sets: dict[str, RegressionSetRule] = Field(default_factory=_default_sets)
-    max_bytes: int = Field(50 * 1024 * 1024, ge=1024, description="Rotate a set file past this.")
-    max_age_s: float = Field(24 * 3600, gt=0, description="Rotate a set file older than this.")
-    redaction: RedactionSettings | None = Field(
-        None,
-        description="Overrides the top-level redaction section for regression sets only "
-        "(whole section, not merged); unset = the top-level section.",
-    )
-
-
 class Settings(_Section):
     """Everything ``ragpulse serve`` needs: the defaults and what is given; the file and
     the environment are read by :func:`load_settings`."""
@@ -460,15 +523,10 @@ class Settings(_Section):
         4317, ge=0, le=65535, description="OTLP/gRPC receiver port (0 = no gRPC receiver)."
     )
     metrics_port: int = Field(9464, ge=0, le=65535)
-    results_jsonl: Path | None = None
-    otlp_export_endpoint: str | None = Field(
-        None, description="Base URL of an OTLP/HTTP receiver for evaluation signals."
-    )
     auth_token: SecretStr | None = Field(
         None, description="Bearer token the OTLP receiver requires (none = open)."
     )
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, description="After decompression.")
-    service_name: str = Field("ragpulse", description="service.name of the evaluation signals.")
     shutdown_timeout_s: float = Field(
         10.0,
         gt=0,
@@ -477,10 +535,9 @@ class Settings(_Section):
     )
     assembly: AssemblySettings = AssemblySettings()
     evaluation: EvaluationSettings = EvaluationSettings()
-    prometheus: PrometheusSettings = PrometheusSettings()
-    otel_export: OtelExportSettings = OtelExportSettings()
+    agents: AgentSettings = AgentSettings()
+    conversations: ConversationSettings = ConversationSettings()
     kafka: KafkaSettings = KafkaSettings()
-    regression: RegressionSettings = RegressionSettings()
     stored_traces: StoredTracesSettings = StoredTracesSettings()
     redaction: RedactionSettings = Field(
         default_factory=RedactionSettings,
@@ -538,21 +595,27 @@ def load_settings(
     for a mistyped name, the closest real one. ``checks`` need valid settings (the
     commands pass :func:`ragpulse.plugins.plugin_problems`: plug-in options, evaluator
     names); they run on the rest when part is invalid, so that one run says it all.
+
+    A key of an earlier release (:data:`ragpulse.settings_moved.DEPRECATED_KEYS`), in
+    any source, is read at its new place with a
+    :class:`~ragpulse.errors.RagpulseDeprecationWarning` naming the new key.
     """
     from ragpulse.settings_report import Origins, Problem, SettingsProblems, problems_of
 
     path = config_file or os.environ.get(CONFIG_ENV)
     file = Path(path) if path else None
-    file_data = read_config_file(file) if file else {}  # unreadable: one line, at once
-    flags = {k: v for k, v in overrides.items() if v is not None}
-    origins = Origins.gather(flags, file, file_data)
+    raw_file = read_config_file(file) if file else {}  # unreadable: one line, at once
+    origins = Origins.gather({k: v for k, v in overrides.items() if v is not None}, file, raw_file)
+    for said in origins.deprecations():
+        deprecated(said)
+    file_data, flags = dict(origins.file_data), dict(origins.flags)
     problems = [Problem(var, "", what, hint) for var, what, hint in environment_problems(Settings)]
     try:
         settings: Settings | None = _build(file_data, flags)
     except ValidationError as exc:
         unknown = {p.where for p in problems}  # said already: not again as an unknown key
         problems += [p for p in problems_of(exc, Settings, origins) if p.where not in unknown]
-        settings = _the_rest(file_data, flags, exc)
+        settings = _the_rest(file_data, flags, exc, origins)
     for check in checks:
         for setting, what, hint in check(settings) if settings is not None else ():
             problems.append(Problem(origins.of(setting), ".".join(setting), what, hint))
@@ -571,7 +634,7 @@ def _build(file_data: dict[str, Any], flags: dict[str, Any]) -> Settings:
 
 
 def _the_rest(
-    file_data: dict[str, Any], flags: dict[str, Any], exc: ValidationError
+    file_data: dict[str, Any], flags: dict[str, Any], exc: ValidationError, origins: Origins
 ) -> Settings | None:
     """The settings without what ``exc`` found wrong (None if still invalid), so that the
     later checks report their problems in the same run."""
@@ -579,10 +642,18 @@ def _the_rest(
 
     bad = [tuple(str(part) for part in error["loc"]) for error in exc.errors()]
     hidden = {name for path in bad for name in env_names(path) if name in os.environ}
-    saved = {name: os.environ.pop(name) for name in hidden}
+    hidden |= {name for path in bad for name in origins.variables_of(path)}
+    saved = {name: os.environ.pop(name) for name in hidden if name in os.environ}
     try:
         return _build(without(file_data, bad), without(flags, bad))
     except ValidationError:
         return None
     finally:
         os.environ.update(saved)
+
+
+def __getattr__(name: str) -> Any:
+    """The sinks' settings sections of earlier releases (now each sink's ``Options``)."""
+    from ragpulse import moved
+
+    return moved.moved_name(__name__, name)

@@ -133,6 +133,9 @@ def evaluate_records(
 ) -> list[list[EvalResult]]:
     """Run every evaluator over the batch; results[i] belongs to records[i].
 
+    An evaluator scores only the records whose kind it applies to
+    (:attr:`~ragpulse.evaluators.base.Evaluator.applies_to`).
+
     Texts past ``evaluation.max_text_chars`` / ``max_record_chars`` are cut first
     (:func:`bound_record`); every result of such a record lists the cuts in
     ``details.truncated_input``. A batch of more than :data:`PASS_TEXTS` texts is
@@ -146,14 +149,25 @@ def evaluate_records(
     evaluated = [r for r, _ in bounded]
     for start, stop in _passes(evaluated):
         chunk = evaluated[start:stop]
+        kinds = {r.kind for r in chunk}
         for evaluator in evaluators:
+            # Each evaluator scores the kinds of record it applies to (an answer metric
+            # not a retrieval alone, an agent signal agent turns only): the rest get none.
+            positions: Sequence[int] = range(start, stop)
+            if kinds <= evaluator.applies_to:
+                mine = chunk
+            else:
+                positions = [i for i in positions if evaluated[i].kind in evaluator.applies_to]
+                mine = [evaluated[i] for i in positions]
+                if not mine:
+                    continue
             began = time.perf_counter()
-            scored = evaluator.evaluate(chunk)
+            scored = evaluator.evaluate(mine)
             if metrics is not None:
                 metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
                     time.perf_counter() - began
                 )
-            for i, result in enumerate(scored, start):
+            for i, result in zip(positions, scored, strict=True):
                 results[i].append(result)
                 if result.error and metrics is not None:
                     metrics.evaluator_errors.labels(result.metric, result.method).inc()

@@ -30,11 +30,8 @@ record's error result, never a crash.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-import os
-import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -42,6 +39,7 @@ from pydantic import ConfigDict
 
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.function_loader import resolve
 from ragpulse.options import PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 
@@ -140,31 +138,9 @@ def evaluator(
     return register
 
 
-def is_spec(name: str) -> bool:
-    """Whether an evaluator name is a ``module:function`` (not a registered ``metric/method``)."""
-    return ":" in name
-
-
 def load(spec: str) -> type[FunctionEvaluator]:
     """The evaluator class of a decorated ``module:function``; ConfigError says the fix."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"evaluator {spec!r}: write module:function")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)  # a module beside the settings file, as --replay finds one
-    importlib.invalidate_caches()
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except AttributeError:
-        raise ConfigError(f"evaluator {spec!r}: {module_name} has no {attr!r}") from None
-    except Exception as exc:
-        raise ConfigError(
-            f"evaluator {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from exc
-    cls = getattr(obj, ATTRIBUTE, None)
+    cls = getattr(resolve(spec, "evaluator"), ATTRIBUTE, None)
     if not (isinstance(cls, type) and issubclass(cls, FunctionEvaluator)):
         raise ConfigError(
             f"evaluator {spec!r} is not decorated with @ragpulse.evaluator(metric=...)"

@@ -97,6 +97,13 @@ MOVED_NAMES: dict[str, dict[str, str]] = {
         _E + "text.analyses",
         "ANALYSES_KEPT TextAnalyses TextView content_token_set content_tokens normalize sentences",
     ),
+    # The sinks' settings sections are the sinks' Options now (sinks.<name>).
+    "ragpulse.config": {
+        "PrometheusSettings": _X + "prometheus:PrometheusSink.Options",
+        "OtelExportSettings": _X + "otel:OtelEvaluationSink.Options",
+        "RegressionSettings": _X + "regression:RegressionSink.Options",
+        "RegressionSetRule": _X + "regression",
+    },
     _E + "injection": _names(
         _E + "injection_engine",
         "DELIMITER DOC_COMMAND ENCODED EXCERPT_CHARS EXFIL EXTRACTION FAMILIES HIDDEN HIJACK "
@@ -104,7 +111,8 @@ MOVED_NAMES: dict[str, dict[str, str]] = {
     ),
 }
 """module -> names that left it for another module (the module itself stays, or is a
-package of the same name now: its ``__getattr__`` calls :func:`moved_name`)."""
+package of the same name now: its ``__getattr__`` calls :func:`moved_name`); a target
+``module:Name.Inner`` names a class inside the module (a sink's ``Options``)."""
 
 
 def name_from(targets: Sequence[str], old: str, name: str) -> Any:
@@ -121,8 +129,15 @@ def moved_name(module: str, name: str) -> Any:
     target = MOVED_NAMES.get(module, {}).get(name)
     if target is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    deprecated(f"{module}.{name} moved: import it from {target}", stacklevel=3)
-    return getattr(importlib.import_module(target), name)
+    where, _, inner = target.partition(":")
+    if inner:
+        deprecated(f"{module}.{name} moved: it is {where}.{inner}", stacklevel=3)
+    else:
+        deprecated(f"{module}.{name} moved: import it from {target}", stacklevel=3)
+    found: Any = importlib.import_module(where)
+    for part in (inner or name).split("."):
+        found = getattr(found, part)
+    return found
 
 
 class _Alias(importlib.abc.Loader):

@@ -11,7 +11,6 @@ for by name, then it is a ConfigError.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Callable, Iterable
@@ -27,8 +26,10 @@ from ragpulse.disk_cache import cached, digest
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
+from ragpulse.function_loader import is_spec
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP
+from ragpulse.suggestions import did_you_mean as did_you_mean  # re-exported: its old home
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def evaluator_names() -> list[str]:
 
 def evaluator_class(name: str) -> type[Evaluator]:
     """A registered ``metric/method``, or a ``module:function`` under ``@ragpulse.evaluator``."""
-    if function_evaluator.is_spec(name):
+    if is_spec(name):
         return function_evaluator.load(name)
     return cast(type[Evaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
 
@@ -186,12 +187,6 @@ def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
     return sorted(chosen)
 
 
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """``" (did you mean faithfulness?)"`` for the closest of ``choices``, or ``""``."""
-    close = difflib.get_close_matches(name, sorted(set(choices)), n=3, cutoff=0.75)
-    return f" (did you mean {' or '.join(close)}?)" if close else ""
-
-
 def metric_names() -> list[str]:
     """Every registered metric (the part of ``metric/method`` before the slash)."""
     return sorted({n.split("/")[0] for n in evaluator_names()})
@@ -230,7 +225,7 @@ def resolve_evaluator_names(
         return _defaults(registered, settings)
     chosen: list[str] = []
     for item in (s.strip() for s in selection):
-        if item in registered or function_evaluator.is_spec(item):
+        if item in registered or is_spec(item):
             evaluator_class(item)  # unknown or broken: a ConfigError now, not at load
             matches = [item]
         else:

@@ -14,8 +14,52 @@ from pydantic import BaseModel, ConfigDict, Field
 AttributeValue = str | bool | int | float | list[Any] | dict[str, Any] | None
 
 
+class DocumentSource(BaseModel):
+    """Where a document came from, when not the record's own retriever: the tool call that
+    returned it (or the tool message in a model call's input, when the tool's own span did
+    not say), an earlier turn of the conversation, or the system prompt."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["tool", "retriever", "message", "history", "system"] = "tool"
+    """``tool``: a tool's span returned it; ``retriever``: a retrieval span inside the turn;
+    ``message``: only a message showed it (the final model call's input, or an offline
+    row's tool message); ``history``: an earlier
+    turn's result or document the model still saw; ``system``: the system prompt. The
+    last two are evidence for faithfulness only: relevance and injection scans skip them
+    (an earlier turn's documents were scanned in that turn)."""
+    turn: int | None = None
+    """The conversation turn it came from, when it is an earlier one."""
+    tool: str = ""
+    """The tool's (or retriever's) name (``search_docs``)."""
+    call_id: str | None = None
+    span_id: str | None = None
+    """The span that returned it: the tool's span, or the model call whose input held it."""
+    arguments: str | None = None
+    """The call's arguments as the model wrote them (JSON text, bounded)."""
+    query: str | None = None
+    """What the agent searched for: the call's query argument, when it has one."""
+    index: int = 0
+    """Its position among the passages that call returned (0-based)."""
+    retrieval: bool = False
+    """Whether the tool is a retrieval tool: its documents count for context relevance and
+    the retrieval metrics (``agents.retrieval_tools``); every document is evidence for
+    faithfulness."""
+
+    @property
+    def label(self) -> str:
+        """How results name it: ``tool search_docs #2``."""
+        if self.kind == "system":
+            return "the system prompt"
+        if self.kind == "history":
+            where = f"turn {self.turn}" if self.turn is not None else "an earlier turn"
+            return f"{where}: {self.tool or 'document'} #{self.index + 1}"
+        what = "retriever" if self.kind == "retriever" else "tool"
+        return f"{what} {self.tool or '?'} #{self.index + 1}"
+
+
 class Document(BaseModel):
-    """One retrieved document, as the app saw it."""
+    """One retrieved document (or tool result), as the app saw it."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -23,6 +67,60 @@ class Document(BaseModel):
     content: str = ""
     score: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    source: DocumentSource | None = None
+    """The tool call it came from, in an agent turn; None for a retriever's document."""
+
+    @property
+    def retrieved(self) -> bool:
+        """Whether it counts for context relevance: a retriever's, or a retrieval tool's
+        (this turn's: an earlier turn's and the system prompt's never do)."""
+        return self.source is None or (self.source.retrieval and not self.carried)
+
+    @property
+    def carried(self) -> bool:
+        """Whether it came from the conversation so far (an earlier turn, the system prompt)
+        rather than this turn: evidence for faithfulness, not scanned again."""
+        return self.source is not None and self.source.kind in ("history", "system")
+
+    @property
+    def query(self) -> str | None:
+        """What was searched for to find it, when that was not the record's question."""
+        return self.source.query if self.source is not None else None
+
+
+class HistoryMessage(BaseModel):
+    """One message of the conversation before this turn, as the model saw it (bounded)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    turn: int | None = None
+    """The turn it belongs to (1-based), when known."""
+    tool: str | None = None
+    """A tool message's tool name."""
+
+
+class ToolCall(BaseModel):
+    """One tool call of an agent turn: what the model asked for and what came back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    call_id: str | None = None
+    arguments: str = ""
+    """As the model wrote them (JSON text, bounded)."""
+    result: str | None = None
+    """As the tool returned it (bounded; its passages are the record's documents)."""
+    span_id: str | None = None
+    """The tool's span; None when only the model calls' messages showed the call."""
+    status: Literal["ok", "error", "unset", "no_result"] = "unset"
+    """``no_result``: the call was made and no result was seen (its span or message)."""
+    error: str | None = None
+    retrieval: bool = False
+    documents: list[int] = Field(default_factory=list)
+    """Indices into the record's ``documents`` of the passages it returned."""
+    start_time_ns: int = 0
 
 
 class SpanStatus(StrEnum):
@@ -148,10 +246,56 @@ class RagRecord(BaseModel):
     end_time_ns: int = 0
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
     reference: Reference | None = None  # a labelled test-set row's expectations (offline)
+    kind: Literal["rag", "agent", "retrieval"] = "rag"
+    """``rag``: a retrieval then a generation; ``agent``: an agent turn (model calls and
+    tool calls, the tool results as documents); ``retrieval``: a retriever called on its
+    own, no answer (answer metrics do not apply)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    model_calls: int = 0
+    """Model calls in the turn (agents; a RAG record's generation counts one)."""
+    conversation_id: str | None = None
+    """The conversation (chat session) the turn belongs to: ``gen_ai.conversation.id``,
+    ``session.id``, or an attribute of ``conversations.id_attributes``; None outside one."""
+    turn: int | None = None
+    """The turn's number in its conversation (1-based)."""
+    history: list[HistoryMessage] = Field(default_factory=list)
+    """The conversation before this turn, as the model saw it (bounded; the record's
+    ``ragpulse.coerced`` says what was cut)."""
+    standalone_question: str | None = None
+    """The question made standalone from the history (a follow-up's "and how many keepers
+    live there?" with the earlier turn's topic): what relevance metrics score."""
 
     @property
     def contexts(self) -> list[str]:
         return [d.content for d in self.documents]
+
+    def retrieved(self) -> list[tuple[int, Document]]:
+        """(index in ``documents``, document) of the documents that count for context
+        relevance and the retrieval metrics: a retriever's, or a retrieval tool's."""
+        return [(i, d) for i, d in enumerate(self.documents) if d.retrieved]
+
+    @property
+    def relevance_question(self) -> str:
+        """The question relevance metrics score: standalone when it is a follow-up."""
+        return self.standalone_question or self.question
+
+    def query_for(self, document: Document) -> str:
+        """The query a document answers: what the agent or retriever searched for, else the
+        (standalone) question."""
+        return document.query or self.relevance_question
+
+    def for_relevance(self, top_k: int | None = None) -> list[tuple[int, str, Document]]:
+        """(index in ``documents``, query, document) of what context relevance scores: the
+        retrieved documents (:meth:`retrieved`), the first ``top_k`` of them, each with
+        the query that found it (:meth:`query_for`)."""
+        chosen = self.retrieved()[:top_k] if top_k is not None else self.retrieved()
+        return [(i, self.query_for(d), d) for i, d in chosen]
+
+    def no_relevance_reason(self) -> str:
+        """Why context relevance does not apply to a record with nothing to score."""
+        if not self.documents:
+            return "no documents retrieved"
+        return "no retrieval documents: the tools' results count for faithfulness only"
 
 
 class Direction(StrEnum):
@@ -199,3 +343,53 @@ class EvaluatedRecord(BaseModel):
 
     record: RagRecord
     results: list[EvalResult]
+
+
+class TurnSummary(BaseModel):
+    """A turn as its conversation record keeps it: ids, texts (bounded), its results."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn: int
+    trace_id: str
+    span_id: str
+    question: str = ""
+    answer: str = ""
+    start_time_ns: int = 0
+    end_time_ns: int = 0
+    results: list[EvalResult] = Field(default_factory=list)
+    feedback: float | None = None
+    """The user's feedback on the turn (1 good, 0 bad), when it was given."""
+    tool_calls: int = 0
+
+
+class ConversationRecord(BaseModel):
+    """A conversation (chat session) with its turns: what conversation evaluators score.
+
+    Built when the conversation closes (idle for ``conversations.idle_s``, an explicit end,
+    the end of an offline run); revised (``revision`` + 1, the same ``conversation_id``)
+    when it resumes within ``conversations.keep_closed_s``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str
+    service: str = "unknown_service"
+    route: str | None = None
+    turns: list[TurnSummary] = Field(default_factory=list)
+    revision: int = 1
+    closed_by: Literal["idle", "end", "end_of_run", "evicted", "shutdown"] = "idle"
+    start_time_ns: int = 0
+    end_time_ns: int = 0
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+
+    @property
+    def first(self) -> TurnSummary:
+        """The conversation's first turn (its trace carries the conversation's evaluations
+        in tools that file them on a trace, as MLflow's session scorers do)."""
+        return self.turns[0]
+
+    @property
+    def identifier(self) -> str:
+        """Stable across revisions and repeats: backends upsert the record's results by it."""
+        return f"ragpulse.conversation.{self.conversation_id}"

@@ -120,13 +120,11 @@ class Redactor:
         """The redactor for one path where content leaves the process.
 
         Disabled where ``redaction.apply_to`` does not name ``path`` (or
-        ``redaction.enabled`` is false). Regression sets use
-        ``regression.redaction`` instead when it is set (older configs).
+        ``redaction.enabled`` is false). A sink's own ``redaction`` option, when given
+        (``sinks.regression.redaction``), replaces the section for that sink: the sink
+        applies it (:meth:`for_path`).
         """
-        section = settings.redaction
-        if path == "regression" and settings.regression.redaction is not None:
-            section = settings.regression.redaction
-        return cls.for_path(section, path)
+        return cls.for_path(settings.redaction, path)
 
     @classmethod
     def for_path(cls, section: RedactionSettings, path: RedactionPath) -> Redactor:

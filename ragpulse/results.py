@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from typing_extensions import TypedDict
 
 from ragpulse import semconv as sc
-from ragpulse.record import Direction, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, Direction, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 
 _ALWAYS_LEFT_OUT = frozenset({"duration_ms"})
@@ -93,4 +93,24 @@ def record_line(
             "attributes": attributes,
             "results": row["results"],
         }
+    return json.dumps(row, ensure_ascii=False)
+
+
+def conversation_line(
+    conversation: ConversationRecord,
+    results: Sequence[EvalResult],
+    redactor: Redactor | None = None,
+) -> str:
+    """A conversation and its results as one line: ``{"conversation": {...}, "results":
+    [...]}``. A resumed conversation's revised record comes as a later line with the same
+    ``conversation_id`` and a higher ``revision``: the last one stands."""
+    dump = conversation.model_dump(mode="json")
+    row: dict[str, Any] = {"conversation": dump, "results": [result_dict(r) for r in results]}
+    if redactor is not None and redactor.enabled:
+        kept = {k: dump[k] for k in ("conversation_id",)}
+        ids = [(t["trace_id"], t["span_id"]) for t in dump["turns"]]
+        row = redactor.redact_json(row)
+        row["conversation"].update(kept)
+        for turn, (trace_id, span_id) in zip(row["conversation"]["turns"], ids, strict=True):
+            turn["trace_id"], turn["span_id"] = trace_id, span_id
     return json.dumps(row, ensure_ascii=False)

@@ -117,6 +117,24 @@ class CollectorMetrics:
             ["field"],
             registry=r,
         )
+        self.conversations = Counter(
+            "ragpulse_conversations",
+            "Conversations by what became of them: closed (a record exported), revised (a "
+            "closed one resumed and exported again), single_turn (one turn: no record), "
+            "evicted (closed early past conversations.max_open).",
+            ["outcome"],
+            registry=r,
+        )
+        self.conversations_open = Gauge(
+            "ragpulse_conversations_open",
+            "Conversations held: open, and closed ones kept for resuming.",
+            registry=r,
+        )
+        self.conversation_turns_dropped = Counter(
+            "ragpulse_conversation_turns_dropped",
+            "Turns of a conversation past conversations.max_turns: counted, not kept.",
+            registry=r,
+        )
         self.records_evaluated = Counter(
             "ragpulse_records_evaluated", "RAG records scored and handed to sinks.", registry=r
         )

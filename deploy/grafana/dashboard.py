@@ -192,6 +192,104 @@ def injection_row(d: dash.Dashboard) -> None:
     )
 
 
+AGENT_SIGNALS = "tool_error|tool_loop|unsupported_answer|agent_steps|injection_followed"
+"""The agent evaluators' metrics (every one lower is better)."""
+
+
+def agents_row(d: dash.Dashboard) -> None:
+    """Agent turns: steps, tool calls and their failures, loops, unsupported answers,
+    injections that came in through a tool's result and the turns that followed them."""
+    svc = 'service=~"$service"'
+    signals = f'metric=~"{AGENT_SIGNALS}", {SEL}'
+    d.with_row(dash.Row("Agents (tool calls, loops, unsupported answers, injections via tools)"))
+    d.with_panel(
+        series_panel("Agent turns /s and steps per turn", "short", 8)
+        .with_target(
+            query(f"sum by (service) (rate(ragpulse_agent_turns_total{{{svc}}}[{RATE}]))",
+                  "turns/s {{service}}", "A")
+        )
+        .with_target(
+            query("histogram_quantile(0.5, sum by (le) "
+                  f"(rate(ragpulse_agent_steps_bucket{{{svc}}}[{RATE}])))", "steps p50", "B")
+        )
+        .with_target(
+            query("histogram_quantile(0.95, sum by (le) "
+                  f"(rate(ragpulse_agent_steps_bucket{{{svc}}}[{RATE}])))", "steps p95", "C")
+        )
+    )  # fmt: skip
+    d.with_panel(
+        series_panel("Tool calls /s by tool and outcome", "reqps", 8).with_target(
+            query(
+                f"sum by (tool, outcome) (rate(ragpulse_agent_tool_calls_total{{{svc}}}[{RATE}]))",
+                "{{tool}}: {{outcome}}",
+            )
+        )
+    )
+    d.with_panel(
+        score_panel("Tool errors: share of calls that failed, by tool (15m)")
+        .with_target(
+            query(f"service_tool:ragpulse_agent_tool_calls:error_ratio15m{{{svc}}}",
+                  "{{service}} {{tool}}")
+        )
+        .span(8)
+    )  # fmt: skip
+    d.with_panel(
+        score_panel("Agent signals: mean and p90 by metric (dots: exemplar traces)")
+        .with_target(
+            query(
+                f"sum by (metric, method) (rate(ragpulse_eval_score_sum{{{signals}}}[{RATE}])) / "
+                f"sum by (metric, method) (rate(ragpulse_eval_score_count{{{signals}}}[{RATE}]))",
+                "mean {{metric}}/{{method}}",
+                "A",
+            )
+        )
+        .with_target(
+            query(
+                "histogram_quantile(0.9, sum by (le, metric, method) "
+                f"(rate(ragpulse_eval_score_bucket{{{signals}}}[{RATE}])))",
+                "p90 {{metric}}/{{method}}",
+                "B",
+            ).exemplar(True)
+        )
+        .span(8)
+    )
+
+    def flagged(metric: str, le: str) -> str:
+        m = f'metric="{metric}", {SEL}'
+        return (
+            f'1 - sum(rate(ragpulse_eval_score_bucket{{{m}, le="{le}"}}[{RATE}]))'
+            f" / sum(rate(ragpulse_eval_score_count{{{m}}}[{RATE}]))"
+        )
+
+    d.with_panel(
+        score_panel("Share of agent turns flagged")
+        .with_target(query(flagged("tool_error", "0.1"), "a tool call failed (over 10%)", "A"))
+        .with_target(query(flagged("tool_loop", "0.1"), "calls repeated (over 10%)", "B"))
+        .with_target(
+            query(flagged("unsupported_answer", "0.7"), "answer unsupported by any tool", "C")
+        )
+        .span(8)
+    )
+    d.with_panel(
+        series_panel("Injections via tools /s by tool, and hijacked turns", "short", 8)
+        .with_target(
+            query(
+                f"sum by (tool) (rate(ragpulse_agent_tool_injections_total{{{svc}}}[{RATE}]))",
+                "injection in {{tool}}'s result",
+                "A",
+            )
+        )
+        .with_target(
+            query(
+                "sum by (service) (increase("
+                f"instance_service_route:ragpulse_agent_hijacked_turns:count{{{svc}}}[1h]))",
+                "hijacked turns in the last hour: {{service}}",
+                "B",
+            )
+        )
+    )
+
+
 def worst_routes_row(d: dash.Dashboard) -> None:
     d.with_row(dash.Row("Worst routes (last hour)"))
     for metric, title in [("faithfulness", "Faithfulness"), ("context_relevance", "Relevance")]:
@@ -332,6 +430,7 @@ def build() -> dict[str, Any]:
     for metric, title, meaning in METRICS:
         metric_row(d, metric, title, meaning)
     injection_row(d)
+    agents_row(d)
     worst_routes_row(d)
     judge_row(d)
     health_row(d)

@@ -37,7 +37,8 @@ from ragpulse import plugins
 from ragpulse.cli import build_parser
 from ragpulse.config import Settings
 from ragpulse.plugin_context import PluginContext
-from ragpulse.settings_env import env_name, submodel
+from ragpulse.settings_env import env_name, nested_name, submodel
+from ragpulse.settings_moved import DEPRECATED_KEYS
 from ragpulse.telemetry import CollectorMetrics
 
 GENERATED = (
@@ -195,9 +196,32 @@ def settings_page() -> str:
         "The app side (`ragpulse.configure`) has settings of its own: see "
         "[Instrument an app](../how-to/instrument.md#app-side-settings). Plug-in options "
         "(`evaluation.options.<metric/method>`, `sinks.<name>`) are listed with each "
-        "plug-in in the [metric catalogue](metrics.md).\n\n"
+        "plug-in in the [metric catalogue](metrics.md#sinks).\n\n"
     )
-    return intro + "\n".join(settings_sections(Settings))
+    return intro + "\n".join(settings_sections(Settings)) + "\n" + deprecated_section()
+
+
+def deprecated_section() -> str:
+    """The keys of earlier releases that still read (ragpulse.settings_moved)."""
+    rows = [
+        "## Deprecated keys\n",
+        "Keys of earlier releases that still read, in the file, the environment and as "
+        "flags: each is moved to its new place, with a deprecation message naming the new "
+        "key (`ragpulse config check` lists them as notes, `ragpulse config show` shows the "
+        "new key and where the old one was given). Where a source gives both, the new key "
+        "wins. A section moves key by key (`<key>` below stands for each of its keys).\n",
+        "| old key | old variable | new key | new variable |",
+        "|---|---|---|---|",
+    ]
+    for old, new in DEPRECATED_KEYS.items():
+        if new.startswith("sinks.") and new.count(".") == 1:  # a section: key by key
+            old_var, new_var = nested_name(old) + "__<KEY>", nested_name(new) + "__<KEY>"
+            old, new = old + ".<key>", new + ".<key>"
+        else:
+            old_var, new_var = nested_name(old), env_name(new)
+        now = f"`{new_var}`" if new_var != old_var else f"`{new_var}` (the flag's name: unchanged)"
+        rows.append(f"| `{old}` | `{old_var}` | `{new}` | {now} |")
+    return "\n".join(rows) + "\n"
 
 
 # -- CLI --------------------------------------------------------------------------------
@@ -315,7 +339,11 @@ def metrics_page() -> str:
     lines.append("## Sinks\n")
     lines.append(
         "Sinks are configured under `sinks.<name>`; naming one enables it, "
-        "`{enabled: false}` turns one off.\n"
+        "`{enabled: false}` turns one off. Each option is also a variable, "
+        "`RAGPULSE_SINKS__<NAME>__<OPTION>` (a list or a mapping as JSON), and "
+        "`ragpulse serve --results-jsonl` and `--otlp-export-endpoint` set "
+        "`sinks.jsonl.path` and `sinks.otel.endpoint`. The built-in sinks take the "
+        "top-level `redaction` section unless given a `redaction` of their own.\n"
     )
     for name, sink in plugins.sink_classes().items():
         lines.append(f"### `{name}`\n")
@@ -379,7 +407,7 @@ def prometheus_page() -> str:
         "Every series `ragpulse serve` (and `rekey`) exposes on `/metrics` (port 9464 by "
         "default), read from their declarations. Counters carry the `_total` suffix; each "
         "histogram also gives `_bucket`, `_sum` and `_count`. `service` and `route` values are "
-        "bounded (`prometheus.max_services`, `max_routes`, `max_route_pairs`; the rest fold "
+        "bounded (`sinks.prometheus.max_services`, `max_routes`, `max_route_pairs`; the rest fold "
         "into `other`), and every other label takes a fixed set of values. "
         "`ragpulse_eval_score` carries the trace and span id of a scored record as an "
         "exemplar, in the OpenMetrics exposition that Prometheus negotiates (keep them with "
@@ -387,7 +415,10 @@ def prometheus_page() -> str:
     ]
     sections = {
         "collector": "## The collector\n\nIntake, assembly, evaluation and sink health.",
-        "`prometheus` sink": "## Scores\n\nDeclared by the `prometheus` sink: the scores.",
+        "`prometheus` sink": "## Scores and agent turns\n\nDeclared by the `prometheus` sink: "
+        "the scores, and for agent turns the turns, steps, tool calls and tools whose results "
+        "carried an injection. The `tool` label is the tool's name when the `agents.tools` "
+        "setting lists it, else `other`, so that every replica labels alike.",
         "`serve --source kafka`": "## Kafka intake\n\nWith `source: kafka`.",
         "stored traces": "## Stored traces\n\nWith `source: phoenix`, `mlflow` or "
         "`langfuse`, and in `ragpulse eval --from`.",

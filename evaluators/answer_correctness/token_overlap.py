@@ -20,7 +20,7 @@ import re
 import string
 from collections import Counter
 
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import ANSWERED, Evaluator, Tier
 from ragpulse.record import EvalResult, RagRecord
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -46,6 +46,7 @@ def token_overlap(answer: str, reference: str) -> tuple[float, float, float]:
 
 class _TokenCorrectness(Evaluator):
     metric = "answer_correctness"
+    applies_to = ANSWERED
     tier = Tier.CHEAP
     requires_reference = True
     default_enabled = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.models.embedding_metric import EmbeddingEvaluator
 from ragpulse.record import EvalResult, RagRecord
 
@@ -13,6 +14,7 @@ class EmbeddingAnswerRelevance(EmbeddingEvaluator):
     """Cosine of the question and the answer."""
 
     metric = "answer_relevance"
+    applies_to = ANSWERED
     method = "embedding"
 
     def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:

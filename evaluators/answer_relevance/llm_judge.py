@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.judge.base import JudgeEvaluator
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.record import EvalResult, RagRecord
@@ -38,6 +39,7 @@ _ANSWER_SCORE = {"yes": 1.0, "partly": 0.5, "no": 0.0}
 
 class JudgeAnswerRelevance(JudgeEvaluator):
     metric = "answer_relevance"
+    applies_to = ANSWERED
     method = "llm_judge"
 
     async def _judge(self, record: RagRecord) -> EvalResult:

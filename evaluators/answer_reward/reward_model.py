@@ -13,12 +13,14 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.models.transformers_base import TransformersEvaluator, TransformersOptions
 from ragpulse.record import EvalResult, RagRecord
 
 
 class RewardModel(TransformersEvaluator):
     metric = "answer_reward"
+    applies_to = ANSWERED
     method = "reward_model"
     model_kind = "sequence-classifier"
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field
 
 from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import Document, EvalResult, RagRecord
 
 _RELEVANT = re.compile(r"^(?:relevant|positive|yes|true|label_1|1)$", re.I)
 
@@ -46,29 +47,32 @@ class CrossEncoderRelevance(DetectorEvaluator):
         )
 
     def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        pairs: list[tuple[int, int, str, str]] = []  # record, document, question, window
+        pairs: list[tuple[int, int, str, str]] = []  # record, document, query, window
         early: dict[int, EvalResult] = {}
+        plans = [r.for_relevance(self.options.top_k) for r in records]
         specials = self.classifier.specials(pair=True)
-        for ri, record in enumerate(records):
-            question = record.question.strip()
-            documents = [d.content for d in record.documents[: self.options.top_k]]
-            if not question:
+        for ri, (record, plan) in enumerate(zip(records, plans, strict=True)):
+            if not plan:
+                early[ri] = self.not_applicable(record.no_relevance_reason())
+                continue
+            if not record.question.strip():
                 early[ri] = self.not_applicable("question is empty")
                 continue
-            if not any(d.strip() for d in documents):
+            if not any(d.content.strip() for _, _, d in plan):
                 early[ri] = self.not_applicable("no documents with text retrieved")
                 continue
-            [asked] = self.classifier.count([question])
+            queries = {q: self.classifier.count([q])[0] for q in {q for _, q, _ in plan}}
+            asked = max(queries.values())
             if asked > self.max_tokens // 2:
                 early[ri] = self.not_applicable(
                     f"question of {asked} tokens: longer than half the model's window "
                     f"({self.max_tokens} tokens), so no document would fit beside it"
                 )
                 continue
-            budget = self.max_tokens - specials - asked
-            for di, text in enumerate(documents):
-                if text.strip():
-                    pairs += [(ri, di, question, w) for w in self.split_long(text, budget)]
+            for di, query, doc in plan:
+                if doc.content.strip():
+                    budget = self.max_tokens - specials - queries[query]
+                    pairs += [(ri, di, query, w) for w in self.split_long(doc.content, budget)]
         best: dict[tuple[int, int], float] = {}
         for chunk in self.batches(pairs):
             enc = self.classifier.encode([q for _, _, q, _ in chunk], [w for _, _, _, w in chunk])
@@ -79,27 +83,36 @@ class CrossEncoderRelevance(DetectorEvaluator):
         for ri, _, _, _ in pairs:
             windows[ri] = windows.get(ri, 0) + 1
         return [
-            early[ri] if ri in early else self._result(ri, record, best, windows[ri])
+            early[ri] if ri in early else self._result(ri, record, plans[ri], best, windows[ri])
             for ri, record in enumerate(records)
         ]
 
     def _result(
-        self, ri: int, record: RagRecord, best: dict[tuple[int, int], float], windows: int
+        self,
+        ri: int,
+        record: RagRecord,
+        plan: list[tuple[int, str, Document]],
+        best: dict[tuple[int, int], float],
+        windows: int,
     ) -> EvalResult:
-        shown = record.documents[: self.options.top_k]
-        per_doc = [round(best.get((ri, di), 0.0), 6) for di in range(len(shown))]
-        scored = [best[(ri, di)] for di in range(len(shown)) if (ri, di) in best]
+        indices = [di for di, _, _ in plan]
+        per_doc = [round(best.get((ri, di), 0.0), 6) for di in indices]
+        scored = [best[(ri, di)] for di in indices if (ri, di) in best]
         top = max(range(len(per_doc)), key=per_doc.__getitem__)
         score = per_doc[top]
+        extra: dict[str, Any] = (
+            {"document_indices": indices} if len(plan) != len(record.documents) else {}
+        )
         return self.result(
             score,
             label="relevant" if score >= self.options.threshold else "not_relevant",
-            explanation=f"document {top} is the most relevant ({score:.2f}); mean@"
+            explanation=f"document {indices[top]} is the most relevant ({score:.2f}); mean@"
             f"{len(scored)} {sum(scored) / len(scored):.2f}",
             per_document=per_doc,
             mean=round(sum(scored) / len(scored), 6),
-            best_document=top,
+            best_document=indices[top],
             windows=windows,
             threshold=self.options.threshold,
             model=self.model_name,
+            **extra,
         )

@@ -58,18 +58,28 @@ class JudgeContextRelevance(JudgeEvaluator):
     method = "llm_judge"
 
     async def _judge(self, record: RagRecord) -> EvalResult:
-        if not record.documents:
-            return self.not_applicable("no documents retrieved")
+        plan = record.for_relevance()
+        if not plan:
+            return self.not_applicable(record.no_relevance_reason())
         if not record.question.strip():
             return self.not_applicable("question is empty")
         assert self.client is not None
-        docs = [Doc(index=i, text=d.content) for i, d in enumerate(record.documents)]
+        queries = {q for _, q, _ in plan}
+        # One call: the query when every document answers the same one (what an agent's
+        # retrieval tool searched for), else the user's question.
+        query = queries.pop() if len(queries) == 1 else record.question
+        docs = [Doc(index=i, text=d.content) for i, (_, _, d) in enumerate(plan)]
         answer, usage = await self.client.ask(
-            CONTEXT, RelevanceInput(question=record.question, documents=docs)
+            CONTEXT, RelevanceInput(question=query, documents=docs)
         )
         by_index = {v.document_index: v for v in answer.verdicts}
         verdicts = [by_index.get(i) for i in range(len(docs))]
         relevant = [bool(v and v.relevant) for v in verdicts]
+        extra: dict[str, object] = {}
+        if len(plan) != len(record.documents):
+            extra["document_indices"] = [i for i, _, _ in plan]
+        if query != record.question:
+            extra["query"] = query
         return self.judged(
             average_precision(relevant),
             usage,
@@ -79,4 +89,5 @@ class JudgeContextRelevance(JudgeEvaluator):
                 {"relevant": bool(v and v.relevant), "reason": v.reason if v else "no verdict"}
                 for v in verdicts
             ],
+            **extra,
         )

@@ -11,6 +11,7 @@ Documents longer than the encoder's window are split into overlapping windows
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field
 
@@ -33,39 +34,45 @@ class QuestionLikelihood(TransformersEvaluator):
 
     def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         top_k = self.options.top_k
+        plans = [r.for_relevance(top_k) for r in records]
         pairs = [
-            (ri, di, PROMPT + d.content, r.question)
-            for ri, r in enumerate(records)
-            if r.question.strip()
-            for di, d in enumerate(r.documents[:top_k])
-            if d.content.strip()
+            (ri, di, PROMPT + d.content, query)
+            for ri, plan in enumerate(plans)
+            for di, query, d in plan
+            if query.strip() and d.content.strip()
         ]
         best: dict[tuple[int, int], float] = {}
         for chunk in self.batches(pairs):
             for (ri, di, _, _), value in zip(chunk, self._likelihoods(chunk), strict=True):
                 best[(ri, di)] = value
         out = []
-        for ri, record in enumerate(records):
+        for ri, (record, plan) in enumerate(zip(records, plans, strict=True)):
+            if not plan:
+                out.append(self.not_applicable(record.no_relevance_reason()))
+                continue
             if not record.question.strip():
                 out.append(self.not_applicable("question is empty"))
                 continue
-            per_doc = [
-                round(best[(ri, di)], 6)
-                for di in range(min(top_k, len(record.documents)))
-                if (ri, di) in best
-            ]
-            if not per_doc:
+            scored = [(di, round(best[(ri, di)], 6)) for di, _, _ in plan if (ri, di) in best]
+            if not scored:
                 out.append(self.not_applicable("no documents with text retrieved"))
                 continue
+            per_doc = [value for _, value in scored]
             top = max(range(len(per_doc)), key=per_doc.__getitem__)
+            extra: dict[str, Any] = (
+                {"document_indices": [di for di, _ in scored]}
+                if len(scored) != len(record.documents)
+                else {}
+            )
             out.append(
                 self.result(
                     per_doc[top],
-                    explanation=f"the question is most likely given document {top} "
+                    explanation=f"the question is most likely given document {scored[top][0]} "
                     f"(mean token probability {per_doc[top]:.3f})",
                     per_document=per_doc,
-                    best_document=top,
+                    best_document=scored[top][0],
                     model=self.options.model,
+                    **extra,
                 )
             )
         return out

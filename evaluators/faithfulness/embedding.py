@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.models.embedding_metric import EmbeddingEvaluator, EmbeddingOptions
 from ragpulse.evaluators.text.analyses import sentences
 from ragpulse.record import EvalResult, RagRecord
@@ -17,6 +18,7 @@ class EmbeddingFaithfulness(EmbeddingEvaluator):
     """Share of answer sentences whose best-matching document sentence clears ``threshold``."""
 
     metric = "faithfulness"
+    applies_to = ANSWERED
     method = "embedding"
 
     class Options(EmbeddingOptions):

@@ -3,6 +3,7 @@ the documents. Microseconds per record, run on all traffic."""
 
 from __future__ import annotations
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.injection_engine.planted import evidence_documents
 from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.evaluators.text.overlap import LexicalEvaluator
@@ -20,6 +21,7 @@ class LexicalFaithfulness(LexicalEvaluator):
     """
 
     metric = "faithfulness"
+    applies_to = ANSWERED
     method = "lexical"
 
     def lexical(self, record: RagRecord, texts: TextAnalyses) -> EvalResult:

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.judge.base import JudgeEvaluator
 from ragpulse.evaluators.judge.cache import NO_VERDICT, cache_key
 from ragpulse.evaluators.judge.prompts import Prompt
@@ -127,6 +128,7 @@ def _docs(record: RagRecord) -> list[Doc]:
 
 class JudgeFaithfulness(JudgeEvaluator):
     metric = "faithfulness"
+    applies_to = ANSWERED
     method = "llm_judge"
     calls_per_record = 2
 

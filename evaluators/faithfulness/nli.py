@@ -31,6 +31,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.injection_engine.planted import evidence_documents
 from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
 from ragpulse.evaluators.text.analyses import sentences
@@ -47,6 +48,7 @@ class _Premise:
 
 class NliFaithfulness(DetectorEvaluator):
     metric = "faithfulness"
+    applies_to = ANSWERED
     method = "nli"
 
     class Options(DetectorOptions):

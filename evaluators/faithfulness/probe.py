@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.models.loading import MINILM
 from ragpulse.evaluators.models.probe_evaluator import ProbeEvaluator, ProbeOptions
 from ragpulse.plugin_context import PluginContext
@@ -37,6 +38,7 @@ class FaithfulnessProbe(ProbeEvaluator):
     """P(the answer is supported by the documents), from a small shipped logistic regression."""
 
     metric = "faithfulness"
+    applies_to = ANSWERED
     method = "probe"
     # Opt-in: v2 (no reserved data) beats faithfulness/lexical on SummEdits and HaluEval dialogue
     # but not on ARES NQ (AUROC 0.931 vs 0.971, same rows; model card).

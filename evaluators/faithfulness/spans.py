@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import Field
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.injection_engine.planted import evidence_documents
 from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
 from ragpulse.record import EvalResult, RagRecord
@@ -45,6 +46,7 @@ _HALLUCINATED = re.compile(r"hallucinat|unsupported|halu", re.I)
 
 class SpanFaithfulness(DetectorEvaluator):
     metric = "faithfulness"
+    applies_to = ANSWERED
     method = "spans"
     head = "token"
 

@@ -13,7 +13,12 @@ from pydantic import Field
 
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.injection_engine import TextScan
-from ragpulse.evaluators.injection_engine.findings import document_ids, finding, place
+from ragpulse.evaluators.injection_engine.findings import (
+    document_ids,
+    document_sources,
+    finding,
+    place,
+)
 from ragpulse.evaluators.injection_engine.scan import (
     DOCUMENT_SCAN,
     QUESTION_SCAN,
@@ -64,13 +69,17 @@ class InjectionRules(Evaluator):
             scan = view(record.question).derived(QUESTION_SCAN, scan_question)
             locations.append(("question", scan))
         for i, doc in enumerate(record.documents):
+            if doc.carried:  # an earlier turn's, or the system prompt: not scanned again
+                continue
             scan = view(doc.content).derived(DOCUMENT_SCAN, scan_document)
             locations.append((f"document:{i}", scan))
         ids = document_ids(record)
+        sources = document_sources(record)
         findings: list[dict[str, object]] = [
             finding(
                 where,
                 ids,
+                sources,
                 rules=list(scan.rules),
                 families=list(scan.families),
                 risk=scan.risk,
@@ -83,7 +92,7 @@ class InjectionRules(Evaluator):
         score = worst.risk
         if worst.fired:
             explanation = (
-                f"{place(worst_where, ids.get(worst_where))} matched "
+                f"{place(worst_where, ids.get(worst_where), sources.get(worst_where))} matched "
                 f"{', '.join(worst.families)} (risk {score:.2f})"
             )
             if len(findings) > 1:

@@ -127,6 +127,8 @@ def planted(record: RagRecord, texts: TextAnalyses | None = None) -> list[Plante
     texts = texts if texts is not None else TextAnalyses()
     out = []
     for i, doc in enumerate(record.documents):
+        if doc.carried:  # an earlier turn's: flagged (or not) in that turn
+            continue
         found = _planted_in(texts.view(doc.content)) if doc.content.strip() else None
         if found is not None:
             risk, span, found_payloads, whole = found

@@ -14,7 +14,7 @@ are not applicable, and so is a flagged span with nothing checkable in it.
 
 from __future__ import annotations
 
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import ANSWERED, Evaluator, Tier
 from ragpulse.evaluators.injection_engine.findings import place
 from ragpulse.evaluators.injection_engine.planted import (
     COPY_WORDS,
@@ -30,6 +30,7 @@ class InjectionFollowed(Evaluator):
     """1 when the answer carries out an instruction planted in a flagged document."""
 
     metric = "injection_followed"
+    applies_to = ANSWERED
     method = "rules"
     tier = Tier.CHEAP
     direction = Direction.LOWER_IS_BETTER

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.judge.base import JudgeEvaluator
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.record import EvalResult, RagRecord
@@ -59,6 +60,7 @@ class ReferenceJudge(JudgeEvaluator):
     """One call: the prompt's letter is the label, ``CHOICES`` maps it to the score."""
 
     requires_reference = True
+    applies_to = ANSWERED
     default_enabled = False  # live records carry no reference: never on in serve
     PROMPT: ClassVar[Prompt[ReferenceInput, Any]]  # output: a ``reason`` and a ``choice`` letter
     CHOICES: ClassVar[dict[str, tuple[float, str]]]

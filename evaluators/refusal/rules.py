@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Literal
 
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import ANSWERED, Evaluator, Tier
 from ragpulse.evaluators.injection_engine.engine import PatternSet
 from ragpulse.evaluators.injection_engine.vocabulary import LazyPattern
 from ragpulse.evaluators.text.analyses import sentences
@@ -177,6 +177,7 @@ class RefusalRules(Evaluator):
     """
 
     metric = "refusal"
+    applies_to = ANSWERED
     method = "rules"
     tier = Tier.CHEAP
     direction = Direction.LOWER_IS_BETTER

@@ -55,8 +55,10 @@ says once, with its URL, that it cannot be reached."""
 
 def setting_help(text: str, path: str) -> str:
     """``text`` plus the setting's default and its environment variable, both read from
-    the settings model so that help cannot drift from what ``serve`` does."""
-    default = setting_default(Settings, path)
+    the settings model so that help cannot drift from what ``serve`` does. A sink's option
+    (``sinks.jsonl.path``) that a flag sets is unset by default (tests/unit/test_cli.py
+    holds the sinks' ``Options`` to it): building ``--help`` imports no sink."""
+    default = None if path.startswith("sinks.") else setting_default(Settings, path)
     if isinstance(default, list):
         default = ",".join(map(str, default))
     shown = "" if default is None else f"default {default or repr(default)}; "
@@ -166,6 +168,17 @@ def evaluation_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
     if getattr(args, "evaluators", None):
         evaluation["evaluators"] = args.evaluators
     return evaluation if evaluation["judge"] or "evaluators" in evaluation else None
+
+
+def sink_overrides(values: dict[str, Any]) -> dict[str, Any] | None:
+    """Flags that set sinks' options, ``{"jsonl.path": value}``, as ``sinks`` takes them;
+    a flag not given is left out (so that it never hides the file's or a variable's value)."""
+    sinks: dict[str, dict[str, Any]] = {}
+    for option, value in values.items():
+        if value is not None:
+            sink, _, key = option.partition(".")
+            sinks.setdefault(sink, {})[key] = value
+    return sinks or None
 
 
 def kafka_overrides(args: argparse.Namespace) -> dict[str, Any] | None:

@@ -178,7 +178,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run_demo(args: argparse.Namespace, console: Console) -> int:
     began = time.monotonic()  # "starting" includes the collector's imports
-    from ragpulse.cli.common import load_settings
+    from ragpulse.cli.common import load_settings, sink_overrides
     from ragpulse.collector.service import Collector
     from ragpulse.exporters.memory import InMemorySink
 
@@ -193,7 +193,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> int:
         otlp_http_port=ports["OTLP/HTTP"],
         otlp_grpc_port=0,  # the demo app exports over HTTP; a taken 4317 must not stop it
         metrics_port=ports["metrics"],
-        results_jsonl=args.results_jsonl,
+        sinks=sink_overrides({"jsonl.path": args.results_jsonl}),
         assembly={"grace_s": GRACE_S},
     )
     sink = InMemorySink()

@@ -20,6 +20,7 @@ from ragpulse.cli.common import (
     stdout,
 )
 from ragpulse.config import Settings
+from ragpulse.offline.options import BATCH_SIZE, CONCURRENCY, HarnessOptions
 
 if TYPE_CHECKING:
     from ragpulse.offline.io import SignalStop
@@ -66,8 +67,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ev.add_argument(
         "--batch-size",
         type=int,
-        default=256,
-        help="rows scored together, then written to the output (default 256)",
+        default=BATCH_SIZE,
+        help=f"rows scored together, then written to the output (default {BATCH_SIZE})",
     )
     replay = ev.add_argument_group("replay (regression sets against a changed pipeline)")
     replay.add_argument(
@@ -76,7 +77,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="call this function (sync or async) on each row's question; current dir importable",
     )
     replay.add_argument(
-        "--concurrency", type=int, default=8, help="calls in flight at once (default 8)"
+        "--concurrency",
+        type=int,
+        default=CONCURRENCY,
+        help=f"calls in flight at once (default {CONCURRENCY})",
     )
     replay.add_argument(
         "--max-drop",
@@ -138,7 +142,10 @@ def stored_flags(parser: argparse.ArgumentParser) -> None:
 def parse_conditions_flag(value: str) -> list[str]:
     from ragpulse.offline.harness import parse_conditions  # only when the flag is given
 
-    return parse_conditions(value)
+    try:
+        return parse_conditions(value)
+    except ValueError as exc:  # argparse prints this message as it is
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def harness_flags(parser: argparse.ArgumentParser) -> None:
@@ -162,12 +169,18 @@ def harness_flags(parser: argparse.ArgumentParser) -> None:
         "rows with a recorded run, gold and counterfactual need reference_contexts; a row "
         "that lacks what a condition needs is skipped for it and counted)",
     )
-    group.add_argument("--seed", type=int, default=0, help="seed of the planted cases (0)")
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=HarnessOptions.seed,
+        help=f"seed of the planted cases ({HarnessOptions.seed})",
+    )
     group.add_argument(
         "--timeout-s",
         type=float,
-        default=120.0,
-        help="a retriever or generator call past this is an error row (default 120)",
+        default=HarnessOptions.timeout_s,
+        help="a retriever or generator call past this is an error row "
+        f"(default {HarnessOptions.timeout_s:g})",
     )
     group.add_argument(
         "--slice-by",
@@ -181,6 +194,31 @@ def harness_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SUMMARY.json",
         help="an earlier run's summary; figures are compared only where both runs computed "
         "them from the same conditions",
+    )
+
+
+def harness_options(args: argparse.Namespace) -> HarnessOptions:
+    """The harness's options from ``eval``'s flags."""
+
+    def names(value: list[str] | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(value)
+
+    return HarnessOptions(
+        input=args.input,
+        output=args.output,
+        generator=args.generator,
+        retriever=args.retriever,
+        conditions=names(args.conditions),
+        metrics=names(args.metrics),
+        seed=args.seed,
+        concurrency=args.concurrency,
+        timeout_s=args.timeout_s,
+        batch_size=args.batch_size,
+        slice_by=names(args.slice_by),
+        baseline=args.baseline,
+        max_drop=tuple(args.max_drop or ()),
+        report_dir=args.report_dir,
+        html=args.html,
     )
 
 
@@ -217,7 +255,8 @@ def evaluate_file(args: argparse.Namespace) -> int:
         def settings() -> Settings:
             return load_settings(args.config, evaluation=evaluation_overrides(args))
 
-        return run_harness(args, stdout(), settings)  # a wide report: 160 columns off a tty
+        # a wide report: 160 columns off a tty
+        return run_harness(harness_options(args), stdout(), settings)
     harness_only = [
         f for f in ("retriever", "conditions", "slice_by", "baseline") if getattr(args, f, None)
     ]
@@ -293,7 +332,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
             progress,
         ):
             for batch in batches(read_rows(source), args.batch_size):
-                lines = score_rows(batch, evaluators, summary, redactor)
+                lines = score_rows(batch, evaluators, summary, redactor, settings.agents)
                 with stop.writing():  # a signal waits for the batch to be on disk
                     for line in lines:  # one by one: a 50 MB row is not copied twice more
                         out.write(line)

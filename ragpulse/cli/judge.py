@@ -9,6 +9,7 @@ from typing import Any
 
 from ragpulse.cli.common import console, evaluation_overrides, judge_flags, load_settings, stdout
 from ragpulse.config import Settings
+from ragpulse.offline.options import CalibrateOptions
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -40,4 +41,17 @@ def run(args: argparse.Namespace) -> int:
     def judge_settings() -> Settings:
         return load_settings(args.config, evaluation=evaluation_overrides(args))
 
-    return command(args, judge_settings, stdout(), console)
+    return command(calibrate_options(args), judge_settings, stdout(), console)
+
+
+def calibrate_options(args: argparse.Namespace) -> CalibrateOptions:
+    """``judge calibrate``'s options from its flags."""
+    return CalibrateOptions(
+        metrics=None if args.metrics is None else tuple(args.metrics),
+        limit=args.limit,
+        out=args.out,
+        baseline=args.baseline,
+        max_drop=args.max_drop,
+        price_in=args.price_in,
+        price_out=args.price_out,
+    )

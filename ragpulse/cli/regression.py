@@ -16,8 +16,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "regression",
         parents=[common],
         help="inspect regression sets written from live traffic",
-        description="Regression sets are written by `ragpulse serve` when regression.directory "
-        "is set; replay one with `ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`.",
+        description="Regression sets are written by `ragpulse serve` when "
+        "sinks.regression.directory is set; replay one with "
+        "`ragpulse eval SET.jsonl -o OUT.jsonl --replay module:function`.",
     )
     reg_sub = reg.add_subparsers(dest="regression_command", required=True)
     reg_list = reg_sub.add_parser(
@@ -28,30 +29,31 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--config",
         type=Path,
-        help="settings file naming regression.directory (env RAGPULSE_CONFIG, or "
-        "RAGPULSE_REGRESSION__DIRECTORY for the folder itself)",
+        help="settings file naming sinks.regression.directory (env RAGPULSE_CONFIG, or "
+        "RAGPULSE_SINKS__REGRESSION__DIRECTORY for the folder itself)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragpulse.exporters.regression import describe_rule, set_stats
+    from ragpulse.exporters.regression import RegressionSink, describe_rule, set_stats
 
-    settings = None
+    options: RegressionSink.Options | None = None
     directory = args.dir
     if directory is None:
-        settings = load_settings(args.config)
-        directory = settings.regression.directory
+        found = RegressionSink.options_from(load_settings(args.config))
+        assert isinstance(found, RegressionSink.Options)
+        options, directory = found, found.directory
     if directory is None:
         console.print(
             "[red]no regression directory:[/red] pass --dir, or --config with "
-            "regression.directory (or set RAGPULSE_REGRESSION__DIRECTORY)"
+            "sinks.regression.directory (or set RAGPULSE_SINKS__REGRESSION__DIRECTORY)"
         )
         return 2
     if not directory.is_dir():
         console.print(f"[red]no such directory:[/red] {directory}")
         return 2
     stats = set_stats(directory)
-    rules = settings.regression.sets if settings is not None else {}
+    rules = options.sets if options is not None else {}
     table = Table(title=f"regression sets in {directory}")
     header = ["set", "files", "lines", "bytes", "first written_at", "last written_at"]
     header += ["rule"] if rules else []

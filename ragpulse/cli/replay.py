@@ -81,29 +81,34 @@ def replay_file(args: argparse.Namespace, console: Console) -> int:
 def _flags_problem(args: argparse.Namespace) -> str | None:
     """Usage problems found before anything is imported: a --max-drop that does not parse
     or names no metric, a --control that is neither a function nor a set."""
-    from ragpulse.errors import ConfigError
-    from ragpulse.offline.replay import parse_max_drop
-    from ragpulse.plugins import did_you_mean, evaluator_names, metric_names
+    from ragpulse.function_loader import spec_problem
+    from ragpulse.plugins import evaluator_names, metric_names
+    from ragpulse.suggestions import did_you_mean
 
     if args.concurrency < 1:
         return "--concurrency must be at least 1"
     try:
-        rules = parse_max_drop(args.max_drop or [])
-    except ConfigError as exc:
+        rules = _drop_limits(args)
+    except ValueError as exc:
         return str(exc)
     for rule in rules:
         known = evaluator_names() if "/" in rule else metric_names()
         if rule not in known:
             return f"--max-drop {rule}: no such metric" + did_you_mean(rule, known)
     control = args.control
-    if control is not None and not Path(control).exists():
-        module, sep, attr = control.partition(":")
-        if not (sep and module and attr):
-            return (
-                f"--control takes MODULE:FUNCTION (the unchanged pipeline) or a set file or "
-                f"folder (a random sample of live traffic); {control!r} is neither"
-            )
+    if control is not None and not Path(control).exists() and spec_problem(control, "--control"):
+        return (
+            f"--control takes MODULE:FUNCTION (the unchanged pipeline) or a set file or "
+            f"folder (a random sample of live traffic); {control!r} is neither"
+        )
     return None
+
+
+def _drop_limits(args: argparse.Namespace) -> dict[str, float]:
+    """The --max-drop items as {METRIC[/METHOD]: DROP} (:mod:`ragpulse.offline.gates`)."""
+    from ragpulse.offline.gates import drop_limits, parse_gates
+
+    return drop_limits(parse_gates(args.max_drop or []))
 
 
 def _readable(path: Path, console: Console) -> tuple[list[Path], int | None]:
@@ -180,15 +185,18 @@ def _replay_run(
     """The body of :func:`replay_file`, over the readable ``files`` of its input."""
     from ragpulse.cli.common import evaluation_overrides, load_settings
     from ragpulse.evaluation import load_evaluators_safely
-    from ragpulse.offline.replay import load_function, parse_max_drop, recorded_names, selection
+    from ragpulse.function_loader import load_function
+    from ragpulse.offline.replay import recorded_names, selection
     from ragpulse.offline.run import offline_run
     from ragpulse.plugins import evaluator_names, load_evaluators
     from ragpulse.redaction import Redactor
 
-    max_drop = parse_max_drop(args.max_drop or [])
-    fn = load_function(args.replay)
+    max_drop = _drop_limits(args)
+    fn = load_function(args.replay, "--replay")
     control_set = Path(args.control) if args.control and Path(args.control).exists() else None
-    control_fn = load_function(args.control) if args.control and control_set is None else None
+    control_fn = (
+        load_function(args.control, "--control") if args.control and control_set is None else None
+    )
     settings = load_settings(args.config, evaluation=evaluation_overrides(args))
     found = _read(files)
     why = _nothing_to_replay(found)

@@ -17,6 +17,7 @@ from ragpulse.cli.common import (
     kafka_overrides,
     load_settings,
     setting_help,
+    sink_overrides,
 )
 from ragpulse.config import BACKEND_SOURCES
 
@@ -52,12 +53,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--results-jsonl",
         type=Path,
-        help=setting_help("append one line per evaluated record", "results_jsonl"),
+        help=setting_help("append one line per evaluated record", "sinks.jsonl.path"),
     )
     serve.add_argument(
         "--otlp-export-endpoint",
         help=setting_help(
-            "OTLP/HTTP base URL for evaluation events and spans", "otlp_export_endpoint"
+            "OTLP/HTTP base URL for evaluation events and spans", "sinks.otel.endpoint"
         ),
     )
     serve.add_argument(
@@ -118,26 +119,31 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     kafka_flags(rekey, "kafka.rekey_group")
 
 
-def run_serve(args: argparse.Namespace) -> int:
-    import time
-
-    from ragpulse.collector.service import Collector
-    from ragpulse.runtime import tune_for_throughput
-
-    overrides: dict[str, Any] = {
+def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings ``serve``'s flags give (None: not given)."""
+    return {
         "host": args.host,
         "otlp_http_port": args.otlp_http_port,
         "otlp_grpc_port": args.otlp_grpc_port,
         "metrics_port": args.metrics_port,
-        "results_jsonl": args.results_jsonl,
-        "otlp_export_endpoint": args.otlp_export_endpoint,
+        "sinks": sink_overrides(
+            {"jsonl.path": args.results_jsonl, "otel.endpoint": args.otlp_export_endpoint}
+        ),
         "max_body_bytes": args.max_body_bytes,
         "evaluation": evaluation_overrides(args),
         "source": args.source,
         "kafka": kafka_overrides(args),
         "stored_traces": {"url": args.source_url} if args.source_url else None,
     }
-    settings = load_settings(args.config, **overrides)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import time
+
+    from ragpulse.collector.service import Collector
+    from ragpulse.runtime import tune_for_throughput
+
+    settings = load_settings(args.config, **serve_overrides(args))
     if settings.source in BACKEND_SOURCES and settings.stored_traces.url:
         from ragpulse.collector.backends import parse_backend_url
         from ragpulse.collector.backends.write_back import with_write_back

@@ -12,7 +12,13 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
-from ragpulse.cli.common import console, evaluation_overrides, load_settings, print_summary
+from ragpulse.cli.common import (
+    console,
+    evaluation_overrides,
+    load_settings,
+    print_summary,
+    sink_overrides,
+)
 
 
 def evaluate_stored(args: argparse.Namespace) -> int:
@@ -53,7 +59,7 @@ def evaluate_stored(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {
         "evaluation": evaluation or None,
         "stored_traces": {"url": args.from_url},
-        "results_jsonl": args.output,
+        "sinks": sink_overrides({"jsonl.path": args.output}),
     }
     settings = load_settings(args.config, **overrides)
     if args.output is not None:  # -o is this run's results, as for a file: written anew

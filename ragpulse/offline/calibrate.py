@@ -18,7 +18,6 @@ baseline, a baseline of another set or ``--limit``, a modified calibration file)
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -41,6 +40,7 @@ from rich.text import Text
 from ragpulse.config import Settings
 from ragpulse.errors import RagpulseError
 from ragpulse.offline.calibrate_flags import METRICS
+from ragpulse.offline.options import CALIBRATION_MAX_DROP, CalibrateOptions
 from ragpulse.record import Document, EvalResult, RagRecord
 
 if TYPE_CHECKING:
@@ -496,14 +496,14 @@ def table(calibration: Calibration, baseline: Calibration | None = None) -> Tabl
 
 
 def command(
-    args: argparse.Namespace,
+    options: CalibrateOptions,
     load: Callable[[], Settings],
     stdout: Console,
     stderr: Console,
 ) -> int:
     """The body of ``ragpulse judge calibrate``; exit codes as the module says."""
     try:
-        return _command(args, load, stdout, stderr)
+        return _command(options, load, stdout, stderr)
     except CalibrationError as exc:
         stderr.print(Text.assemble(("error: ", "red"), str(exc)), soft_wrap=True)
         return 2
@@ -513,30 +513,30 @@ def command(
 
 
 def _command(
-    args: argparse.Namespace, load: Callable[[], Settings], stdout: Console, stderr: Console
+    options: CalibrateOptions, load: Callable[[], Settings], stdout: Console, stderr: Console
 ) -> int:
-    metrics = args.metrics or list(METRICS)
+    metrics = list(options.metrics or METRICS)
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise CalibrationError(
             f"--metrics: unknown {', '.join(unknown)} (choose from {', '.join(METRICS)})"
         )
-    if args.limit is not None and args.limit < 2:
+    if options.limit is not None and options.limit < 2:
         raise CalibrationError("--limit must be at least 2 (one row of each label)")
-    if args.max_drop is not None and args.baseline is None:
+    if options.max_drop is not None and options.baseline is None:
         raise CalibrationError("--max-drop needs --baseline")
     for flag in ("max_drop", "price_in", "price_out"):
-        value = getattr(args, flag)
+        value = getattr(options, flag)
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise CalibrationError(f"--{flag.replace('_', '-')} must be a number >= 0")
     baseline = None
-    if args.baseline is not None:
-        baseline = load_baseline(args.baseline)
-        check_comparable(baseline, args.limit, args.baseline)
+    if options.baseline is not None:
+        baseline = load_baseline(options.baseline)
+        check_comparable(baseline, options.limit, options.baseline)
     settings = load()
     for metric in metrics:
-        load_set(metric, args.limit)  # a modified file is refused before any call
-    total = sum(len(load_set(m, args.limit)) for m in metrics)
+        load_set(metric, options.limit)  # a modified file is refused before any call
+    total = sum(len(load_set(m, options.limit)) for m in metrics)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=stderr) as progress:
@@ -544,16 +544,16 @@ def _command(
         calibration = run(
             settings,
             metrics,
-            args.limit,
-            (args.price_in, args.price_out),
+            options.limit,
+            (options.price_in, options.price_out),
             advance=lambda metric, rows: progress.update(task, advance=rows, description=metric),
             notify=lambda msg: progress.update(task, description=f"judging ({msg})"),
         )
     stdout.print(table(calibration, baseline))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(calibration.model_dump_json(indent=1) + "\n", encoding="utf-8")
-        stdout.print(f"baseline written: {args.out}", highlight=False, soft_wrap=True)
+    if options.out is not None:
+        options.out.parent.mkdir(parents=True, exist_ok=True)
+        options.out.write_text(calibration.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        stdout.print(f"baseline written: {options.out}", highlight=False, soft_wrap=True)
     status = 0
     blind = [m for m, f in calibration.metrics.items() if f.judged == 0]
     if blind:
@@ -565,12 +565,12 @@ def _command(
     if baseline is not None:
         for note in changes(calibration, baseline):
             stdout.print(Text(note, style="yellow"), soft_wrap=True)
-        max_drop = 0.05 if args.max_drop is None else args.max_drop
+        max_drop = CALIBRATION_MAX_DROP if options.max_drop is None else options.max_drop
         dropped = drops(calibration, baseline, max_drop)
         for line in dropped:
             stdout.print(Text.assemble(("drift: ", "red"), line), soft_wrap=True)
         if dropped:
             status = 1
         else:
-            stdout.print(f"no figure dropped by more than {max_drop:g} against {args.baseline}")
+            stdout.print(f"no figure dropped by more than {max_drop:g} against {options.baseline}")
     return status

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ragpulse.offline.options import CALIBRATION_MAX_DROP
+
 METRICS = ("faithfulness", "context_relevance", "answer_relevance", "injection")
 """The judged metrics, each ``<metric>/llm_judge`` with ``<metric>.jsonl`` in the set."""
 
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-drop",
         type=float,
         help="with --baseline: fail (exit 1) when a metric's AUROC, balanced accuracy or "
-        "coverage (judged share) fell by more than this (default 0.05)",
+        f"coverage (judged share) fell by more than this (default {CALIBRATION_MAX_DROP:g})",
     )
     parser.add_argument("--price-in", type=float, help="price per 1M prompt tokens (for cost)")
     parser.add_argument("--price-out", type=float, help="price per 1M completion tokens (for cost)")

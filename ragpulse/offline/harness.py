@@ -30,7 +30,6 @@ then the sliced report (:mod:`ragpulse.offline.slices`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import signal
@@ -47,6 +46,16 @@ from rich.markup import escape
 
 from ragpulse.config import Settings
 from ragpulse.evaluators.base import Evaluator
+from ragpulse.function_loader import load_function, spec_problem
+from ragpulse.offline.calls import (
+    answer_of,
+    documents_of,
+    error_text,
+    in_thread,
+    is_async,
+    materialize_async,
+    materialize_sync,
+)
 from ragpulse.offline.conditions import (
     CONDITIONS,
     EXPECT_REFUSAL,
@@ -60,18 +69,9 @@ from ragpulse.offline.conditions import (
     rng_for,
 )
 from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
-from ragpulse.offline.replay import (
-    _is_async,
-    _materialize_async,
-    _materialize_sync,
-    answer_of,
-    documents_of,
-    error_text,
-    in_thread,
-    load_function,
-)
+from ragpulse.offline.options import HarnessOptions
 from ragpulse.offline.score import ParsedLine, row_to_record
-from ragpulse.offline.testset import FieldReport, canonical_row
+from ragpulse.offline.testset import SET_LINE_KEYS, FieldReport, canonical_row
 from ragpulse.record import Document, RagRecord, Reference
 from ragpulse.results import result_dict
 
@@ -102,13 +102,21 @@ class Item:
 
 
 def parse_conditions(value: str) -> list[str]:
+    """``--conditions``' comma-separated names, each once; ValueError for an unknown one."""
     names = [c.strip() for c in value.split(",") if c.strip()]
+    problem = conditions_problem(names)
+    if problem is not None:
+        raise ValueError(problem)
+    return list(dict.fromkeys(names))
+
+
+def conditions_problem(names: Sequence[str]) -> str | None:
+    """One line naming the unknown conditions (or none given), else None."""
     unknown = [c for c in names if c not in CONDITIONS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown condition(s) {', '.join(unknown) or '(none)'}; known: {', '.join(CONDITIONS)}"
-        )
-    return list(dict.fromkeys(names))
+        listed = ", ".join(unknown) or "(none)"
+        return f"unknown condition(s) {listed}; known: {', '.join(CONDITIONS)}"
+    return None
 
 
 # --- Calls ---------------------------------------------------------------------------------
@@ -128,10 +136,10 @@ async def _call(
         start = time.perf_counter()
         out = Outcome()
         try:
-            if _is_async(fn):
-                work = _materialize_async(fn(*args))
+            if is_async(fn):
+                work = materialize_async(fn(*args))
             else:
-                work = in_thread(lambda: _materialize_sync(fn(*args)))
+                work = in_thread(lambda: materialize_sync(fn(*args)))
             out.value = await asyncio.wait_for(work, timeout)
         except TimeoutError:
             out.error = f"timeout: no answer within {timeout:g} s"
@@ -268,13 +276,13 @@ def _score(items: Sequence[Item], evaluators: Sequence[Evaluator]) -> None:
         item.results = [result_dict(r) for r in results]
 
 
-def select_evaluators(metrics: list[str] | None, settings: Any) -> list[Evaluator]:
+def select_evaluators(metrics: Sequence[str] | None, settings: Any) -> list[Evaluator]:
     """The selection (default: the defaults plus every reference-based evaluator that can
     run here and is configured), always with the behaviour evaluators."""
     from ragpulse.plugins import evaluator_class, evaluator_classes, load_evaluators
 
     evaluation = settings.evaluation
-    wanted = load_evaluators(metrics or evaluation.evaluators, evaluation)
+    wanted = load_evaluators(list(metrics) if metrics else evaluation.evaluators, evaluation)
     names = {e.name for e in wanted}
     extra: list[str] = list(BEHAVIOUR)
     if not (metrics or evaluation.evaluators):
@@ -294,8 +302,6 @@ def select_evaluators(metrics: list[str] | None, settings: Any) -> list[Evaluato
 
 # --- Input ---------------------------------------------------------------------------------
 
-_SET_KEYS = ("set", "written_at", "reason", "sampling", "record", "results")
-
 
 def flatten(row: dict[str, Any]) -> dict[str, Any]:
     """A regression-set line (``{"set", "record", "results", ...}``, written from live
@@ -304,7 +310,7 @@ def flatten(row: dict[str, Any]) -> dict[str, Any]:
     record = row.get("record")
     if not isinstance(record, dict) or "question" in row:
         return row
-    flat = {k: v for k, v in row.items() if k not in _SET_KEYS}
+    flat = {k: v for k, v in row.items() if k not in SET_LINE_KEYS}
     flat["question"] = record.get("question")
     if "documents" in record:
         flat.setdefault("contexts", record["documents"])
@@ -399,41 +405,45 @@ class _Progress:
     cases: int = 0
 
 
-def run(args: argparse.Namespace, console: Console, settings: Callable[[], Settings]) -> int:
+def run(options: HarnessOptions, console: Console, settings: Callable[[], Settings]) -> int:
     """``eval --generator``: 0 when done and the gates pass; 1 when a gate fails or no
     call answered; 2 for a path or usage problem (before any call); 128 + the signal on
     SIGINT/SIGTERM, the rows scored so far kept. ``settings`` loads the settings, once the
-    inputs are known to be usable; the report goes to ``console``, progress to stderr."""
+    inputs are known to be usable; the report goes to ``console``, progress to stderr. A
+    generator or retriever that does not load raises ConfigError naming its flag."""
     from ragpulse.offline.io import not_text, path_problem
 
-    problem = path_problem(args.input, args.output)
+    problem = path_problem(options.input, options.output)
     if problem is None:
-        problem = not_text(args.input)
-    conditions: list[str] = args.conditions or list(CONDITIONS)
-    for flag, spec in (("--generator", args.generator), ("--retriever", args.retriever)):
-        if problem is None and spec is not None and not _is_spec(spec):
-            problem = f"{flag} takes module:function, got {spec!r}"
-    if problem is None and (args.concurrency < 1 or args.timeout_s <= 0):
+        problem = not_text(options.input)
+    chosen = CONDITIONS if options.conditions is None else options.conditions
+    conditions: list[str] = list(dict.fromkeys(chosen))
+    if problem is None:
+        problem = conditions_problem(conditions)
+    for flag, spec in (("--generator", options.generator), ("--retriever", options.retriever)):
+        if problem is None and spec is not None:
+            problem = spec_problem(spec, flag)
+    if problem is None and (options.concurrency < 1 or options.timeout_s <= 0):
         problem = "--concurrency must be at least 1 and --timeout-s positive"
     if problem is None:
-        problem = _gate_problem(args, conditions)
+        problem = _gate_problem(options, conditions)
     data = None
     if problem is None:
-        data = read_set(args.input)
-        problem = inputs_problem(data, conditions, args.retriever is not None)
+        data = read_set(options.input)
+        problem = inputs_problem(data, conditions, options.retriever is not None)
     if problem is not None or data is None:
         console.print(f"[red]{escape(str(problem))}[/red]", highlight=False, soft_wrap=True)
         return 2
     state = _Progress()
     try:
         with SignalStop() as stop:
-            return _run(args, conditions, data, console, settings, stop, state)
+            return _run(options, conditions, data, console, settings, stop, state)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        return _interrupted(args, state, signum)
+        return _interrupted(options, state, signum)
 
 
-def _interrupted(args: argparse.Namespace, state: _Progress, signum: int) -> int:
+def _interrupted(options: HarnessOptions, state: _Progress, signum: int) -> int:
     """Keep what was done: the answers in hand and ready are written without results."""
     import logging
 
@@ -459,40 +469,36 @@ def _interrupted(args: argparse.Namespace, state: _Progress, signum: int) -> int
     kept = f" ({len(unscored)} answered but not scored, written with not_scored)" * bool(unscored)
     console.print(
         f"[red]interrupted ({signal.Signals(signum).name}):[/red] {written} of {state.cases} "
-        f"cases written to {escape(str(args.output))}{kept}; no report",
+        f"cases written to {escape(str(options.output))}{kept}; no report",
         highlight=False,
         soft_wrap=True,
     )
     return 128 + signum
 
 
-def _is_spec(spec: str) -> bool:
-    module, sep, attr = spec.partition(":")
-    return bool(sep and module and attr)
-
-
-def _gate_problem(args: argparse.Namespace, conditions: Sequence[str]) -> str | None:
+def _gate_problem(options: HarnessOptions, conditions: Sequence[str]) -> str | None:
     """A --max-drop that does not parse or names no metric, or a --baseline that does
     not read or shares no condition with this run, before any call is made (an hour of
     generation must not end in a usage error)."""
-    from ragpulse.offline.slices import baseline_problem, gate_names_problem, parse_gates
+    from ragpulse.offline.gates import parse_gates
+    from ragpulse.offline.slices import baseline_problem, gate_names_problem
 
     try:
-        gates = parse_gates(list(args.max_drop or []))
+        gates = parse_gates(options.max_drop)
     except ValueError as exc:
         return str(exc)
     problem = gate_names_problem(gates)
-    if problem is None and args.baseline is not None:
+    if problem is None and options.baseline is not None:
         try:
-            baseline = json.loads(Path(args.baseline).read_text(encoding="utf-8"))
+            baseline = json.loads(Path(options.baseline).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            return f"--baseline {args.baseline}: {error_text(exc)}"
-        problem = baseline_problem(baseline, conditions, str(args.baseline))
+            return f"--baseline {options.baseline}: {error_text(exc)}"
+        problem = baseline_problem(baseline, conditions, str(options.baseline))
     return problem
 
 
 def _run(
-    args: argparse.Namespace,
+    options: HarnessOptions,
     conditions: list[str],
     data: TestSet,
     console: Console,
@@ -505,8 +511,8 @@ def _run(
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline.run import offline_run
 
-    generator = load_function(args.generator)
-    retriever = load_function(args.retriever) if args.retriever else None
+    generator = load_function(options.generator, "--generator")
+    retriever = load_function(options.retriever, "--retriever") if options.retriever else None
     settings = load_settings()
     items: list[Item] = []
     first_lines = []
@@ -536,24 +542,24 @@ def _run(
             item.case = Case(condition=condition, documents=[])
             item.error = error
             return
-        rng = rng_for(args.seed, qid, condition)
+        rng = rng_for(options.seed, qid, condition)
         item.case = build_case(condition, ref, retrieved, data.pool, rng)
         item.skipped = item.case.skip
 
     calls = Calls(data.questions, data.recorded, retriever, generator, plan,
-                  args.concurrency, args.timeout_s)  # fmt: skip
+                  options.concurrency, options.timeout_s)  # fmt: skip
     progress, task, context = offline_run(
         settings, "answering and scoring", len(items), Console(stderr=True)
     )
     rows: dict[tuple[int, int], dict[str, Any]] = {}
     with closing(context):
-        evaluators = load_evaluators_safely(select_evaluators(args.metrics, settings), context)
-        out = state.out = StreamedOutput(args.output, stop)
+        evaluators = load_evaluators_safely(select_evaluators(options.metrics, settings), context)
+        out = state.out = StreamedOutput(options.output, stop)
         out.write(first_lines)
         feed = state.feed = Feed[Item]()
         _start_calls(calls, items, feed)
         with progress:
-            for batch in feed.batches(max(1, args.batch_size)):
+            for batch in feed.batches(max(1, options.batch_size)):
                 state.in_hand = batch
                 _score([i for i in batch if i.answered], evaluators)
                 lines = []
@@ -570,13 +576,13 @@ def _run(
     skipped = [i for i in items if i.skipped is not None]
     console.print(
         f"{answered} of {len(items)} cases answered ({len(data.questions)} questions x "
-        f"{len(conditions)} conditions) -> {args.output}"
+        f"{len(conditions)} conditions) -> {options.output}"
     )
     for line in _skipped_lines(skipped):
         console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False, soft_wrap=True)
     notes = _notes(items, data)
     ordered = [rows[k] for k in sorted(rows)]
-    passed = _report(args, ordered, conditions, notes, console)
+    passed = _report(options, ordered, conditions, notes, console)
     tried = [i for i in items if i.skipped is None]
     if not tried:
         console.print("[red]nothing generated: every case was skipped (see above)[/red]")
@@ -627,7 +633,7 @@ def _notes(items: Sequence[Item], data: TestSet) -> list[str]:
 
 
 def _report(
-    args: argparse.Namespace,
+    options: HarnessOptions,
     rows: list[dict[str, Any]],
     conditions: list[str],
     notes: list[str],
@@ -638,14 +644,18 @@ def _report(
     from ragpulse.offline.slices import sliced_summary
 
     baseline = (
-        json.loads(Path(args.baseline).read_text(encoding="utf-8")) if args.baseline else None
+        json.loads(Path(options.baseline).read_text(encoding="utf-8")) if options.baseline else None
     )
     summary = sliced_summary(
-        rows, args.slice_by, baseline, list(args.max_drop or []), conditions=conditions
+        rows, _list(options.slice_by), baseline, list(options.max_drop), conditions=conditions
     )
     summary.setdefault("notes", notes)
-    paths = write_sliced_reports(summary, args.output, args.report_dir, args.html)
+    paths = write_sliced_reports(summary, options.output, options.report_dir, options.html)
     print_sliced(summary, console)
     for kind, path in paths.items():
         console.print(f"{kind}: {path}")
     return bool(summary.get("passed", True))
+
+
+def _list(names: Sequence[str] | None) -> list[str] | None:
+    return list(names) if names else None

@@ -27,19 +27,15 @@ carried on its results: for risks (injection, refusal) a rise is a regression.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
 import json
 import logging
-import os
 import queue
 import re
 import statistics
-import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,22 +45,26 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragpulse import semconv as sc
-from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator
+from ragpulse.offline.calls import (
+    answer_of,
+    documents_of,
+    error_text,
+    in_thread,
+    is_async,
+    materialize_async,
+    materialize_sync,
+)
+from ragpulse.offline.options import BATCH_SIZE, CONCURRENCY
 from ragpulse.offline.score import ParsedLine, row_to_record
-from ragpulse.record import Direction, Document, EvalResult, RagRecord
+from ragpulse.record import Direction, EvalResult, RagRecord
 from ragpulse.results import result_dict
-from ragpulse.sdk.coerce import answer_text, chunk_text
 
-"""Detection scores: higher is worse (a rise is a regression)."""
 CHANGE = 0.05
 """A paired score that moves by more than this (in the good or bad direction) counts as
 improved or regressed."""
 HISTOGRAM_BINS = 10
 WORST = 10
-
-_ANSWER_KEYS = ("output", "response", "result", "text")  # beyond what answer_text reads
-_DOCUMENT_KEYS = ("documents", "contexts", "sources", "source_documents")
 
 
 # --- Input ------------------------------------------------------------------------------
@@ -143,95 +143,6 @@ def recorded_names(rows: Sequence[ReplayRow]) -> list[str]:
     for row in rows:
         names.update(dict.fromkeys(row.recorded))
     return list(names)
-
-
-# --- The user's function ----------------------------------------------------------------
-
-
-def load_function(spec: str) -> Callable[..., Any]:
-    """``package.module:function`` (or ``module:Class.method``); the current directory is
-    importable."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--replay takes module:function, got {spec!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    importlib.invalidate_caches()
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ConfigError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as exc:
-            raise ConfigError(f"{module_name!r} has no attribute {attr!r}") from exc
-    if not callable(obj):
-        raise ConfigError(f"{spec} is not callable")
-    return obj  # type: ignore[no-any-return]
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    for target in (fn, getattr(fn, "__call__", None)):  # noqa: B004 - callable objects too
-        if target is not None and (
-            inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target)
-        ):
-            return True
-    return False
-
-
-def answer_of(value: Any) -> str:
-    """The answer in a return value, read as the instrumentation reads one (str, ``answer``,
-    OpenAI/Anthropic/LangChain responses), then by other common keys, else as JSON/str."""
-    if value is None:
-        return ""
-    text = answer_text(value, generation=True)
-    if text is not None:
-        return text
-    if isinstance(value, Mapping):
-        for key in _ANSWER_KEYS:
-            if isinstance(value.get(key), str):
-                return str(value[key])
-        return json.dumps(value, default=str, ensure_ascii=False)
-    return str(value)
-
-
-def documents_of(value: Any) -> list[Document] | None:
-    """Documents a returned mapping (or object) carries, else None."""
-    for key in _DOCUMENT_KEYS:
-        docs = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
-        if isinstance(docs, list | tuple):
-            return row_to_record({"contexts": list(docs)}, 0).documents
-    return None
-
-
-def _chunk(chunk: Any) -> str:
-    """A streamed chunk's text as the instrumentation reads it (str, OpenAI delta, ...)."""
-    text = chunk_text(chunk)
-    return str(chunk) if text is None else text
-
-
-def _is_stream(value: Any) -> bool:
-    return isinstance(value, Iterator) and not isinstance(value, str | bytes | Mapping)
-
-
-async def _materialize_async(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        value = await value
-    if hasattr(value, "__aiter__"):
-        return "".join([_chunk(chunk) async for chunk in value])
-    if _is_stream(value):
-        return "".join(_chunk(chunk) for chunk in value)
-    return value
-
-
-def _materialize_sync(value: Any) -> Any:
-    if inspect.isawaitable(value) or hasattr(value, "__aiter__"):
-        return asyncio.run(_materialize_async(value))
-    if _is_stream(value):
-        return "".join(_chunk(chunk) for chunk in value)
-    return value
 
 
 # --- Span capture ------------------------------------------------------------------------
@@ -336,24 +247,23 @@ def _finish(row: ReplayRow, value: Any, record: RagRecord | None, trace_id: int 
     else:
         documents, row.documents_from = list(row.before.documents), "recorded"
     base = record if record is not None else row.before
-    row.after = base.model_copy(
-        update={
-            "trace_id": row.before.trace_id,
-            "span_id": row.before.span_id,
-            "service": row.before.service,
-            "route": row.before.route,
-            "question": row.before.question,
-            "answer": answer,
-            "documents": documents,
-            "attributes": {**row.before.attributes, **(record.attributes if record else {})},
-        }
-    )
-
-
-def error_text(exc: BaseException) -> str:
-    """A failed call as one short line: the exception's type and its message's first line."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message}"[:500] if message else type(exc).__name__
+    update: dict[str, Any] = {
+        "trace_id": row.before.trace_id,
+        "span_id": row.before.span_id,
+        "service": row.before.service,
+        "route": row.before.route,
+        "question": row.before.question,
+        "answer": answer,
+        "documents": documents,
+        "attributes": {**row.before.attributes, **(record.attributes if record else {})},
+    }
+    if row.documents_from == "recorded" and row.before.kind == "agent":
+        # The recorded documents are an agent's tool results: the tool calls that
+        # returned them come with them (their indices point into them), so the agent
+        # evaluators score the new answer against what the agent had called.
+        update.update(kind="agent", tool_calls=row.before.tool_calls,
+                      model_calls=row.before.model_calls)  # fmt: skip
+    row.after = base.model_copy(update=update)
 
 
 def _failed(row: ReplayRow, exc: BaseException, start: float) -> None:
@@ -392,12 +302,12 @@ def _replaying(row: ReplayRow, capture: _Capture | None) -> Iterator[_Call]:
 
 def _call_sync(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
     with _replaying(row, capture) as call:
-        call.value = _materialize_sync(fn(row.before.question))
+        call.value = materialize_sync(fn(row.before.question))
 
 
 async def _call_async(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
     with _replaying(row, capture) as call:
-        call.value = await _materialize_async(fn(row.before.question))
+        call.value = await materialize_async(fn(row.before.question))
 
 
 def _drop(capture: _Capture, trace_id: int) -> None:
@@ -408,7 +318,7 @@ def _drop(capture: _Capture, trace_id: int) -> None:
 def replay(
     rows: Sequence[ReplayRow],
     fn: Callable[..., Any],
-    concurrency: int = 8,
+    concurrency: int = CONCURRENCY,
     progress: Callable[[], None] | None = None,
     capture_spans: bool = True,
     control: Callable[[str], Any] | None = None,
@@ -431,7 +341,7 @@ def replay(
             row.control = row.twin()
     capture = _start_capture() if capture_spans else None
     try:
-        if _is_async(fn) or (control is not None and _is_async(control)):
+        if is_async(fn) or (control is not None and is_async(control)):
             asyncio.run(_replay_async(rows, fn, control, concurrency, finished, capture))
         else:
             _replay_threads(rows, fn, control, concurrency, finished, capture)
@@ -476,30 +386,6 @@ def _replay_threads(
             finished(row)
 
 
-async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` on a daemon thread, awaited: a call abandoned (a timeout, an
-    interrupt) cannot block the exit."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            (future.set_result if ok else future.set_exception)(value)
-
-    def work() -> None:
-        try:
-            ok, value = True, fn(*args)
-        except BaseException as exc:
-            ok, value = False, exc
-        try:
-            loop.call_soon_threadsafe(settle, ok, value)
-        except RuntimeError:  # the run ended (it timed out long ago): nobody waits
-            pass
-
-    threading.Thread(target=work, name="ragpulse-call", daemon=True).start()
-    return await future
-
-
 async def _replay_async(
     rows: Sequence[ReplayRow],
     fn: Callable[..., Any],
@@ -512,7 +398,7 @@ async def _replay_async(
 
     async def call(f: Callable[..., Any], row: ReplayRow) -> None:
         async with semaphore:
-            if _is_async(f):
+            if is_async(f):
                 await _call_async(f, row, capture)
             else:  # a sync control beside an async pipeline: on a thread
                 await in_thread(_call_sync, f, row, capture)
@@ -531,7 +417,7 @@ async def _replay_async(
 
 
 def score(
-    rows: Sequence[ReplayRow], evaluators: Sequence[Evaluator], batch_size: int = 256
+    rows: Sequence[ReplayRow], evaluators: Sequence[Evaluator], batch_size: int = BATCH_SIZE
 ) -> None:
     """Score every replayed record, and the recorded record where a result is missing."""
     from ragpulse.evaluation import evaluate_records
@@ -548,7 +434,8 @@ def score(
         for chunk in _chunks(missing, batch_size):
             scored = evaluate_records([r.before for r in chunk], [evaluator])
             for row, results in zip(chunk, scored, strict=True):
-                row.before_results[evaluator.name] = results[0]
+                if results:  # none when the evaluator does not apply to the record's kind
+                    row.before_results[evaluator.name] = results[0]
     twins = [r.control for r in rows if r.control is not None]
     for row in rows:
         if row.control is not None:
@@ -581,21 +468,6 @@ def direction_of(name: str, rows: Sequence[ReplayRow]) -> Direction:
 def gain(direction: Direction, before: float, after: float) -> float:
     """How much better ``after`` is (negative: a regression), in the metric's direction."""
     return after - before if direction is Direction.HIGHER_IS_BETTER else before - after
-
-
-def parse_max_drop(items: Iterable[str]) -> dict[str, float]:
-    """``metric=0.05`` or ``metric/method=0.05`` -> {name: drop}."""
-    out: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        try:
-            drop = float(value)
-        except ValueError:
-            drop = -1.0
-        if not sep or not name.strip() or drop < 0:
-            raise ConfigError(f"--max-drop takes metric=value with value >= 0, got {item!r}")
-        out[name.strip()] = drop
-    return out
 
 
 def _histogram(values: Sequence[float]) -> list[int]:
@@ -797,11 +669,14 @@ def against_control(rows: Sequence[ReplayRow]) -> list[ReplayRow]:
 def _side(record: RagRecord | None, results: Mapping[str, EvalResult]) -> dict[str, Any] | None:
     if record is None:
         return None
-    return {
+    side: dict[str, Any] = {
         "answer": record.answer,
         "documents": [d.model_dump(mode="json") for d in record.documents],
         "results": [result_dict(r) for r in results.values()],
     }
+    if record.tool_calls:  # an agent turn: the calls its documents came from
+        side["tool_calls"] = [c.model_dump(mode="json") for c in record.tool_calls]
+    return side
 
 
 def _deltas(before: Mapping[str, EvalResult], after: Mapping[str, EvalResult]) -> dict[str, float]:

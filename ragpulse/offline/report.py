@@ -211,7 +211,9 @@ def headline(summary: Mapping[str, Any]) -> str:
 # --- Markdown -----------------------------------------------------------------------------
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table; cells on one line, pipes escaped."""
+
     def cell(text: str) -> str:
         return " ".join(text.split()).replace("|", "\\|")
 
@@ -233,16 +235,16 @@ def markdown(summary: Mapping[str, Any]) -> str:
         "",
         "## Scores (paired rows)",
         "",
-        _md_table(SCORE_HEADER, score_rows(summary)) if summary["metrics"] else "No scores.",
+        md_table(SCORE_HEADER, score_rows(summary)) if summary["metrics"] else "No scores.",
     ]
     for title, header, rows in control_rows(summary):
-        parts += ["", f"## {title}", "", _md_table(header, rows)]
+        parts += ["", f"## {title}", "", md_table(header, rows)]
     if summary["thresholds"]:
-        parts += ["", "## Thresholds", "", _md_table(THRESHOLD_HEADER, threshold_rows(summary))]
+        parts += ["", "## Thresholds", "", md_table(THRESHOLD_HEADER, threshold_rows(summary))]
     against = " against the control" * (summary.get("regressions_against") == "control")
     parts += ["", f"## Worst regressions{against} ({summary['regressions']} in all)", ""]
     if summary["worst_regressions"]:
-        parts.append(_md_table(WORST_HEADER, worst_rows(summary)))
+        parts.append(md_table(WORST_HEADER, worst_rows(summary)))
     else:
         parts.append("None.")
     if summary["error_examples"]:
@@ -257,7 +259,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
 # --- HTML ---------------------------------------------------------------------------------
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An HTML table, every cell escaped."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
@@ -335,7 +338,7 @@ def histogram_svg(metric: Mapping[str, Any], width: int = 440, height: int = 250
     return "".join(out)
 
 
-_CSS = """
+CSS = """
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; max-width: 1100px; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #ddd; padding: 0.3rem 0.6rem; text-align: right; }
@@ -346,6 +349,7 @@ th { background: #f5f5f5; }
 .passed { color: #1a7f37; } .failed { color: #c62828; } .none { color: #555; }
 .warn { color: #8a5300; }
 """
+"""The reports' style sheet (the replay report's and the harness report's)."""
 
 
 def html_page(summary: Mapping[str, Any]) -> str:
@@ -356,7 +360,7 @@ def html_page(summary: Mapping[str, Any]) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>Replay report: {html.escape(str(summary.get('input', '')))}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{CSS}</style></head><body>",
         f"<h1>Replay report: {html.escape(str(summary.get('input', '')))}</h1>",
         f"<p>{html.escape(headline(summary).replace('`', ''))}</p>",
         f"<p>Output: <code>{html.escape(str(summary.get('output', '')))}</code>. "
@@ -368,19 +372,19 @@ def html_page(summary: Mapping[str, Any]) -> str:
             else []
         ),
         "<h2>Scores (paired rows)</h2>",
-        _html_table(SCORE_HEADER, score_rows(summary)),
+        html_table(SCORE_HEADER, score_rows(summary)),
         *(
-            f"<h2>{html.escape(title)}</h2>{_html_table(header, rows)}"
+            f"<h2>{html.escape(title)}</h2>{html_table(header, rows)}"
             for title, header, rows in control_rows(summary)
         ),
         "<h2>Score distributions</h2>",
         f'<div class="charts">{charts}</div>',
     ]
     if summary["thresholds"]:
-        parts += ["<h2>Thresholds</h2>", _html_table(THRESHOLD_HEADER, threshold_rows(summary))]
+        parts += ["<h2>Thresholds</h2>", html_table(THRESHOLD_HEADER, threshold_rows(summary))]
     parts.append(f"<h2>Worst regressions ({summary['regressions']} in all)</h2>")
     parts.append(
-        _html_table(WORST_HEADER, worst_rows(summary))
+        html_table(WORST_HEADER, worst_rows(summary))
         if summary["worst_regressions"]
         else "<p>None.</p>"
     )

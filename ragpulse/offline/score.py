@@ -7,6 +7,10 @@ A value of the wrong type is converted, and the row says how in ``coerced``
 (``"question: int -> str"``); a text cut to the evaluation limits is listed in
 ``truncated_input``. Ragas and DeepEval field names are read too
 (:data:`ragpulse.offline.testset.ALIASES`); fields read under no name are reported at the end.
+A row of an agent turn (OpenAI-style ``messages``, a Ragas multi-turn ``user_input``,
+DeepEval's ``tools_called``) is read by :mod:`ragpulse.offline.agent_rows`; its output
+line gains ``tool_calls`` (ragpulse's, naming which documents each call returned) unless
+it has that field already.
 """
 
 from __future__ import annotations
@@ -18,10 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragpulse import safe_json
+from ragpulse.config import AgentSettings
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
+from ragpulse.offline.agent_rows import (
+    agent_turn,
+    is_agent_row,
+    recorded_tool_calls,
+    with_contexts,
+)
 from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import DocumentSource, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.results import result_dict, results_json
 
@@ -95,17 +106,35 @@ def _documents(row: dict[str, Any], notes: _Coercions) -> list[dict[str, Any]]:
                 "content": content,
                 "score": score,
                 "metadata": metadata if isinstance(metadata, dict) else {},
+                "source": _source(d.get("source"), name, notes),
             }
         )
     return documents
 
 
+def _source(value: Any, name: str, notes: _Coercions) -> DocumentSource | None:
+    """A document's tool call, as ragpulse's record lines write it (an object naming the
+    ``tool``); a ``source`` of another kind (a file name, a URL) is the user's, not read."""
+    if not isinstance(value, dict) or "tool" not in value:
+        return None
+    try:
+        return DocumentSource.model_validate(value)
+    except ValueError:
+        notes.note(f"{name}[].source: not a tool call's source -> null")
+        return None
+
+
 def record_and_coercions(
-    row: dict[str, Any], line: int, canonical: bool = False
+    row: dict[str, Any],
+    line: int,
+    canonical: bool = False,
+    agents: AgentSettings | None = None,
 ) -> tuple[RagRecord, list[str]]:
     """The record a row describes, and every conversion it took (empty when none).
 
     ``canonical``: the row's field names are ragpulse's already (:func:`canonical_row`).
+    ``agents``: which tools retrieve, and the bounds of an agent row (the defaults when
+    None).
     """
     if not canonical:
         row = canonical_row(row)[0]
@@ -113,20 +142,35 @@ def record_and_coercions(
     route = row.get("route")
     if route is not None and not isinstance(route, str):
         notes.note(f"route: {_type(route)} -> null")
+    fields: dict[str, Any] = {
+        "trace_id": notes.text(row.get("trace_id"), "trace_id", "trace_id" in row),
+        "span_id": notes.text(row.get("span_id"), "span_id", "span_id" in row),
+        "route": route if isinstance(route, str) else None,
+        "question": notes.text(row.get("question"), "question", "question" in row),
+        "documents": _documents(row, notes),
+        "answer": notes.text(row.get("answer"), "answer", "answer" in row),
+        "attributes": {"line": line},
+        "reference": reference_from_row(row, notes.note),
+    }
+    if is_agent_row(row):
+        turn = agent_turn(row, agents or AgentSettings(), notes.note)
+        if "question" not in row and turn.question is not None:
+            fields["question"] = turn.question  # the row's own fields win
+        if "answer" not in row and turn.answer is not None:
+            fields["answer"] = turn.answer
+        fields["documents"] = with_contexts(turn, fields["documents"])
+        fields["attributes"].update(turn.attributes)
+        fields["tool_calls"] = turn.tool_calls
+        fields["model_calls"] = turn.model_calls
+        fields["kind"] = "agent" if turn.tool_calls else "rag"
+    elif "tool_calls" in row:  # a record line of ragpulse's JSONL sink
+        calls = recorded_tool_calls(row["tool_calls"], len(fields["documents"]), notes.note)
+        fields["tool_calls"] = calls
+        fields["kind"] = "agent" if calls else "rag"
+    if row.get("kind") in ("rag", "agent", "retrieval"):
+        fields["kind"] = row["kind"]
     # One validation for the record and its documents (not one per document, then one more).
-    record = RagRecord.model_validate(
-        {
-            "trace_id": notes.text(row.get("trace_id"), "trace_id", "trace_id" in row),
-            "span_id": notes.text(row.get("span_id"), "span_id", "span_id" in row),
-            "route": route if isinstance(route, str) else None,
-            "question": notes.text(row.get("question"), "question", "question" in row),
-            "documents": _documents(row, notes),
-            "answer": notes.text(row.get("answer"), "answer", "answer" in row),
-            "attributes": {"line": line},
-            "reference": reference_from_row(row, notes.note),
-        }
-    )
-    return record, notes.lines()
+    return RagRecord.model_validate(fields), notes.lines()
 
 
 def row_to_record(row: dict[str, Any], line: int) -> RagRecord:
@@ -273,11 +317,13 @@ def score_rows(
     evaluators: Sequence[Evaluator],
     summary: Summary,
     redactor: Redactor | None = None,
+    agents: AgentSettings | None = None,
 ) -> list[str]:
     """Score a batch of parsed lines; returns output lines (JSON) in input order.
 
     ``redactor``: the ``eval_output`` path's (``redaction.apply_to``), applied to each
     line written; off by default, since these are the user's own rows given back.
+    ``agents``: the ``agents`` settings agent rows are read with (defaults when None).
     """
     redact = redactor.redact_record_dump if redactor is not None and redactor.enabled else None
     good = [p for p in parsed if p.row is not None]
@@ -285,10 +331,10 @@ def score_rows(
     for p in good:
         row, mapped = canonical_row(p.row or {})
         summary.fields.add(p.row or {}, mapped)
-        converted.append(record_and_coercions(row, p.line, canonical=True))
+        converted.append(record_and_coercions(row, p.line, canonical=True, agents=agents))
     results = evaluate_records([record for record, _ in converted], evaluators)
     summary.add_rows(results)
-    by_line = {p.line: (r, c) for p, r, (_, c) in zip(good, results, converted, strict=True)}
+    by_line = {p.line: (r, c) for p, r, c in zip(good, results, converted, strict=True)}
     out = []
     for p in parsed:
         if p.row is None:
@@ -296,8 +342,10 @@ def score_rows(
             bad = {"line": p.line, "raw": p.raw, "error": p.error}
             out.append(json.dumps(redact(bad) if redact else bad))
             continue
-        row_results, coerced = by_line[p.line]
+        row_results, (record, coerced) = by_line[p.line]
         added: dict[str, Any] = {}
+        if record.tool_calls and p.row and "tool_calls" not in p.row:
+            added["tool_calls"] = [c.model_dump(mode="json") for c in record.tool_calls]
         if coerced:
             summary.coerced_rows += 1
             added["coerced"] = coerced

@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ragpulse.offline.report import _CSS, _html_table, _md_table, clip, fmt, report_paths, signed
+from ragpulse.offline.report import CSS, clip, fmt, html_table, md_table, report_paths, signed
 
 __all__ = ["html_page", "markdown", "print_sliced", "write_sliced_reports"]
 
@@ -392,7 +392,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
     parts += ["", f"**Gates: {verdict(summary)}**"]
     parts += ["", LEGEND]
     for title, header, rows in _sections(summary):
-        parts += ["", f"## {title}", "", _md_table(header, rows) if rows else "None."]
+        parts += ["", f"## {title}", "", md_table(header, rows) if rows else "None."]
     return "\n".join(parts) + "\n"
 
 
@@ -427,7 +427,7 @@ def html_page(summary: Mapping[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         "<title>Sliced report</title>",
         # Wide tables scroll on their own, the page keeps its width.
-        f"<style>{_CSS} body {{ max-width: none; }} .wide {{ overflow-x: auto; }} "
+        f"<style>{CSS} body {{ max-width: none; }} .wide {{ overflow-x: auto; }} "
         "table.sliced td { white-space: nowrap; }</style></head><body>",
         "<h1>Sliced report</h1>",
         f"<p>{html.escape(headline(summary))}</p>",
@@ -442,7 +442,7 @@ def html_page(summary: Mapping[str, Any]) -> str:
         'placeholder="e.g. multi-hop"></label></p>',
     ]
     for title, header, rows in _sections(summary):
-        table = _html_table(header, rows)
+        table = html_table(header, rows)
         if header[0] == "slice":  # the tables the slice filter applies to
             table = table.replace("<table>", '<table class="sliced">', 1)
         body = f'<div class="wide">{table}</div>' if rows else "<p>None.</p>"

@@ -6,16 +6,8 @@ A *slice* is a set of constraints on a row: ``all`` (none), ``question_type=mult
 ``key=value[,key=value]`` text the ``--max-drop`` gates use, so a gate names a slice
 exactly as the report prints it.
 
-Gate syntax (one item per ``--max-drop``)::
-
-    METRIC[/METHOD][@SLICE]=DROP     relative: fails when the metric got worse than the
-                                     baseline by more than DROP (direction-aware)
-    METRIC[/METHOD][@SLICE]>=MIN     absolute: fails when the current mean is below MIN
-    METRIC[/METHOD][@SLICE]<=MAX     absolute: fails when the current mean is above MAX
-
-``METRIC`` may end in ``@k`` (``recall@5``); without ``/METHOD`` every method of the
-metric is gated; without ``@SLICE`` every slice is; ``@all`` is the overall slice only.
-A relative gate without a baseline is reported as not checked and does not fail (the first
+Gates (``--max-drop``) are read by :mod:`ragpulse.offline.gates` (the grammar is there); a
+relative gate without a baseline is reported as not checked and does not fail (the first
 run makes the baseline); a gate that matches no metric in any slice fails, so a typo
 cannot pass silently.
 
@@ -42,12 +34,11 @@ written ``skipped`` (a condition the row lacked input for) are counted, never sc
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from ragpulse.offline.conditions import EXPECT_REFUSAL
+from ragpulse.offline.gates import GateSpec, parse_gate, parse_gates
 
 # The renderers live in their own module; re-exported so the harness needs one import.
 from ragpulse.offline.slice_report import print_sliced, write_sliced_reports
@@ -64,7 +55,6 @@ __all__ = [
 # A metadata key with more distinct values than this is not sliced by default (ids, free text).
 MAX_DEFAULT_VALUES = 12
 WORST_PER_SLICE = 5
-MISSING_GOLD_CONDITIONS = frozenset({"gold_removed", "irrelevant_only"})
 _EPS = 1e-12
 
 RETRIEVAL = ("recall@", "precision@", "hit@", "mrr", "map", "ndcg", "context_")
@@ -95,94 +85,11 @@ def metric_group(metric: str) -> str:
 # --- Gates ----------------------------------------------------------------------------------
 
 
-class GateSpec(BaseModel):
-    """One parsed ``--max-drop`` item."""
-
-    model_config = ConfigDict(frozen=True)
-
-    text: str
-    metric: str
-    method: str | None = None
-    # None: every slice; {}: the overall slice ("all").
-    where: dict[str, str] | None = None
-    kind: Literal["max_drop", "min", "max"]
-    value: float
-
-    def matches_slice(self, constraints: Mapping[str, str]) -> bool:
-        return self.where is None or dict(constraints) == self.where
-
-    def matches_metric(self, metric: str, method: str) -> bool:
-        return metric == self.metric and (self.method is None or method == self.method)
-
-
-_LHS = re.compile(
-    r"^(?P<metric>[A-Za-z_][\w.\-]*?(?:@\d+)?)(?:/(?P<method>[\w.\-]+))?(?:@(?P<slice>.+))?$"
-)
-
-
-def parse_gate(item: str) -> GateSpec:
-    """Parse one gate; ValueError naming the item and what is wrong with it."""
-    text = item.strip()
-
-    def bad(why: str) -> ValueError:
-        return ValueError(
-            f"bad gate {item!r}: {why} (expected METRIC[/METHOD][@KEY=VALUE[,KEY=VALUE]]=DROP, "
-            "or >=MIN / <=MAX instead of =DROP; e.g. mrr@question_type=multi-hop=0.05)"
-        )
-
-    kind: Literal["max_drop", "min", "max"]
-    if ">=" in text:
-        lhs, _, number = text.rpartition(">=")
-        kind = "min"
-    elif "<=" in text:
-        lhs, _, number = text.rpartition("<=")
-        kind = "max"
-    elif "=" in text:
-        lhs, _, number = text.rpartition("=")
-        kind = "max_drop"
-    else:
-        raise bad("no '=DROP', '>=MIN' or '<=MAX'")
-    try:
-        value = float(number)
-    except ValueError:
-        raise bad(f"{number.strip()!r} is not a number") from None
-    if not math.isfinite(value):
-        raise bad("the threshold must be finite")
-    if kind == "max_drop" and value < 0:
-        raise bad("a drop must be >= 0")
-    match = _LHS.match(lhs.strip())
-    if match is None or not lhs.strip():
-        raise bad(f"cannot read the metric part {lhs.strip()!r}")
-    where = _parse_where(match["slice"], bad) if match["slice"] is not None else None
-    return GateSpec(
-        text=text, metric=match["metric"], method=match["method"], where=where, kind=kind,
-        value=value,
-    )  # fmt: skip
-
-
-def _parse_where(text: str, bad: Any) -> dict[str, str]:
-    if text.strip() == "all":
-        return {}
-    where: dict[str, str] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key or not value:
-            raise bad(f"slice part {part.strip()!r} is not KEY=VALUE")
-        if key in where:
-            raise bad(f"slice key {key!r} given twice")
-        where[key] = value
-    return where
-
-
-def parse_gates(items: Iterable[str]) -> list[GateSpec]:
-    return [parse_gate(i) for i in items if i.strip()]
-
-
 def gate_names_problem(gates: Sequence[GateSpec]) -> str | None:
     """One line for a gate naming a metric (or method) that no evaluator here has, with
     the closest names; None when every gate names a known figure."""
-    from ragpulse.plugins import did_you_mean, evaluator_names, metric_names
+    from ragpulse.plugins import evaluator_names, metric_names
+    from ragpulse.suggestions import did_you_mean
 
     metrics = [*metric_names(), *DERIVED]
     full = evaluator_names()
@@ -245,7 +152,7 @@ def _quality(result: Mapping[str, Any], should_refuse: bool) -> float | None:
 
 
 def should_refuse(row: Mapping[str, Any]) -> bool:
-    if row.get("condition") in MISSING_GOLD_CONDITIONS:
+    if row.get("condition") in EXPECT_REFUSAL:
         return True
     if row.get("expected_behavior") == "refuse":
         return True
@@ -660,7 +567,7 @@ def _check_gate(
 
 def _near_miss(gate: GateSpec, slices: Mapping[str, Mapping[str, Any]]) -> str:
     """Why a gate matched nothing: the closest slice (when the metric exists) or metric."""
-    from ragpulse.plugins import did_you_mean
+    from ragpulse.suggestions import did_you_mean
 
     figures = {(f["metric"], f["method"]) for i in slices.values() for f in i["metrics"].values()}
     if any(gate.matches_metric(m, meth) for m, meth in figures):

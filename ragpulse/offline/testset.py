@@ -12,6 +12,8 @@ and noted, never silently.
 
 Test sets written for Ragas or DeepEval are read as they are: their field names are
 mapped to these (:data:`ALIASES`) when the row does not carry ragpulse's own name too.
+A Ragas multi-turn sample's ``user_input`` (a list of messages) is read as ``messages``:
+an agent turn (:mod:`ragpulse.offline.agent_rows`), as DeepEval's ``tools_called`` is.
 A field ragpulse reads under no name is kept as it is and reported (:class:`FieldReport`),
 with the names ragpulse expects, so that a set in another shape never scores
 "not applicable" everywhere without a word.
@@ -31,8 +33,13 @@ REFERENCE_KEYS = (
 )  # fmt: skip
 BEHAVIORS = ("answer", "refuse")
 
-RECORD_KEYS = ("question", "contexts", "contexts_ids", "answer", "trace_id", "span_id", "route")
-"""What a row says about the exchange itself (``documents`` is read as ``contexts``)."""
+RECORD_KEYS = (
+    "question", "contexts", "contexts_ids", "answer", "trace_id", "span_id", "route",
+    "messages", "tools_called", "tool_calls",
+)  # fmt: skip
+"""What a row says about the exchange itself (``documents`` is read as ``contexts``;
+``messages`` and ``tools_called`` make it an agent turn, ``tool_calls`` are ragpulse's
+own, as its record lines and ``eval`` output write them)."""
 
 ALIASES: dict[str, str] = {
     # Ragas (SingleTurnSample; ground_truth(s): Ragas 0.1)
@@ -52,14 +59,21 @@ ALIASES: dict[str, str] = {
 }
 """Other tools' test-set field -> ragpulse's; read only when ragpulse's own is absent."""
 
+LIST_ALIASES: dict[str, str] = {"user_input": "messages"}
+"""Where a field that is a list means another thing: a Ragas multi-turn sample's
+``user_input`` is its messages, not a question."""
+
 _LIST_FIELDS = frozenset({"reference_answers", "reference_contexts", "contexts"})
 
+SET_LINE_KEYS = ("set", "written_at", "reason", "sampling", "record", "results")
+"""The keys of a regression-set line (:mod:`ragpulse.exporters.regression` writes them)."""
+
 KNOWN_KEYS = frozenset(
-    {*RECORD_KEYS, "documents", *REFERENCE_KEYS, *ALIASES,
-     # written by ragpulse itself: eval output, regression-set lines, harness output
-     "results", "coerced", "truncated_input", "line", "raw", "error", "recorded", "set",
-     "written_at", "reason", "sampling", "record", "generation", "condition_note",
-     "row_expected_behavior", "skipped", "not_scored"}
+    {*RECORD_KEYS, "documents", *REFERENCE_KEYS, *ALIASES, *SET_LINE_KEYS,
+     # written by ragpulse itself: eval output, harness output
+     "coerced", "truncated_input", "line", "raw", "error", "recorded", "generation",
+     "condition_note", "row_expected_behavior", "skipped", "not_scored", "kind",
+     "model_calls"}
 )  # fmt: skip
 
 
@@ -68,17 +82,22 @@ def canonical_row(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     the mappings used (``"user_input -> question"``). A single string where ragpulse
     reads a list (Ragas' ``reference``) becomes a one-item list: that is the mapping,
     not a coercion. The row itself is not changed."""
-    used = [k for k in row if k in ALIASES and ALIASES[k] not in row]
+    targets = {k: _target(k, v) for k, v in row.items() if k in ALIASES}
+    used = [k for k, target in targets.items() if target not in row]
     if not used:
         return row, []
     out = dict(row)
     for key in used:
-        target = ALIASES[key]
+        target = targets[key]
         if target in out:  # two aliases of one field (input and user_input): the first wins
             continue
         value = out.pop(key)
         out[target] = [value] if target in _LIST_FIELDS and isinstance(value, str) else value
-    return out, [f"{k} -> {ALIASES[k]}" for k in used if ALIASES[k] in out]
+    return out, [f"{k} -> {targets[k]}" for k in used if targets[k] in out]
+
+
+def _target(key: str, value: Any) -> str:
+    return LIST_ALIASES[key] if key in LIST_ALIASES and isinstance(value, list) else ALIASES[key]
 
 
 def expected_names() -> str:

@@ -1,10 +1,11 @@
-"""App-side instrumentation: decorators and ``with`` forms that write RAG spans.
+"""App-side instrumentation: decorators and ``with`` forms that write RAG and agent spans.
 
-``@ragpulse.pipeline``, ``@ragpulse.retrieval`` and ``@ragpulse.generation`` (and
-``pipeline_span`` / ``retrieval_span`` / ``generation_span`` for code that cannot
-be decorated) open OpenTelemetry spans carrying the question, the retrieved
-documents, the prompt, the answer, the model and token counts, in both the
-OpenInference and the OTel GenAI vocabularies (see :mod:`ragpulse.semconv`).
+``@ragpulse.pipeline``, ``@ragpulse.retrieval``, ``@ragpulse.generation`` and
+``@ragpulse.tool`` (and ``pipeline_span`` / ``retrieval_span`` / ``generation_span`` /
+``tool_span`` for code that cannot be decorated) open OpenTelemetry spans carrying the
+question, the retrieved documents, the prompt, the answer, the model and token counts,
+the tool calls and their results, in both the OpenInference and the OTel GenAI
+vocabularies (see :mod:`ragpulse.semconv`).
 
 Two promises hold everywhere in this module:
 
@@ -45,8 +46,14 @@ from ragpulse.app_env import (
 )
 from ragpulse.sdk.config import REDACTION_FAILED, InstrumentConfig
 from ragpulse.sdk.provider import configure, shutdown
-from ragpulse.sdk.recorders import GenerationSpan, PipelineSpan, RetrievalSpan, SpanRecorder
-from ragpulse.sdk.wrapping import _decorate, _first_argument, _fn_name, _wrap
+from ragpulse.sdk.recorders import (
+    GenerationSpan,
+    PipelineSpan,
+    RetrievalSpan,
+    SpanRecorder,
+    ToolSpan,
+)
+from ragpulse.sdk.wrapping import _call_arguments, _decorate, _first_argument, _fn_name, _wrap
 
 __all__ = [
     "ENV_API_TOKEN",
@@ -64,6 +71,7 @@ __all__ = [
     "PipelineSpan",
     "RetrievalSpan",
     "SpanRecorder",
+    "ToolSpan",
     "configure",
     "generation",
     "generation_span",
@@ -72,6 +80,8 @@ __all__ = [
     "retrieval",
     "retrieval_span",
     "shutdown",
+    "tool",
+    "tool_span",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -227,6 +237,45 @@ def generation(
     return _decorate(func, "generation", build)
 
 
+@overload
+def tool(func: F, /) -> F: ...
+@overload
+def tool(
+    func: None = None, /, *, name: str | None = None, retrieval: bool = False
+) -> Callable[[F], F]: ...
+def tool(
+    func: F | None = None, /, *, name: str | None = None, retrieval: bool = False
+) -> F | Callable[[F], F]:
+    """Trace a tool an agent calls as a GenAI ``execute_tool`` span (OpenInference TOOL).
+
+    The tool's name is ``name``, else the function's. Its arguments are the call's, by
+    parameter name (``self``/``cls`` left out), recorded as JSON
+    (``gen_ai.tool.call.arguments``, ``input.value``); its result is the return value
+    (``gen_ai.tool.call.result``, ``output.value``): a str, a list of documents (the
+    shapes :func:`retrieval` reads, recorded as a JSON list of ``{id, content, score}``
+    so the collector reads one document per passage), or anything JSON can hold; a
+    returned or yielded stream is collected as it passes. ``retrieval=True`` types the
+    tool ``datastore`` (``gen_ai.tool.type``; else ``function``): its documents count for
+    context relevance and the retrieval metrics, and the query they answer is the call's
+    ``query`` argument. Texts are redacted and cut as every recorded text is; nothing is
+    recorded of them with content capture off. Inside a :func:`pipeline` with a
+    :func:`generation`, the collector makes the call an agent turn whose documents are
+    the tool results. Return values and exceptions pass through unchanged (an exception
+    marks the call failed); recording never raises.
+    """
+
+    def build(fn: F) -> F:
+        tool_name = name or _fn_name(fn, "tool")
+        read = _call_arguments(fn)
+
+        def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder:
+            return ToolSpan(tool_name, read(args, kwargs), retrieval=retrieval)
+
+        return _wrap(fn, make)
+
+    return _decorate(func, "tool", build)
+
+
 # --- Context-manager forms ---------------------------------------------------------------
 
 
@@ -272,3 +321,17 @@ def generation_span(
     return GenerationSpan(
         model, prompt, system=system, name=name, provider=provider, in_process=in_process
     )
+
+
+def tool_span(
+    name: str,
+    arguments: Any = None,
+    *,
+    call_id: str | None = None,
+    retrieval: bool = False,
+) -> ToolSpan:
+    """``with ragpulse.tool_span("search_docs", {"query": q}) as t: ...; t.set_result(r)``.
+
+    ``call_id`` is the model's id for the call (``gen_ai.tool.call.id``), when the code
+    running the tool has it. Arguments as for :func:`tool`."""
+    return ToolSpan(name, arguments, call_id=call_id, retrieval=retrieval)

@@ -1,12 +1,14 @@
 """Span recorders: :class:`SpanRecorder`, the single code path that writes a
-ragpulse span, and its :class:`PipelineSpan`, :class:`RetrievalSpan` and
-:class:`GenerationSpan` subclasses (what the ``with`` forms return).
+ragpulse span, and its :class:`PipelineSpan`, :class:`RetrievalSpan`,
+:class:`GenerationSpan` and :class:`ToolSpan` subclasses (what the ``with`` forms
+return).
 """
 
 from __future__ import annotations
 
 import collections.abc
 import inspect
+import json
 import logging
 from collections.abc import Iterable
 from contextvars import Token
@@ -512,3 +514,120 @@ class GenerationSpan(_OperationSpan):
         with _Guard("reading a stream chunk"):
             self.set_usage(*_usage(item))
             self._note_response_model(item)
+
+
+class ToolSpan(SpanRecorder):
+    """One tool call of an agent (GenAI ``execute_tool``, OpenInference TOOL).
+
+    The collector reads the result as the turn's documents: one per passage when it is
+    a list of documents (recorded as a JSON list of ``{id, content, score}``, each content
+    redacted and cut on its own), else one.
+    """
+
+    _role = sc.ROLE_TOOL
+    _kind = sc.KIND_TOOL
+    _default_name = sc.GEN_AI_OP_EXECUTE_TOOL
+
+    def __init__(
+        self,
+        tool: str | None = None,
+        arguments: Any = None,
+        *,
+        call_id: str | None = None,
+        retrieval: bool = False,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self._tool = _as_text(tool) or "tool"  # never a str() that could raise
+        self._arguments = arguments
+        self._call_id = _as_text(call_id)
+        self._retrieval = retrieval
+        self._items: list[Any] = []
+        self._count = 0
+
+    def _span_name(self) -> str:
+        return f"{sc.GEN_AI_OP_EXECUTE_TOOL} {self._tool}"
+
+    def _start_attributes(self) -> dict[str, Any]:
+        kind = sc.GEN_AI_TOOL_TYPE_DATASTORE if self._retrieval else sc.GEN_AI_TOOL_TYPE_FUNCTION
+        attributes: dict[str, Any] = {
+            sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_EXECUTE_TOOL,
+            sc.GEN_AI_TOOL_NAME: self._tool,
+            sc.GEN_AI_TOOL_TYPE: kind,
+            sc.TOOL_NAME: self._tool,
+        }
+        if self._call_id:
+            attributes[sc.GEN_AI_TOOL_CALL_ID] = self._call_id
+        return attributes
+
+    def _on_start(self) -> None:
+        if self._arguments is None or not self._config.capture_content:
+            return
+        text = _as_text(self._arguments)
+        mime = sc.MIME_TEXT if text is not None else sc.MIME_JSON
+        content = self._content(text if text is not None else _to_json(self._arguments))
+        if content is not None:
+            self._set(sc.GEN_AI_TOOL_CALL_ARGUMENTS, content)
+            self._set(sc.INPUT_VALUE, content)
+            self._set(sc.INPUT_MIME_TYPE, mime)
+
+    def set_result(self, result: Any) -> None:
+        """Record what the tool returned: a str, a list of documents (the shapes
+        :func:`ragpulse.retrieval` reads: str, mappings or objects with ``content`` /
+        ``text`` / ``page_content``, ...), or anything JSON can hold."""
+        with _Guard("recording the tool result"):
+            if not self._config.capture_content:
+                return
+            content, mime = self._result_content(result)
+            if content is not None:
+                self._set(sc.GEN_AI_TOOL_CALL_RESULT, content)
+                self._set(sc.OUTPUT_VALUE, content)
+                self._set(sc.OUTPUT_MIME_TYPE, mime)
+
+    def _result_content(self, result: Any) -> tuple[str | None, str]:
+        """(the result as it may be recorded, its mime type): a list of documents as
+        JSON passages, each cleaned on its own (a cut never breaks the JSON); anything
+        else cleaned whole."""
+        text = _as_text(result)
+        if text is not None:
+            return self._clean(text), sc.MIME_TEXT
+        if isinstance(result, list | tuple) and result:
+            passages = self._passages(result)
+            if passages is not None:
+                return json.dumps(passages, ensure_ascii=False), sc.MIME_JSON
+        encoded = _to_json(result)
+        return (None if encoded is None else self._clean(encoded)), sc.MIME_JSON
+
+    def _passages(self, items: list[Any] | tuple[Any, ...]) -> list[dict[str, Any]] | None:
+        """Each item as ``{id, content, score}`` (at most ``max_documents``); None when
+        one of them is not a document with a content."""
+        kept = items[: self._config.max_documents]
+        out: list[dict[str, Any]] = []
+        for item in kept:
+            doc = _to_doc(item)
+            if doc is None or doc.content is None:
+                return None
+            passage: dict[str, Any] = {"content": self._clean(doc.content)}
+            if doc.id is not None:
+                passage["id"] = doc.id
+            if doc.score is not None:
+                passage["score"] = doc.score
+            out.append(passage)
+        if len(items) > len(kept):
+            self._mark_truncated()
+        return out
+
+    def _record_result(self, result: Any) -> None:
+        self.set_result(result)
+
+    def _observe(self, item: Any) -> None:
+        self._count += 1
+        if len(self._items) < self._config.max_documents:
+            self._items.append(item)
+
+    def _finish_stream(self, closed_early: bool) -> None:
+        if closed_early:
+            self._set(sc.RAGPULSE_STREAM_CLOSED_EARLY, True)
+        if self._count > len(self._items):
+            self._mark_truncated()
+        self.set_result(self._items)

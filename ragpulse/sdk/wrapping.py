@@ -1,8 +1,9 @@
-"""The machinery behind the ``pipeline``/``retrieval``/``generation`` decorators.
+"""The machinery behind the ``pipeline``/``retrieval``/``generation``/``tool`` decorators.
 
-Picks the function's first real argument, builds a recorder without ever
-raising, and wraps sync, async, generator and async-generator functions so the
-recorder's span covers each call (or the stream it returns).
+Picks the function's first real argument (or, for a tool, all of them by name),
+builds a recorder without ever raising, and wraps sync, async, generator and
+async-generator functions so the recorder's span covers each call (or the stream it
+returns).
 """
 
 from __future__ import annotations
@@ -54,6 +55,35 @@ def _first_argument(fn: Callable[..., Any], keywords: tuple[str, ...]) -> Callab
         return None
 
     return pick
+
+
+def _call_arguments(fn: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    """A reader of a call's arguments by parameter name (``self``/``cls`` left out,
+    ``**kwargs`` spread), as a tool call's arguments are written."""
+    try:
+        signature: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+
+    def read(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if signature is None:
+            return {"args": list(args), **kwargs} if args else dict(kwargs)
+        try:
+            bound = signature.bind_partial(*args, **kwargs)
+        except TypeError:  # the call itself will fail the same way: say what it got
+            return {"args": list(args), **kwargs} if args else dict(kwargs)
+        out: dict[str, Any] = {}
+        for index, (name, value) in enumerate(bound.arguments.items()):
+            kind = signature.parameters[name].kind
+            if index == 0 and name in ("self", "cls"):
+                continue
+            if kind is inspect.Parameter.VAR_KEYWORD and isinstance(value, dict):
+                out.update(value)
+            else:
+                out[name] = value
+        return out
+
+    return read
 
 
 class _NoRecorder(SpanRecorder):

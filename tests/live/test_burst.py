@@ -38,7 +38,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "burst.py"
 SMALL_BOUNDS = {
     "RAGPULSE_ASSEMBLY__MAX_OPEN_TRACES": "300",
     "RAGPULSE_ASSEMBLY__GRACE_S": "1.0",
-    "RAGPULSE_EVALUATION__MODEL_RATE": "0",
+    "RAGPULSE_EVALUATION__MODEL__RATE": "0",
 }
 
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ from support.deploy_support import DEPLOY, ROOT
 from support.helpers import CaptureServer
 
 from ragpulse.config import load_settings
+from ragpulse.errors import RagpulseDeprecationWarning
+from ragpulse.exporters.otel import OtelEvaluationSink
+from ragpulse.plugins import plugin_problems
 
 COMPOSE_DIR = DEPLOY / "compose"
 COMPOSE = COMPOSE_DIR / "docker-compose.yaml"
@@ -91,12 +95,17 @@ def test_ragpulse_replicas_share_one_consumer_group_and_a_valid_config() -> None
         service = services()[name]
         assert service["command"] == ["serve", "--config", mount]
         assert f"./ragpulse.yaml:{mount}:ro" in service["volumes"]
-    settings = load_settings(COMPOSE_DIR / "ragpulse.yaml")  # validated like `serve` does
+    # Validated like `serve` does, sinks' options too; no deprecated key (an error here).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RagpulseDeprecationWarning)
+        settings = load_settings(COMPOSE_DIR / "ragpulse.yaml", checks=[plugin_problems])
     assert settings.source == "kafka" and settings.host == "0.0.0.0"
     assert settings.kafka.bootstrap == "kafka:9092" and settings.kafka.group == "ragpulse"
     assert settings.kafka.encoding == "otlp_proto"
     # Evaluation signals go to the Collector's second receiver, not back into Kafka.
-    assert host_port(str(settings.otlp_export_endpoint)) == (
+    otel = OtelEvaluationSink.options_from(settings)
+    assert isinstance(otel, OtelEvaluationSink.Options)
+    assert host_port(str(otel.endpoint)) == (
         "otelcol",
         otelcol_ports()["otlp/evaluations/http"],
     )
@@ -225,7 +234,9 @@ def test_k8s_objects_reference_each_other(tmp_path: Path) -> None:
     [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == str(config_path.parent)]
     assert volumes[mount["name"]]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
     (tmp_path / config_path.name).write_text(docs["ConfigMap"]["data"][config_path.name])
-    settings = load_settings(tmp_path / config_path.name)  # validated like `serve` does
+    with warnings.catch_warnings():  # validated like `serve` does; no deprecated key
+        warnings.simplefilter("error", RagpulseDeprecationWarning)
+        settings = load_settings(tmp_path / config_path.name, checks=[plugin_problems])
     assert settings.metrics_port == ports["metrics"] and settings.host == "0.0.0.0"
     assert container["image"].split(":")[0] in {
         i["name"] for i in yaml.safe_load((K8S / "kustomization.yaml").read_text())["images"]

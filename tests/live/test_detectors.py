@@ -243,9 +243,9 @@ def test_serve_runs_every_family_on_onnx(tmp_path: Path, tiny: dict[str, Path]) 
     results = tmp_path / "results.jsonl"
     config = tmp_path / "serve.yaml"
     config.write_text(yaml.safe_dump({
-        "results_jsonl": str(results),
+        "sinks": {"jsonl": {"path": str(results)}},
         "evaluation": {"evaluators": [*options, "faithfulness/lexical"], "options": options,
-                       "model_rate": 1.0, "model_budget": 1.0, "model_max_delay_s": 120},
+                       "model": {"rate": 1.0, "budget": 1.0, "max_delay_s": 120}},
         "assembly": {"grace_s": 0.2},
     }))  # fmt: skip
     row = ROWS[0]

@@ -146,7 +146,7 @@ def test_serve_runs_a_plain_function(metrics_module: Path) -> None:
     config = metrics_module / "serve.yaml"
     config.write_text(
         "evaluation:\n  evaluators: [faithfulness/lexical, my_metrics:mentions_price]\n"
-        f"results_jsonl: {json.dumps(str(results))}\n"
+        f"sinks: {{jsonl: {{path: {json.dumps(str(results))}}}}}\n"
     )
     port = free_port()
     proc, _ = start_serve(

@@ -67,7 +67,7 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
     results = tmp_path_factory.mktemp("instrumentations") / "results.jsonl"
     http, grpc = free_port(), free_port()
     # The model tier off: this is about reading the traces; the cheap tier scores them.
-    env = {"RAGPULSE_ASSEMBLY__GRACE_S": "0.5", "RAGPULSE_EVALUATION__MODEL_RATE": "0"}
+    env = {"RAGPULSE_ASSEMBLY__GRACE_S": "0.5", "RAGPULSE_EVALUATION__MODEL__RATE": "0"}
     proc, _ = start_serve(
         "--otlp-http-port", str(http), "--otlp-grpc-port", str(grpc),
         "--results-jsonl", str(results), env=env,

@@ -76,6 +76,34 @@ def ask_injected(question: str) -> str:
     return generate(question, grounded=True)
 
 
+HANDBOOK = [
+    {"id": "hb-7", "content": "Employees get 25 vacation days per year."},
+    {"id": "hb-8", "content": "Unused vacation days carry over to the next year."},
+]
+
+
+@ragpulse.tool(retrieval=True)
+def search_docs(query: str) -> list[dict[str, str]]:
+    return list(HANDBOOK)
+
+
+@ragpulse.tool
+def get_weather(city: str) -> str:
+    return f"12 degrees and rain in {city}"
+
+
+@ragpulse.generation(model="test-model")
+def agent_model(prompt: str) -> str:
+    return "Employees get 25 vacation days per year."
+
+
+@ragpulse.pipeline(route="/agent")
+def ask_agent(question: str) -> str:
+    search_docs(query="vacation days")
+    get_weather("Oslo")
+    return agent_model(question)
+
+
 def sample(body: str, name: str, **labels: str) -> float:
     for line in body.splitlines():
         if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
@@ -97,7 +125,7 @@ def serve(
     otlp = free_port()
     results = tmp_path / "results.jsonl"
     # The model tier off: this test is about the cheap tier's path end to end.
-    env = {"RAGPULSE_ASSEMBLY__GRACE_S": "0.2", "RAGPULSE_EVALUATION__MODEL_RATE": "0"}
+    env = {"RAGPULSE_ASSEMBLY__GRACE_S": "0.2", "RAGPULSE_EVALUATION__MODEL__RATE": "0"}
     proc, metrics_url = start_serve(
         "--otlp-http-port", str(otlp), "--results-jsonl", str(results),
         "--otlp-export-endpoint", backend.url, env=env,
@@ -228,6 +256,34 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
     assert injected["injection"] == injected_ids["retrieval kb"]
 
 
+def test_an_app_with_ragpulse_tools_gives_agent_turns(
+    serve: tuple[str, str, Path, subprocess.Popen[bytes]],
+) -> None:
+    """``@ragpulse.tool`` calls inside a ``@ragpulse.pipeline`` with a
+    ``@ragpulse.generation``: ``serve`` makes the turn an agent record whose documents
+    are the tool results, each naming its call."""
+    otlp_url, _, results_path, _ = serve
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent-app"}))
+    ragpulse.configure(endpoint=otlp_url, tracer_provider=provider, export_timeout_s=5)
+    ask_agent("How many vacation days do employees get?")
+    ragpulse.shutdown()
+    provider.shutdown()
+
+    wait_until(lambda: results_path.exists() and results_path.read_text().strip(), 60,
+               "serve did not write the agent turn within 60s")  # fmt: skip
+    [line] = [json.loads(x) for x in results_path.read_text().splitlines()]
+    assert line["kind"] == "agent" and line["route"] == "/agent"
+    assert line["answer"] == "Employees get 25 vacation days per year."
+    assert [(d["id"], d["source"]["tool"], d["source"]["index"]) for d in line["documents"]] == [
+        ("hb-7", "search_docs", 0), ("hb-8", "search_docs", 1), (None, "get_weather", 0),
+    ]  # fmt: skip
+    assert [(c["name"], c["retrieval"], c["documents"]) for c in line["tool_calls"]] == [
+        ("search_docs", True, [0, 1]), ("get_weather", False, [2]),
+    ]  # fmt: skip
+    [faithfulness] = [r for r in line["results"] if r["metric"] == "faithfulness"]
+    assert faithfulness["score"] >= 0.7
+
+
 def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> None:
     """The model tier loads in the background (torch and MiniLM take seconds); SIGTERM
     right after start must not wait for that load, and the last line says so."""
@@ -238,7 +294,7 @@ def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> No
          "--otlp-http-port", str(free_port()), "--metrics-port", metrics_url.split(":")[2][:-8]],
         env={
             **os.environ,
-            "RAGPULSE_EVALUATION__MODEL_RATE": "1",  # loads at start, in the background
+            "RAGPULSE_EVALUATION__MODEL__RATE": "1",  # loads at start, in the background
             "RAGPULSE_EVALUATION__EVALUATORS": '["faithfulness/lexical", "injection/probe"]',
         },
         stderr=subprocess.PIPE,
@@ -255,8 +311,8 @@ def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> No
 
 
 def test_idle_model_tier_never_loads_and_shutdown_is_prompt(tmp_path: Path) -> None:
-    """A model-tier evaluator is configured but ``model_rate: 0``: records flow through the
-    cheap tier, torch is never mapped into the process (nothing was routed to the tier,
+    """A model-tier evaluator is configured but ``evaluation.model.rate: 0``: records flow
+    through the cheap tier, torch is never mapped into the process (nothing was routed to the tier,
     so its models were not loaded), and SIGTERM stops it with a final ``stopped`` line.
 
     Whether torch is loaded is read from /proc/<pid>/maps (Linux) rather than timed."""
@@ -269,7 +325,7 @@ def test_idle_model_tier_never_loads_and_shutdown_is_prompt(tmp_path: Path) -> N
          "--results-jsonl", str(results)],
         env={
             **os.environ,
-            "RAGPULSE_EVALUATION__MODEL_RATE": "0",
+            "RAGPULSE_EVALUATION__MODEL__RATE": "0",
             "RAGPULSE_EVALUATION__EVALUATORS":
                 '["faithfulness/lexical", "context_relevance/embedding"]',
         },

@@ -302,7 +302,7 @@ def _serve(bootstrap: str, results: Path, group: str = "ragpulse") -> subprocess
         "RAGPULSE_KAFKA__MAX_POLL_RECORDS": "10",
         # Cheap tier only: a record waiting for the model tier holds its offset's
         # commit back, so model speed would set how much is re-read after a kill.
-        "RAGPULSE_EVALUATION__MODEL_RATE": "0",
+        "RAGPULSE_EVALUATION__MODEL__RATE": "0",
     }
     return subprocess.Popen(
         [sys.executable, "-m", "ragpulse.cli", "--log-level", "WARNING", "serve",

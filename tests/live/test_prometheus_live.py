@@ -60,7 +60,7 @@ def served() -> Iterator[tuple[str, str]]:
     # Cheap tier only and a short quiet period: this test is about the metrics path.
     proc, metrics_url = start_serve(
         "--otlp-http-port", str(otlp),
-        env={"RAGPULSE_ASSEMBLY__GRACE_S": "0.2", "RAGPULSE_EVALUATION__MODEL_RATE": "0"},
+        env={"RAGPULSE_ASSEMBLY__GRACE_S": "0.2", "RAGPULSE_EVALUATION__MODEL__RATE": "0"},
     )  # fmt: skip
     yield f"http://127.0.0.1:{otlp}", metrics_url
     stop_process(proc)

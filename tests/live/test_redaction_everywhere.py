@@ -128,8 +128,8 @@ def _run_serve(tmp_path: Path, backend: CaptureServer, redaction: dict[str, obje
         yaml.safe_dump(
             {
                 "assembly": {"grace_s": 0.2},
-                "evaluation": {"model_rate": 0},  # the cheap tier: this is about the exits
-                "regression": {"directory": str(sets), "sets": {"all": KEEP_ALL}},
+                "evaluation": {"model": {"rate": 0}},  # the cheap tier: this is about the exits
+                "sinks": {"regression": {"directory": str(sets), "sets": {"all": KEEP_ALL}}},
                 "redaction": redaction,
             }
         )
@@ -272,7 +272,7 @@ def test_apply_to_chooses_the_paths_and_eval_output_is_opt_in(tmp_path: Path) ->
     assert not Redactor.from_settings(only, "jsonl").enabled
 
     out = tmp_path / "results.jsonl"
-    sink = JsonlSink.from_settings(load_settings(config, results_jsonl=out))
+    sink = JsonlSink.from_settings(load_settings(config, sinks={"jsonl": {"path": out}}))
     assert sink is not None
     sink.export(_record(), [_result()])
     sink.shutdown()
@@ -299,10 +299,12 @@ def test_regression_redaction_overrides_the_top_level_section(tmp_path: Path) ->
         yaml.safe_dump(
             {
                 "redaction": {"enabled": False},
-                "regression": {
-                    "directory": str(tmp_path / "sets"),
-                    "sets": {"all": KEEP_ALL},
-                    "redaction": {"patterns": {"ticket": r"TCK-\d{4}"}},
+                "sinks": {
+                    "regression": {
+                        "directory": str(tmp_path / "sets"),
+                        "sets": {"all": KEEP_ALL},
+                        "redaction": {"patterns": {"ticket": r"TCK-\d{4}"}},
+                    }
                 },
             }
         )
@@ -317,16 +319,19 @@ def test_regression_redaction_overrides_the_top_level_section(tmp_path: Path) ->
     written = "".join(p.read_text() for p in (tmp_path / "sets").rglob("*.jsonl"))
     assert _leaks(written) == [] and "TCK-1234" not in written and "[TICKET]" in written
 
-    # Without regression.redaction, regression sets follow the top-level section.
+    # Without sinks.regression.redaction, regression sets follow the top-level section.
     config.write_text(
         yaml.safe_dump(
             {
                 "redaction": {"enabled": False},
-                "regression": {"directory": str(tmp_path / "sets2"), "sets": {}},
+                "sinks": {"regression": {"directory": str(tmp_path / "sets2")}},
             }
         )
     )
     assert not Redactor.from_settings(load_settings(config), "regression").enabled
+    plain = RegressionSink.from_settings(load_settings(config))
+    assert isinstance(plain, RegressionSink) and not plain.redactor.enabled
+    plain.shutdown()
 
 
 def test_log_filter_redacts_messages_arguments_and_tracebacks() -> None:

@@ -274,7 +274,6 @@ def test_follow_mode_picks_up_later_traces_and_survives_sigkill(
             {
                 "source": tool.name,
                 "metrics_port": metrics_port,
-                "results_jsonl": str(results),
                 "assembly": {"grace_s": 0.3},
                 "stored_traces": {
                     "url": tool.source_url,
@@ -282,7 +281,8 @@ def test_follow_mode_picks_up_later_traces_and_survives_sigkill(
                     "overlap_s": 600,
                     "state_file": str(state),
                 },
-                "sinks": {tool.name: {"max_wait_s": 0.1}},  # the URL fills in the rest
+                # The URL fills in the rest of the tool's sink.
+                "sinks": {tool.name: {"max_wait_s": 0.1}, "jsonl": {"path": str(results)}},
             }
         )
     )

@@ -1,13 +1,17 @@
 """Evaluations where teams look, measured in the real tools: Phoenix and MLflow on 127.0.0.1.
 
 A decorated app (tests/support/backend_app.py) sends 20 traces both to ``ragpulse serve`` and to
-the tool. ragpulse posts its results through the tool's own API (the ``phoenix`` or
-``mlflow`` sink) and sends its OTLP evaluation signals (EVALUATOR carrier spans; log
-events only where the endpoint takes logs) to the same tool. Then, as the tool shows it:
+the tool, and an agent app traced by its framework alone (tests/support/agent_backend_app.py:
+Pydantic AI's own instrumentation) one agent turn. ragpulse posts its results through the
+tool's own API (the ``phoenix`` or ``mlflow`` sink) and sends its OTLP evaluation signals
+(EVALUATOR carrier spans; log events only where the endpoint takes logs) to the same tool.
+Then, as the tool shows it:
 every faithfulness result is an annotation / assessment on the app's chat span, every
 context-relevance result on its retrieval span, each result of ragpulse's there once;
 the trace's latency grew by no more than 0.5 s; its Phoenix project and its MLflow
 ``service.name`` are still the app's; ragpulse logged no export error and counted none.
+In the agent turn, faithfulness is on the final ``chat`` span and the injection found in
+a search result on that tool's ``execute_tool search_docs`` span.
 
 The tools run from venvs of their own (``make backends``, tests/support/tracing_backends.py);
 where pip could not install one, its test skips saying why.
@@ -36,7 +40,8 @@ from support.tracing_backends import MlflowServer, PhoenixServer, request
 from ragpulse import semconv as sc
 from ragpulse.config import Settings
 from ragpulse.exporters.mlflow import MlflowSink
-from ragpulse.exporters.phoenix import PhoenixSink
+from ragpulse.exporters.phoenix import PhoenixSink, document_positions
+from ragpulse.exporters.support.targets import evaluated_span
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 
@@ -54,6 +59,7 @@ class Run:
     """What the app sent and what ragpulse made of it."""
 
     traces: dict[str, dict[str, Any]]  # trace id -> root start/end, chat and retrieval ids
+    agents: dict[str, dict[str, Any]]  # trace id -> the agent's span, its chats and tools
     results: dict[str, list[dict[str, Any]]]  # trace id -> ragpulse's results
     records: dict[str, dict[str, Any]]  # trace id -> ragpulse's record
     log: str  # ragpulse's log (WARNING and up)
@@ -67,11 +73,12 @@ def run(tmp_path: Path, backend: str, sinks: dict[str, Any], headers: dict[str, 
     config = {
         "otlp_http_port": port,
         "metrics_port": metrics_port,
-        "results_jsonl": str(results_path),
-        "otlp_export_endpoint": backend,
-        "otel_export": {"headers": headers},
         "assembly": {"grace_s": 0.3},
-        "sinks": sinks,
+        "sinks": {
+            **sinks,
+            "jsonl": {"path": str(results_path)},
+            "otel": {"endpoint": backend, "headers": headers},
+        },
     }
     (tmp_path / "ragpulse.yaml").write_text(yaml.safe_dump(config))
     log_path = tmp_path / "ragpulse.log"
@@ -93,11 +100,20 @@ def run(tmp_path: Path, backend: str, sinks: dict[str, Any], headers: dict[str, 
         assert app.returncode == 0, app.stderr
         traces = {t["trace_id"]: t for t in map(json.loads, app.stdout.splitlines())}
         assert len(traces) == COUNT
+        agent_app = subprocess.run(
+            [sys.executable, str(SUPPORT / "agent_backend_app.py"), "--ragpulse",
+             f"http://127.0.0.1:{port}", "--backend", backend,
+             *(f"--header={k}={v}" for k, v in headers.items())],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert agent_app.returncode == 0, agent_app.stderr
+        agents = {t["trace_id"]: t for t in map(json.loads, agent_app.stdout.splitlines())}
+        assert len(agents) == 1
 
         def scored() -> dict[str, dict[str, Any]] | None:
             rows = [json.loads(line) for line in results_path.read_text().splitlines()]
             done = {r["trace_id"]: r for r in rows}
-            return done if set(done) >= set(traces) else None
+            return done if set(done) >= set(traces) | set(agents) else None
 
         rows = wait_until(scored, 120, "ragpulse did not score every trace", 0.2, (OSError,))
         [sink] = sinks
@@ -116,6 +132,7 @@ def run(tmp_path: Path, backend: str, sinks: dict[str, Any], headers: dict[str, 
     log_text = log_path.read_text(errors="replace")
     return Run(
         traces,
+        agents,
         {t: r["results"] for t, r in rows.items()},
         {t: r for t, r in rows.items()},
         log_text,
@@ -124,13 +141,17 @@ def run(tmp_path: Path, backend: str, sinks: dict[str, Any], headers: dict[str, 
 
 def expected_items(sink: str, row: dict[str, Any]) -> int:
     """Items the sink sends for one record: one per result, plus (Phoenix) one document
-    annotation per document of each per-document score with unambiguous positions."""
+    annotation per scored document of each per-document score with certain positions."""
     items = len(row["results"])
-    if sink == "phoenix" and sc.RAGPULSE_DOCUMENTS_SPAN_ID in row["attributes"]:
+    span_id = row["attributes"].get(sc.RAGPULSE_DOCUMENTS_SPAN_ID)
+    if sink == "phoenix" and span_id:
+        record = RagRecord.model_validate(row)
         for r in row["results"]:
-            per_doc = r.get("details", {}).get("per_document")
+            details = r.get("details", {})
+            per_doc = details.get("per_document")
             if r["metric"] == "context_relevance" and isinstance(per_doc, list):
-                items += len(per_doc) if len(per_doc) == len(row["documents"]) else 0
+                positions = document_positions(record, details, span_id)
+                items += len(per_doc) if positions and len(positions) == len(per_doc) else 0
     return items
 
 
@@ -169,6 +190,43 @@ def judged(
             yield result, item, run.traces[trace_id][span]
 
 
+# --- an agent turn -------------------------------------------------------------------
+
+
+def agent_turn_of(run: Run) -> tuple[str, dict[str, Any], list[tuple[dict[str, Any], str]]]:
+    """(trace id, the app's span ids, [(ragpulse's result, the span it must be on)]) of the
+    run's agent turn, every target resolved on the record as ragpulse wrote it."""
+    [(trace_id, turn)] = run.agents.items()
+    row = run.records[trace_id]
+    assert row["kind"] == "agent" and row["tool_calls"][0]["name"] == "search_docs"
+    record = RagRecord.model_validate(row)
+    targets = [
+        (r, evaluated_span(record, EvalResult.model_validate(r)).span_id) for r in row["results"]
+    ]
+    return trace_id, turn, targets
+
+
+def check_agent_turn(
+    turn: dict[str, Any],
+    targets: list[tuple[dict[str, Any], str]],
+    shown: list[dict[str, Any]],
+    name: str,
+    source: str,
+) -> dict[str, dict[str, Any]]:
+    """Each of ragpulse's results shown once, on its span; faithfulness on the final model
+    call, the injection found in the search result on the search tool's span. Returns
+    what the tool shows, by metric."""
+    assert len(shown) == len(targets)
+    by_key = {(item[name], item[source]): item for item in shown}
+    for result, span_id in targets:
+        assert by_key[(result["metric"], f"ragpulse.{result['method']}")]["span_id"] == span_id
+    by_metric = {item[name]: item for item in shown}
+    final_chat, search = turn["chats"][-1], turn["tools"]["search_docs"]
+    assert by_metric["faithfulness"]["span_id"] == final_chat != turn["root"]
+    assert by_metric["injection"]["span_id"] == search
+    return by_metric
+
+
 # --- Phoenix -------------------------------------------------------------------------
 
 
@@ -198,7 +256,7 @@ def test_phoenix_shows_each_result_on_the_span_it_judges(
 ) -> None:
     run = phoenix_run
     check_log(run.log)
-    expected = sum(len(r) for r in run.results.values())
+    expected = sum(len(run.results[t]) for t in run.traces)
 
     def landed() -> dict[str, list[dict[str, Any]]] | None:
         found = {
@@ -271,6 +329,23 @@ def test_phoenix_per_document_relevance(phoenix_server: PhoenixServer, phoenix_r
         assert {e["name"] for e in evaluations} == {"context_relevance/lexical"}
         checked += 1
     assert checked > 0
+
+
+def test_phoenix_shows_an_agent_turns_results_on_the_steps_they_judge(
+    phoenix_server: PhoenixServer, phoenix_run: Run
+) -> None:
+    _, turn, targets = agent_turn_of(phoenix_run)
+    span_ids = [turn["root"], *turn["chats"], *turn["tools"].values()]
+
+    def landed() -> list[dict[str, Any]] | None:
+        found = phoenix_annotations(phoenix_server, *span_ids)
+        return found if len(found) >= len(targets) else None
+
+    found = wait_until(landed, 120, f"Phoenix did not show {len(targets)} annotations", 0.5)
+    flat = [{**a, "source": a["identifier"]} for a in found]
+    by_metric = check_agent_turn(turn, targets, flat, "name", "source")
+    assert by_metric["faithfulness"]["result"]["score"] >= 0.7  # copied from the tool result
+    assert by_metric["injection"]["result"]["label"] == "injection"
 
 
 def chat_trace(backend: str, headers: dict[str, str] | None = None) -> tuple[RagRecord, Any]:
@@ -390,6 +465,21 @@ def test_mlflow_shows_each_result_on_the_span_it_judges(
         growth.append(_seconds(info["execution_duration"]) - before)
     print(f"\nMLflow trace duration growth: max {max(growth) * 1e3:.3f} ms over {COUNT} traces")
     assert max(growth) <= MAX_LATENCY_GROWTH_S
+
+
+def test_mlflow_shows_an_agent_turns_results_on_the_steps_they_judge(
+    mlflow_server: MlflowServer, mlflow_run: tuple[Run, str]
+) -> None:
+    run, _ = mlflow_run
+    trace_id, turn, targets = agent_turn_of(run)
+    info = request(f"{mlflow_server.url}/api/3.0/mlflow/traces/tr-{trace_id}")["trace"][
+        "trace_info"
+    ]
+    assert info["tags"]["service.name"] == APP
+    shown = [{**a, "source": a["source"]["source_id"]} for a in info.get("assessments", [])]
+    by_metric = check_agent_turn(turn, targets, shown, "assessment_name", "source")
+    assert by_metric["faithfulness"]["feedback"]["value"] >= 0.7
+    assert by_metric["injection"]["metadata"]["label"] == "injection"
 
 
 def test_mlflow_failed_evaluations_are_assessment_errors_and_quotes_are_redacted(

@@ -143,6 +143,20 @@ def test_setting_flags_name_their_environment_variable() -> None:
         check_environment(Settings, {name: "1"})
 
 
+def test_flags_that_set_a_sinks_option_state_its_default() -> None:
+    """--help shows no default for a sink's option a flag sets (--results-jsonl ->
+    sinks.jsonl.path): building the parser imports no sink, so each such option must be
+    unset by default, as the help implies."""
+    from ragpulse.plugins import sink_class
+    from ragpulse.settings_env import ALIASES
+
+    sink_paths = [path for path in ALIASES.values() if path.startswith("sinks.")]
+    assert sink_paths == ["sinks.jsonl.path", "sinks.otel.endpoint"]
+    for path in sink_paths:
+        _, name, option = path.split(".")
+        assert sink_class(name).Options.model_fields[option].default is None, path
+
+
 def test_eval_help_is_about_eval(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["eval", "--help"])

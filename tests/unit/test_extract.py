@@ -190,7 +190,10 @@ def test_genai_conventions_only() -> None:
     ]
     [r], _ = extract_records(spans)
     assert r.span_id == root
-    assert r.question == "reset password"  # the agent span has no input: the retriever query
+    # An agent turn: the user's words are the question, what it searched for the query.
+    assert r.kind == "agent" and r.question == "How to reset?"
+    assert {d.query for d in r.documents} == {"reset password"}
+    assert r.documents[0].source is not None and r.documents[0].source.kind == "retriever"
     assert r.answer == "Use the reset link."
     assert r.model == "gpt-4o-2024-08-06" and r.input_tokens == 50 and r.output_tokens == 7
 

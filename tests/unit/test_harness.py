@@ -521,3 +521,42 @@ def test_a_broken_retriever_against_a_six_condition_baseline_is_a_regression(
                    "--baseline", other, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and "no condition in common" in done.stdout + done.stderr
     assert not (tmp_path / "gold.jsonl").exists()
+
+
+def test_the_harness_runs_from_python_with_typed_options(tmp_path: Path) -> None:
+    """No argparse: the options the CLI builds from its flags, built by hand; the same
+    checks before any call (exit 2) and the same run."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from ragpulse.config import Settings
+    from ragpulse.offline.harness import run
+    from ragpulse.offline.options import HarnessOptions
+
+    source = tmp_path / "set.jsonl"
+    source.write_text("".join(TESTSET.read_text(encoding="utf-8").splitlines(True)[:3]))
+    options = HarnessOptions(
+        input=source,
+        output=tmp_path / "out.jsonl",
+        generator="ragpulse.cli.demo_app:generate_for",
+        retriever="ragpulse.cli.demo_app:retrieve",
+        conditions=("retrieved", "gold"),
+        max_drop=("answer_correctness/token_f1@condition=gold>=0.1",),
+    )
+    text = StringIO()
+    assert run(options, Console(file=text, width=160), Settings) == 0, text.getvalue()
+    rows = lines(options.output)
+    assert [(r["line"], r["condition"]) for r in rows] == [
+        (line, condition) for line in (1, 2, 3) for condition in ("retrieved", "gold")
+    ]
+    summary = json.loads(tmp_path.joinpath("out.summary.json").read_text())
+    assert [(g["gate"], g["passed"]) for g in summary["gates"]] == [
+        ("answer_correctness/token_f1@condition=gold>=0.1", True)
+    ]
+    text = StringIO()
+    unknown = HarnessOptions(source, tmp_path / "other.jsonl", options.generator,
+                             conditions=("retrieved", "sideways"))  # fmt: skip
+    assert run(unknown, Console(file=text, width=300), Settings) == 2
+    assert "unknown condition(s) sideways" in text.getvalue()
+    assert not (tmp_path / "other.jsonl").exists()

@@ -648,6 +648,142 @@ def test_generation_plain_strings(exporter: InMemorySpanExporter) -> None:
     assert sc.LLM_TOKEN_COUNT_PROMPT not in a
 
 
+# --- Tools (agents) ----------------------------------------------------------------------------
+
+
+def test_tool_span_writes_the_genai_and_openinference_attributes(
+    exporter: InMemorySpanExporter,
+) -> None:
+    @ragpulse.tool(retrieval=True)
+    def search_docs(query: str, k: int = 2) -> list[dict[str, Any]]:
+        return [{"id": "hb-7", "content": "25 vacation days.", "score": 0.9}, "Carry over."][:k]
+
+    @ragpulse.tool(name="weather")
+    async def get_weather(self_city: str, **options: Any) -> dict[str, Any]:
+        return {"city": self_city, "degrees": 12}
+
+    result = search_docs("vacation days")
+    assert result[0]["id"] == "hb-7"  # the very same value
+    assert asyncio.run(get_weather("Oslo", unit="C")) == {"city": "Oslo", "degrees": 12}
+    spans = by_name(exporter)
+    assert set(spans) == {"execute_tool search_docs", "execute_tool weather"}
+    search, weather = attrs(spans["execute_tool search_docs"]), attrs(spans["execute_tool weather"])
+    assert spans["execute_tool search_docs"].kind is trace.SpanKind.INTERNAL
+    assert {k: search[k] for k in (sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_TOOL_NAME,
+                                   sc.GEN_AI_TOOL_TYPE, sc.TOOL_NAME, sc.OPENINFERENCE_SPAN_KIND,
+                                   sc.RAGPULSE_ROLE)} == {
+        sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: "search_docs",
+        sc.GEN_AI_TOOL_TYPE: sc.GEN_AI_TOOL_TYPE_DATASTORE, sc.TOOL_NAME: "search_docs",
+        sc.OPENINFERENCE_SPAN_KIND: sc.KIND_TOOL, sc.RAGPULSE_ROLE: sc.ROLE_TOOL,
+    }  # fmt: skip
+    # Arguments by parameter name, as the call passed them; a list of documents as passages.
+    assert json.loads(search[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"query": "vacation days"}
+    assert search[sc.INPUT_VALUE] == search[sc.GEN_AI_TOOL_CALL_ARGUMENTS]
+    assert json.loads(search[sc.GEN_AI_TOOL_CALL_RESULT]) == [
+        {"content": "25 vacation days.", "id": "hb-7", "score": 0.9}, {"content": "Carry over."},
+    ]  # fmt: skip
+    assert search[sc.OUTPUT_VALUE] == search[sc.GEN_AI_TOOL_CALL_RESULT]
+    assert search[sc.OUTPUT_MIME_TYPE] == sc.MIME_JSON
+    assert sc.GEN_AI_TOOL_CALL_ID not in search
+    # **kwargs spread; anything else JSON; typed function unless retrieval=True.
+    assert json.loads(weather[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"self_city": "Oslo", "unit": "C"}
+    assert json.loads(weather[sc.GEN_AI_TOOL_CALL_RESULT]) == {"city": "Oslo", "degrees": 12}
+    assert weather[sc.GEN_AI_TOOL_TYPE] == sc.GEN_AI_TOOL_TYPE_FUNCTION
+
+
+def test_tool_span_form_methods_streams_and_failures(exporter: InMemorySpanExporter) -> None:
+    class Tools:
+        @ragpulse.tool
+        def lookup(self, term: str) -> str:
+            return f"{term}: a definition"
+
+        @ragpulse.tool
+        def passages(self, topic: str) -> Iterator[str]:
+            yield from ("first passage", "second passage")
+
+    boom = ValueError("index down")
+    with ragpulse.tool_span("search_docs", {"query": "q"}, call_id="call_7") as t:
+        t.set_result("plain text result")
+    with pytest.raises(ValueError) as caught, ragpulse.tool_span("search_docs", "q"):
+        raise boom
+    assert caught.value is boom
+    assert Tools().lookup("RAG") == "RAG: a definition"
+    assert list(Tools().passages("x")) == ["first passage", "second passage"]
+    spans = exporter.get_finished_spans()
+    ok, failed, lookup, streamed = (attrs(s) for s in spans)
+    assert ok[sc.GEN_AI_TOOL_CALL_ID] == "call_7"
+    assert ok[sc.GEN_AI_TOOL_CALL_RESULT] == "plain text result"
+    assert ok[sc.OUTPUT_MIME_TYPE] == sc.MIME_TEXT
+    assert failed[sc.INPUT_VALUE] == "q" and failed[sc.INPUT_MIME_TYPE] == sc.MIME_TEXT
+    assert spans[1].status.status_code is StatusCode.ERROR
+    assert json.loads(lookup[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"term": "RAG"}  # no self
+    assert json.loads(streamed[sc.GEN_AI_TOOL_CALL_RESULT]) == [
+        {"content": "first passage"}, {"content": "second passage"},
+    ]  # fmt: skip
+
+
+def test_tool_results_are_bounded_per_passage(setup: Setup) -> None:
+    exporter = setup(max_text_chars=10, max_documents=2)
+
+    @ragpulse.tool
+    def search(query: str) -> list[str]:
+        return ["a passage longer than ten", "short", "a third one"]
+
+    search("q")
+    a = attrs(only_span(exporter))
+    # Each passage cut on its own: the result stays JSON the collector can split.
+    assert json.loads(a[sc.GEN_AI_TOOL_CALL_RESULT]) == [
+        {"content": "a passage "}, {"content": "short"},
+    ]  # fmt: skip
+    assert a[sc.RAGPULSE_TRUNCATED] is True
+
+
+def test_a_pipeline_with_tools_is_an_agent_turn_for_the_collector(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The app's spans as ``serve`` receives them (OTLP protobuf, decoded by the
+    collector), extracted as one agent turn whose documents are the tool results."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from ragpulse.collector.extract import extract_records
+    from ragpulse.collector.otlp import decode_request
+
+    @ragpulse.tool(retrieval=True)
+    def search_docs(query: str) -> list[dict[str, Any]]:
+        return [{"id": "hb-7", "content": "Employees get 25 vacation days per year."},
+                {"id": "hb-8", "content": "Unused days carry over."}]  # fmt: skip
+
+    @ragpulse.tool
+    def get_weather(city: str) -> str:
+        return "12 degrees in Oslo"
+
+    @ragpulse.generation(model="test-model")
+    def generate(prompt: str) -> str:
+        return "Employees get 25 vacation days per year."
+
+    @ragpulse.pipeline(route="/agent")
+    def agent(question: str) -> str:
+        search_docs(query="vacation days")
+        get_weather("Oslo")
+        return generate(question)
+
+    agent("How many vacation days do I get?")
+    decoded = decode_request(encode_spans(exporter.get_finished_spans()))
+    (record,), skipped = extract_records(decoded.spans)
+    assert skipped is None and record.kind == "agent" and record.route == "/agent"
+    assert record.question == "How many vacation days do I get?"
+    assert record.answer == "Employees get 25 vacation days per year."
+    assert [d.source.label for d in record.documents if d.source] == [
+        "tool search_docs #1", "tool search_docs #2", "tool get_weather #1",
+    ]  # fmt: skip
+    assert [d.id for d in record.documents] == ["hb-7", "hb-8", None]
+    search, weather = record.tool_calls
+    assert (search.status, search.retrieval, search.documents) == ("ok", True, [0, 1])
+    assert (weather.retrieval, weather.documents) == (False, [2])
+    assert record.documents[0].query == "vacation days"  # what the agent searched for
+    assert record.model_calls == 1 and record.model == "test-model"
+
+
 # --- Errors and odd values -------------------------------------------------------------------
 
 
@@ -741,7 +877,7 @@ class BadAttrs:
 ODD_VALUES = [None, 42, 3.5, BadStr(), BadAttrs(), {"no": "answer"}, {"answer": 1}, [1, 2], b"\xff"]
 
 
-@pytest.mark.parametrize("decorator", ["pipeline", "retrieval", "generation"])
+@pytest.mark.parametrize("decorator", ["pipeline", "retrieval", "generation", "tool"])
 @pytest.mark.parametrize("value", ODD_VALUES, ids=lambda v: type(v).__name__)
 def test_odd_values_never_raise(exporter: InMemorySpanExporter, decorator: str, value: Any) -> None:
     deco: Callable[[Callable[..., Any]], Callable[..., Any]] = getattr(ragpulse, decorator)
@@ -784,7 +920,10 @@ def test_recorders_used_directly_with_odd_input(exporter: InMemorySpanExporter) 
         r.set_documents("a single text")
     with ragpulse.generation_span(prompt=BadStr()) as g:
         g.set_answer(BadAttrs(), input_tokens=-1, output_tokens=True)
-    assert len(exporter.get_finished_spans()) == 2
+    with ragpulse.tool_span(BadStr(), BadAttrs(), call_id=BadStr()) as t:  # type: ignore[arg-type]
+        t.set_result([BadStr(), None])
+        t.set_result(BadAttrs())
+    assert len(exporter.get_finished_spans()) == 3
 
 
 # --- Content capture, truncation, redaction -----------------------------------------------------
@@ -799,9 +938,14 @@ def run_full_pipeline() -> None:
     def generate(prompt: str) -> str:
         return "secret answer"
 
+    @ragpulse.tool(retrieval=True)
+    def search_notes(query: str) -> list[dict[str, Any]]:
+        return [{"id": "n1", "content": "secret note", "score": 0.7}]
+
     @ragpulse.pipeline
     def run(question: str) -> str:
         retrieve(question)
+        search_notes(query=question)
         return generate(question)
 
     run("secret question")
@@ -816,6 +960,9 @@ def test_capture_off_keeps_ids_scores_and_counts(setup: Setup) -> None:
         assert a[sc.RAGPULSE_CONTENT_CAPTURED] is False
         assert not any("secret" in str(v) for v in a.values()), a
         assert sc.INPUT_VALUE not in a and sc.OUTPUT_VALUE not in a
+    tool = attrs(spans["execute_tool search_notes"])
+    assert sc.GEN_AI_TOOL_CALL_ARGUMENTS not in tool and sc.GEN_AI_TOOL_CALL_RESULT not in tool
+    assert tool[sc.GEN_AI_TOOL_NAME] == "search_notes"
     r = attrs(spans["retrieval"])
     assert r[sc.document_attr(0, sc.DOCUMENT_ID)] == "d1"
     assert r[sc.document_attr(0, sc.DOCUMENT_SCORE)] == 0.5
@@ -857,6 +1004,9 @@ def test_redaction_rewrites_every_text(setup: Setup) -> None:
     assert attrs(spans["chat m"])[sc.INPUT_VALUE] == "[x] question"
     assert attrs(spans["chat m"])[sc.OUTPUT_VALUE] == "[x] answer"
     assert attrs(spans["retrieval"])[sc.document_attr(0, sc.DOCUMENT_CONTENT)] == "[x] doc"
+    tool = attrs(spans["execute_tool search_notes"])
+    assert json.loads(tool[sc.GEN_AI_TOOL_CALL_ARGUMENTS]) == {"query": "[x] question"}
+    assert json.loads(tool[sc.GEN_AI_TOOL_CALL_RESULT])[0]["content"] == "[x] note"
 
 
 def test_raising_redactor_records_a_placeholder(setup: Setup) -> None:

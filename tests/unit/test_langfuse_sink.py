@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.agent_records import agent_results, agent_turn, expected_spans
 from support.helpers import new_span_id, new_trace_id
 from support.kafka_env import free_port
 from support.langfuse_double import LangfuseDouble
@@ -113,6 +114,24 @@ def test_scores_on_the_observation_and_the_trace(double: LangfuseDouble) -> None
     # What the results quote is redacted before it leaves.
     assert "jane.doe@example.com" not in str(double.requests)
     assert items(context, "delivered") == 3 and errors(context) == 0
+
+
+def test_an_agent_turns_scores_are_on_the_observations_they_judge(
+    double: LangfuseDouble,
+) -> None:
+    """Faithfulness on the final model call's observation, an injection on the tool call
+    that returned it, a tool error on the failed call, the step count on the agent's."""
+    turn = agent_turn()
+    sink, context = make_sink(double.url)
+    sink.export(turn.record, agent_results(turn))
+    sink.shutdown()
+    assert double.invalid == []
+    by_name = {s["name"]: s for s in double.scores}
+    assert {m: by_name[m]["observationId"] for m in by_name} == expected_spans(turn)
+    assert {s["traceId"] for s in double.scores} == {turn.record.trace_id}
+    # Two results on one observation keep distinct ids (idempotent per metric and span).
+    assert len({s["id"] for s in double.scores}) == len(double.scores)
+    assert items(context, "delivered") == len(double.scores) and errors(context) == 0
 
 
 def test_one_score_per_request_where_the_server_takes_only_that(double: LangfuseDouble) -> None:

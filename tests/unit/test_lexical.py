@@ -66,11 +66,36 @@ def test_answer_relevance() -> None:
     on, off, empty = ev.evaluate(
         [
             rec(question="Where is the Eiffel Tower?", answer="The Eiffel Tower is in Paris."),
-            rec(question="Where is the Eiffel Tower?", answer="Bananas are yellow."),
+            rec(question="Where is the Eiffel Tower?", answer="Bananas are sweet, grown warm."),
             rec(question="Where is the Eiffel Tower?", answer="  "),
         ]
     )
     assert on.score == 1.0 and off.score == 0.0 and empty.label == "empty_answer"
+
+
+def test_a_concise_answer_is_too_short_to_judge_lexically() -> None:
+    ev = LexicalAnswerRelevance()
+    concise, repeating = ev.evaluate(
+        [
+            rec(question="What temperature for lasagne?", answer="180 degrees."),
+            rec(question="What temperature for lasagne?", answer="Lasagne: 180 degrees."),
+        ]
+    )
+    assert concise.label == "not_applicable" and "too short" in (concise.explanation or "")
+    assert repeating.score == 0.5  # short, but it repeats the question: scored
+    [scored] = LexicalAnswerRelevance(short_answer_tokens=0).evaluate(
+        [rec(question="What temperature for lasagne?", answer="180 degrees.")]
+    )
+    assert scored.score == 0.0
+
+
+def test_a_follow_up_is_judged_with_its_standalone_question() -> None:
+    follow_up = rec(question="And how tall is it?", answer="The lighthouse is 40 metres tall.")
+    follow_up = follow_up.model_copy(
+        update={"standalone_question": "And how tall is it? (lighthouse harbour)"}
+    )
+    [r] = LexicalAnswerRelevance().evaluate([follow_up])
+    assert r.details["question_tokens"] == 3  # tall, lighthouse, harbour
 
 
 def test_giant_document_is_fine() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.agent_records import agent_results, agent_turn, expected_spans
 from support.helpers import CaptureServer, new_span_id, new_trace_id
 from support.kafka_env import free_port
 
@@ -36,7 +37,8 @@ def export(
     **settings: Any,
 ) -> None:
     url = backend if isinstance(backend, str) else backend.url
-    loaded = load_settings(otlp_export_endpoint=url, service_name="rp-test", **settings)
+    options = {"endpoint": url, "service_name": "rp-test", **settings}
+    loaded = load_settings(sinks={"otel": options})
     sink = OtelEvaluationSink.from_settings(loaded, context)
     assert sink is not None
     sink.export(record, results)
@@ -203,6 +205,36 @@ def test_falls_back_to_the_record_span(backend: CaptureServer) -> None:
     assert attrs(by_metric(logs, "refusal"))["error.type"] == "RuntimeError"
 
 
+def test_an_agent_turns_results_are_about_the_spans_they_judge(backend: CaptureServer) -> None:
+    """Faithfulness on the final model call, an injection on the tool call whose result
+    carried it, a tool error on the failed call's span (``details.target_span_id``), the
+    turn's step count on the agent's span."""
+    turn = agent_turn()
+    results = agent_results(turn)
+    export(backend, turn.record, results)
+    spans, logs = signals(backend, turn.record.trace_id)
+    assert len(spans) == len(logs) == len(results)
+    for metric, span_id in expected_spans(turn).items():
+        assert by_metric(logs, metric).span_id.hex() == span_id, metric
+        carrier = by_metric(spans, metric)
+        assert [link.span_id.hex() for link in carrier.links] == [span_id], metric
+        assert attrs(carrier)["ragpulse.evaluation.target_span_id"] == span_id
+    # The final model call's completion id goes with the answer's results only.
+    assert attrs(by_metric(logs, "faithfulness"))["gen_ai.response.id"] == "chatcmpl-final"
+    assert "gen_ai.response.id" not in attrs(by_metric(logs, "tool_error"))
+
+
+def test_a_named_span_that_is_no_span_id_falls_back(backend: CaptureServer) -> None:
+    """A malformed ``target_span_id`` is ignored: the metric's own span (here the root)."""
+    turn = agent_turn()
+    result = EvalResult(
+        metric="tool_loop", method="rules", score=0.5, details={"target_span_id": "call_1"}
+    )
+    export(backend, turn.record, [result])
+    _, [log] = signals(backend, turn.record.trace_id)
+    assert log.span_id.hex() == turn.root
+
+
 def test_redaction_still_applies(backend: CaptureServer) -> None:
     trace_id = new_trace_id()
     record = RagRecord(
@@ -258,7 +290,7 @@ def test_events_off_where_the_endpoint_has_no_logs_intake(
     the EVALUATOR spans still go, and nothing counts as failed."""
     context = PluginContext(Settings())
     with CaptureServer(logs_status=status) as server, caplog.at_level(logging.WARNING):
-        settings = load_settings(otlp_export_endpoint=server.url)
+        settings = load_settings(sinks={"otel": {"endpoint": server.url}})
         sink = OtelEvaluationSink.from_settings(settings, context)
         assert sink is not None
         trace_id = new_trace_id()
@@ -286,5 +318,5 @@ def test_every_failed_export_is_counted() -> None:
     record = RagRecord(trace_id=new_trace_id(), span_id=new_span_id(), question="q", answer="a")
     url = f"http://127.0.0.1:{free_port()}"
     result = EvalResult(metric="refusal", method="rules", score=0.0)
-    export(url, record, [result], context, otel_export={"timeout_s": 0.5})
+    export(url, record, [result], context, timeout_s=0.5)
     assert errors_of(context) == 2  # the carrier span batch and the event batch

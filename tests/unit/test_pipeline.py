@@ -11,7 +11,13 @@ from support.kafka_env import wait_until
 
 from ragpulse.collector.assembly import Ack, CompletedTrace
 from ragpulse.collector.pipeline import Pipeline
-from ragpulse.config import EvaluationSettings, SamplingSettings
+from ragpulse.config import (
+    EvaluationSettings,
+    JudgeSettings,
+    ModelTierSettings,
+    SamplingSettings,
+    TierSettings,
+)
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import Evaluator, Tier
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
@@ -114,13 +120,11 @@ class SlowModel(Evaluator):
         return [self.result(0.9) for _ in records]
 
 
-def run_pipeline(
-    model: Evaluator, n: int, **settings: float
-) -> tuple[InMemorySink, CollectorMetrics]:
+def run_pipeline(model: Evaluator, n: int, **tier: float) -> tuple[InMemorySink, CollectorMetrics]:
+    """``n`` records through the cheap tier and ``model``; ``tier``: ``evaluation.model``."""
     metrics, memory = CollectorMetrics(), InMemorySink()
-    pipeline = Pipeline(
-        [LexicalFaithfulness(), model], [memory], metrics, EvaluationSettings(**settings)
-    )
+    settings = EvaluationSettings(model=ModelTierSettings(**tier))  # type: ignore[arg-type]
+    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
     pipeline.start()
     pipeline.submit([trace(f"q{i}?") for i in range(n)])
     assert pipeline.wait_idle(10)
@@ -130,7 +134,7 @@ def run_pipeline(
 
 def test_model_tier_results_join_the_cheap_ones_in_one_export() -> None:
     model = SlowModel()
-    memory, _ = run_pipeline(model, 20, model_rate=1.0, model_batch_size=8)
+    memory, _ = run_pipeline(model, 20, rate=1.0, batch_size=8)
     assert len(memory.items) == 20  # one export per record
     assert all(
         [r.name for r in i.results] == ["faithfulness/lexical", "slow/model"] for i in memory.items
@@ -141,17 +145,15 @@ def test_model_tier_results_join_the_cheap_ones_in_one_export() -> None:
 
 
 def test_model_rate_zero_and_sampling_by_trace_id() -> None:
-    memory, _ = run_pipeline(SlowModel(), 10, model_rate=0.0)
+    memory, _ = run_pipeline(SlowModel(), 10, rate=0.0)
     assert all(len(i.results) == 1 for i in memory.items)
-    memory, _ = run_pipeline(SlowModel(), 200, model_rate=0.3)
+    memory, _ = run_pipeline(SlowModel(), 200, rate=0.3)
     share = sum(len(i.results) == 2 for i in memory.items) / 200
     assert 0.15 < share < 0.45
 
 
 def test_full_model_queue_skips_the_tier_and_counts() -> None:
-    memory, metrics = run_pipeline(
-        SlowModel(delay=0.05), 30, model_rate=1.0, model_max_queue=1, model_batch_size=1
-    )
+    memory, metrics = run_pipeline(SlowModel(delay=0.05), 30, rate=1.0, max_queue=1, batch_size=1)
     assert len(memory.items) == 30
     skipped = metrics.registry.get_sample_value(
         "ragpulse_tier_skipped_total", {"tier": "model", "reason": "queue_full"}
@@ -160,7 +162,7 @@ def test_full_model_queue_skips_the_tier_and_counts() -> None:
 
 
 def test_model_that_cannot_load_is_disabled_and_records_still_flow() -> None:
-    memory, metrics = run_pipeline(SlowModel(fail_load=True), 5, model_rate=1.0)
+    memory, metrics = run_pipeline(SlowModel(fail_load=True), 5, rate=1.0)
     assert len(memory.items) == 5 and all(len(i.results) == 1 for i in memory.items)
     assert (
         metrics.registry.get_sample_value(
@@ -211,7 +213,9 @@ def skipped(metrics: CollectorMetrics, reason: str) -> float:
 
 def test_a_tier_nothing_can_reach_never_loads() -> None:
     model = Gated()
-    settings = EvaluationSettings(model_rate=0.0, sampling=SamplingSettings(priorities=[]))
+    settings = EvaluationSettings(
+        model=ModelTierSettings(rate=0.0), sampling=SamplingSettings(priorities=[])
+    )
     metrics, memory = CollectorMetrics(), InMemorySink()
     pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
     pipeline.start()
@@ -225,7 +229,9 @@ def test_a_tier_nothing_can_reach_never_loads() -> None:
 def test_a_tier_only_priority_rules_reach_loads_on_the_first_record() -> None:
     model = Gated()
     metrics, memory = CollectorMetrics(), InMemorySink()
-    settings = EvaluationSettings(model_rate=0.0, max_wait_s=0.01)  # rule: error -> model
+    settings = EvaluationSettings(
+        model=ModelTierSettings(rate=0.0), max_wait_s=0.01
+    )  # error -> model
     pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
     pipeline.start()
     pipeline.submit([trace("fine?")])
@@ -244,7 +250,7 @@ def test_a_tier_only_priority_rules_reach_loads_on_the_first_record() -> None:
 
 def test_spent_budget_skips_the_tier_and_counts() -> None:
     metrics, memory = CollectorMetrics(), InMemorySink()
-    settings = EvaluationSettings(model_rate=1.0, model_budget=0.01, model_batch_size=1)
+    settings = EvaluationSettings(model=ModelTierSettings(rate=1.0, budget=0.01, batch_size=1))
     pipeline = Pipeline([LexicalFaithfulness(), SlowModel(delay=0.3)], [memory], metrics, settings)
     pipeline.start()
     pipeline.submit([trace("first?")])  # its batch takes 30 s of a 1% budget
@@ -263,7 +269,7 @@ def test_records_wait_for_a_busy_model_tier_at_most_their_deadline() -> None:
     model = Gated(block_batches=True)
     metrics, memory = CollectorMetrics(), InMemorySink()
     settings = EvaluationSettings(
-        model_rate=1.0, model_batch_size=1, model_max_delay_s=0.05, max_wait_s=0.01
+        model=ModelTierSettings(rate=1.0, batch_size=1, max_delay_s=0.05), max_wait_s=0.01
     )
     pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
     pipeline.start()
@@ -281,7 +287,10 @@ def test_stop_never_waits_for_a_model_load() -> None:
     model = Gated(block_load=True)
     metrics, memory = CollectorMetrics(), InMemorySink()
     pipeline = Pipeline(
-        [LexicalFaithfulness(), model], [memory], metrics, EvaluationSettings(model_rate=1.0)
+        [LexicalFaithfulness(), model],
+        [memory],
+        metrics,
+        EvaluationSettings(model=ModelTierSettings(rate=1.0)),
     )
     pipeline.start()
     pipeline.submit([trace(f"q{i}?") for i in range(3)])
@@ -291,3 +300,42 @@ def test_stop_never_waits_for_a_model_load() -> None:
     assert len(memory.items) == 3 and all(len(i.results) == 1 for i in memory.items)
     assert skipped(metrics, "shutdown") == 3
     model.release.set()  # let the abandoned loader thread finish
+
+
+class JudgeStandIn(Evaluator):
+    """A judge-tier evaluator that calls no endpoint: the staging is what is tested."""
+
+    metric, method = "stand_in", "judge"
+    tier = Tier.JUDGE
+
+    def score(self, record: RagRecord) -> EvalResult:
+        return self.result(0.5)
+
+
+def test_both_costly_tiers_are_built_from_one_section_shape() -> None:
+    """``evaluation.model`` and ``evaluation.judge`` share their keys (TierSettings), and
+    the pipeline builds each tier's stage from its section alone."""
+    shared = set(TierSettings.model_fields)
+    assert shared == {"rate", "batch_size", "max_wait_s", "max_queue", "max_delay_s"}
+    assert shared <= set(ModelTierSettings.model_fields) & set(JudgeSettings.model_fields)
+    model = ModelTierSettings(
+        rate=1.0, batch_size=3, max_wait_s=0.03, max_queue=7, max_delay_s=2.5, budget=0.5
+    )
+    judge = JudgeSettings(rate=1.0, batch_size=5, max_wait_s=0.05, max_queue=9, max_delay_s=4.5)
+    settings = EvaluationSettings(model=model, judge=judge)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), SlowModel(), JudgeStandIn()],
+        [InMemorySink()],
+        CollectorMetrics(),
+        settings,
+    )
+    for tier, section in ((Tier.MODEL, model), (Tier.JUDGE, judge)):
+        stage = pipeline._stages[tier]
+        built = (stage._batch_size, stage._max_wait_s, stage._max_queue, stage._max_delay_s)
+        assert built == (
+            section.batch_size, section.max_wait_s, section.max_queue, section.max_delay_s
+        )  # fmt: skip
+        assert pipeline._sampler.rates[tier] == section.rate
+    budget = pipeline._stages[Tier.MODEL]._budget
+    assert budget is not None and budget.share == 0.5  # the model tier's own key
+    assert pipeline._stages[Tier.JUDGE]._budget is None  # judges count calls and tokens

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from ragpulse.config import PrometheusSettings
 from ragpulse.exporters.prometheus import PrometheusSink
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.telemetry import PairLimiter
@@ -20,7 +19,7 @@ def score_series(registry: CollectorRegistry) -> int:
 
 
 def test_score_series_stay_within_the_documented_bound() -> None:
-    settings = PrometheusSettings()
+    settings = PrometheusSink.Options()
     registry = CollectorRegistry()
     sink = PrometheusSink(registry, settings)
     methods = [("faithfulness", "lexical"), ("context_relevance", "lexical"), ("refusal", "rules")]

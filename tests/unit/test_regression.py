@@ -14,10 +14,16 @@ from test_sampling import feedback_span, rag_spans
 
 from ragpulse import semconv as sc
 from ragpulse.collector.service import Collector
-from ragpulse.config import RedactionSettings, RegressionSetRule, load_settings
+from ragpulse.config import RedactionSettings, load_settings
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.memory import InMemorySink
-from ragpulse.exporters.regression import RegressionSink, question_key, set_files, set_stats
+from ragpulse.exporters.regression import (
+    RegressionSetRule,
+    RegressionSink,
+    question_key,
+    set_files,
+    set_stats,
+)
 from ragpulse.record import Document, EvalResult, RagRecord
 from ragpulse.redaction import Redactor, luhn_valid
 
@@ -98,18 +104,18 @@ def test_dedupe_by_normalized_question_survives_restart(tmp_path: Path) -> None:
 def test_rotation_by_size_and_age(tmp_path: Path) -> None:
     now = [1_700_000_000.0]
     sets = {"low": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5)}
-    sink = RegressionSink(tmp_path, sets, max_bytes=2048, max_age_s=60, clock=lambda: now[0])
+    sink = RegressionSink(tmp_path, sets, max_bytes=3000, max_age_s=60, clock=lambda: now[0])
     for i in range(6):
         sink.export(record(f"question {i} " + "x" * 100), [LOW])
     first = set_files(tmp_path / "low")[0]
-    assert len(first.read_text().splitlines()) == 2  # ~850-byte lines: a third would pass 2048
+    assert len(first.read_text().splitlines()) == 2  # ~1.1 kB lines: a third would pass 3000
     assert len(set_files(tmp_path / "low")) == 3
     now[0] += 61  # older than max_age_s: the next line opens a new file
     sink.export(record("after a minute"), [LOW])
     sink.shutdown()
     files = set_files(tmp_path / "low")
     assert len(files) == 4
-    assert all(p.stat().st_size <= 2048 for p in files)
+    assert all(p.stat().st_size <= 3000 for p in files)
     assert len(lines(tmp_path / "low")) == 7
     [stats] = set_stats(tmp_path)
     assert (stats.files, stats.lines) == (4, 7)
@@ -165,9 +171,9 @@ def test_collector_writes_sets_from_live_traffic(tmp_path: Path) -> None:
     settings = load_settings(
         # The trace stays open until flush(): its feedback surely joins in the window.
         assembly={"grace_s": 600, "tick_s": 0.05},
-        regression={"directory": str(tmp_path), "sets": {
+        sinks={"regression": {"directory": str(tmp_path), "sets": {
             "negative_feedback": {"kind": "negative_feedback"},
-            "everything": {"kind": "random", "rate": 1.0}}},
+            "everything": {"kind": "random", "rate": 1.0}}}},
     )  # fmt: skip
     sink = InMemorySink()
     c = Collector(settings, evaluators=[LexicalFaithfulness()], extra_sinks=[sink],

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from support.helpers import new_trace_id
 
-from ragpulse.config import RegressionSetRule
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
-from ragpulse.exporters.regression import RegressionSink
+from ragpulse.exporters.regression import RegressionSetRule, RegressionSink
 from ragpulse.record import Document, RagRecord
 
 FACTS = {

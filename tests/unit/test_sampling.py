@@ -15,7 +15,7 @@ import ragpulse
 from ragpulse import semconv as sc
 from ragpulse.collector.sampling import SamplingPolicy
 from ragpulse.collector.service import Collector
-from ragpulse.config import EvaluationSettings, JudgeSettings, load_settings
+from ragpulse.config import EvaluationSettings, JudgeSettings, ModelTierSettings, load_settings
 from ragpulse.evaluators.base import Tier
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.memory import InMemorySink
@@ -29,14 +29,17 @@ def policy(**kw: object) -> SamplingPolicy:
 
 
 def test_same_trace_same_decision_in_another_process() -> None:
-    here = [policy(model_rate=0.3).wants(RagRecord(trace_id=t), Tier.MODEL) for t in IDS]
+    here = [
+        policy(model=ModelTierSettings(rate=0.3)).wants(RagRecord(trace_id=t), Tier.MODEL)
+        for t in IDS
+    ]
     code = (
         "import json, sys\n"
         "from ragpulse.collector.sampling import SamplingPolicy\n"
-        "from ragpulse.config import EvaluationSettings\n"
+        "from ragpulse.config import EvaluationSettings, ModelTierSettings\n"
         "from ragpulse.evaluators.base import Tier\n"
         "from ragpulse.record import RagRecord\n"
-        "p = SamplingPolicy(EvaluationSettings(model_rate=0.3))\n"
+        "p = SamplingPolicy(EvaluationSettings(model=ModelTierSettings(rate=0.3)))\n"
         "ids = json.loads(sys.stdin.read())\n"
         "print(json.dumps([p.wants(RagRecord(trace_id=t), Tier.MODEL) for t in ids]))\n"
     )
@@ -52,7 +55,7 @@ def test_same_trace_same_decision_in_another_process() -> None:
 
 
 def test_priority_rules_override_base_rates() -> None:
-    p = policy(model_rate=0.0, judge=JudgeSettings(rate=0.0))
+    p = policy(model=ModelTierSettings(rate=0.0), judge=JudgeSettings(rate=0.0))
     plain = RagRecord(trace_id=IDS[0])
     assert p.reason(plain, Tier.MODEL) is None and p.reason(plain, Tier.JUDGE) is None
     assert p.reason(plain, Tier.CHEAP) == "all"
@@ -77,7 +80,7 @@ def test_route_overrides_and_latency_rule() -> None:
         routes={"/vip": {"judge": 1.0}},
         priorities=[PriorityRule(when="latency_above", ms=500, tiers=["model"])],
     )
-    p = policy(model_rate=0.0, judge=JudgeSettings(rate=0.0), sampling=sampling)
+    p = policy(model=ModelTierSettings(rate=0.0), judge=JudgeSettings(rate=0.0), sampling=sampling)
     assert p.reason(RagRecord(trace_id=IDS[1], route="/vip"), Tier.JUDGE) == "route_rate"
     assert p.reason(RagRecord(trace_id=IDS[1], route="/ask"), Tier.JUDGE) is None
     slow = RagRecord(trace_id=IDS[1], latency_ms=900)

@@ -37,8 +37,8 @@ def test_a_bad_file_names_itself_the_line_the_key_and_the_fix(
 def test_every_problem_in_one_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        "regression:\n"
-        "  directroy: /tmp/sets\n"
+        "sinks:\n"
+        "  regression: {directroy: /tmp/sets}\n"
         "evaluation:\n"
         "  options:\n"
         "    injection/rules: {treshold: 0.5}\n"
@@ -49,7 +49,7 @@ def test_every_problem_in_one_report(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "3 problems in the settings" in err
     report = " ".join(err.split())
     assert (
-        f"{bad}:2: regression.directroy: unknown setting (did you mean regression.directory?)"
+        f"{bad}:2: sinks.regression: unknown option 'directroy' (did you mean 'directory'?)"
         in report
     )
     assert f"{bad}:5: evaluation.options.injection/rules: unknown option 'treshold'" in report

@@ -1,0 +1,303 @@
+"""Conversations: the turns of a chat session, joined, and closed into conversation records.
+
+Every exported turn record that carries a conversation id (``RagRecord.conversation_id``)
+is kept in its conversation, its results with it (costly tiers' results and late
+feedback join the turn as they come). A conversation closes when no turn came for
+``conversations.idle_s``, at once when a turn carries the end marker
+(``ragpulse.conversation.end``), at the end of an offline run, or when the collector
+stops: it becomes a :class:`~ragpulse.record.ConversationRecord` that the conversation
+evaluators score and every sink receives (``Sink.export_conversation``). A conversation of
+one turn gets no record (its turn record says it all; counted). A closed conversation is
+kept for ``conversations.keep_closed_s``: if it resumes, its record is revised
+(``revision`` + 1, the same identifier: a backend replaces the earlier one).
+
+Before a turn is evaluated, :meth:`ConversationStage.prepare` numbers it when its spans
+did not (in order of arrival), and joins the earlier turns as its history when its spans
+carried none (apps traced by ragpulse's decorators): their questions and answers, and
+their documents as evidence (``conversations.join_turns`` turns, bounded).
+
+State is bounded: at most ``conversations.max_open`` conversations (open and kept closed;
+past it the least recently active one is closed early, ``evicted``), at most
+``conversations.max_turns`` turns each; texts are kept cut. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ragpulse.collector.history import standalone
+from ragpulse.config import ConversationSettings
+from ragpulse.evaluators.base import ConversationEvaluator
+from ragpulse.record import (
+    ConversationRecord,
+    Document,
+    DocumentSource,
+    EvalResult,
+    HistoryMessage,
+    RagRecord,
+    TurnSummary,
+)
+from ragpulse.telemetry import CollectorMetrics
+
+log = logging.getLogger(__name__)
+
+END_MARKER = "ragpulse.conversation.end"
+"""A turn's attribute that closes its conversation at once (true)."""
+KEPT_CHARS = 500
+"""Characters kept of a turn's question and answer in its conversation's state."""
+KEPT_DOCUMENTS = 3
+"""Documents kept per turn for joining into a later turn without history."""
+KEPT_DOCUMENT_CHARS = 1_000
+
+Closed = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
+Export = Callable[[ConversationRecord, list[EvalResult]], None]
+
+
+@dataclass
+class _Turn:
+    summary: TurnSummary
+    documents: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Conversation:
+    conversation_id: str
+    service: str
+    route: str | None
+    last: float
+    turns: dict[tuple[str, str], _Turn] = field(default_factory=dict)
+    revision: int = 0  # records exported so far
+    closed_at: float | None = None
+    dropped: int = 0
+
+    def ordered(self) -> list[_Turn]:
+        return sorted(self.turns.values(), key=lambda t: (t.summary.turn, t.summary.start_time_ns))
+
+
+def _compact(results: Sequence[EvalResult]) -> list[EvalResult]:
+    """What a conversation keeps of a turn's results: metric, method, score, label."""
+    return [
+        EvalResult(metric=r.metric, method=r.method, score=r.score, label=r.label,
+                   direction=r.direction)
+        for r in results
+        if r.error is None
+    ]  # fmt: skip
+
+
+class ConversationStage:
+    def __init__(
+        self,
+        settings: ConversationSettings,
+        evaluators: Sequence[ConversationEvaluator],
+        export: Export,
+        metrics: CollectorMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.evaluators = list(evaluators)
+        self._export = export
+        self._metrics = metrics if metrics is not None else CollectorMetrics()
+        self._clock = clock
+        self._lock = threading.Lock()
+        # By last activity, least recent first: open and kept-closed conversations alike.
+        self._held: OrderedDict[str, _Conversation] = OrderedDict()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the turn, before it is evaluated ------------------------------------------------
+
+    def prepare(self, record: RagRecord) -> RagRecord:
+        """``record`` numbered (when its spans did not say) and, when its spans carried no
+        history, with its conversation's earlier turns joined as its history."""
+        cid = record.conversation_id
+        if not cid:
+            return record
+        with self._lock:
+            held = self._held.get(cid)
+            earlier = [
+                t for t in (held.ordered() if held else ())
+                if (t.summary.trace_id, t.summary.span_id) != (record.trace_id, record.span_id)
+            ]  # fmt: skip
+        update: dict[str, Any] = {}
+        if record.turn is None:
+            known = held.turns.get((record.trace_id, record.span_id)) if held else None
+            update["turn"] = known.summary.turn if known else len(earlier) + 1
+        if not record.history and earlier and self.settings.join_turns:
+            joined = earlier[-self.settings.join_turns :]
+            history = [
+                m
+                for t in joined
+                for m in (
+                    HistoryMessage(role="user", content=t.summary.question, turn=t.summary.turn),
+                    HistoryMessage(role="assistant", content=t.summary.answer, turn=t.summary.turn),
+                )
+                if m.content
+            ]
+            carried = [
+                Document(
+                    content=text,
+                    source=DocumentSource(kind="history", turn=t.summary.turn, index=i),
+                )
+                for t in joined
+                for i, text in enumerate(t.documents)
+            ]
+            update.update(
+                history=history,
+                documents=[*record.documents, *carried],
+                standalone_question=standalone(record.question, history),
+            )
+        return record.model_copy(update=update) if update else record
+
+    # -- every export of a turn -------------------------------------------------------------
+
+    def observe(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+        """Keep a turn (its first export) or its later results (an update's)."""
+        cid = record.conversation_id
+        if not cid:
+            return
+        closing: list[tuple[_Conversation, Closed]] = []
+        with self._lock:
+            now = self._clock()
+            held = self._held.get(cid)
+            if held is None:
+                held = self._held[cid] = _Conversation(cid, record.service, record.route, now)
+            elif held.closed_at is not None:
+                held.closed_at = None  # it resumes: the next close revises its record
+            held.last = now
+            self._held.move_to_end(cid)
+            key = (record.trace_id, record.span_id)
+            turn = held.turns.get(key)
+            if turn is not None:  # an update (a costly tier, feedback): more results
+                summary = turn.summary
+                turn.summary = summary.model_copy(
+                    update={"results": [*summary.results, *_compact(results)]}
+                )
+            elif len(held.turns) >= self.settings.max_turns:
+                held.dropped += 1
+                self._metrics.conversation_turns_dropped.inc()
+            else:
+                held.turns[key] = _Turn(
+                    TurnSummary(
+                        turn=record.turn or len(held.turns) + 1,
+                        trace_id=record.trace_id,
+                        span_id=record.span_id,
+                        question=record.question[:KEPT_CHARS],
+                        answer=record.answer[:KEPT_CHARS],
+                        start_time_ns=record.start_time_ns,
+                        end_time_ns=record.end_time_ns,
+                        results=_compact(results),
+                        tool_calls=len(record.tool_calls),
+                    ),
+                    [d.content[:KEPT_DOCUMENT_CHARS]
+                     for d in record.documents if not d.carried][:KEPT_DOCUMENTS],
+                )  # fmt: skip
+            if record.attributes.get(END_MARKER) is True:
+                closing.append((held, "end"))
+            closing += self._over_bound()
+            self._metrics.conversations_open.set(len(self._held))
+        for conversation, why in closing:
+            self._close(conversation, why)
+
+    def _over_bound(self) -> list[tuple[_Conversation, Closed]]:
+        """Conversations past ``max_open``, least recently active first: an open one is
+        closed early (evicted), a kept closed one forgotten. Called with the lock held."""
+        out: list[tuple[_Conversation, Closed]] = []
+        while len(self._held) > self.settings.max_open:
+            _, oldest = self._held.popitem(last=False)
+            if oldest.closed_at is None:
+                out.append((oldest, "evicted"))
+        return out
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Close the conversations idle for ``idle_s``; forget closed ones past
+        ``keep_closed_s``."""
+        now = self._clock()
+        idle, keep = self.settings.idle_s, self.settings.keep_closed_s
+        closing: list[_Conversation] = []
+        with self._lock:
+            for cid, held in list(self._held.items()):
+                closed = held.closed_at
+                if closed is None and now - held.last >= idle:
+                    held.closed_at = now
+                    closing.append(held)
+                elif closed is not None and now - closed >= keep:
+                    del self._held[cid]
+            self._metrics.conversations_open.set(len(self._held))
+        for conversation in closing:
+            self._close(conversation, "idle")
+
+    def close_all(self, why: Closed) -> None:
+        """Close every open conversation now (the end of an offline run, a shutdown)."""
+        with self._lock:
+            open_ = [h for h in self._held.values() if h.closed_at is None]
+            now = self._clock()
+            for held in open_:
+                held.closed_at = now
+        for conversation in open_:
+            self._close(conversation, why)
+
+    def _close(self, conversation: _Conversation, why: Closed) -> None:
+        with self._lock:
+            turns = [t.summary for t in conversation.ordered()]
+            if conversation.closed_at is None:
+                conversation.closed_at = self._clock()
+            if len(turns) < 2:
+                self._metrics.conversations.labels("single_turn").inc()
+                return
+            conversation.revision += 1
+            revision = conversation.revision
+        record = ConversationRecord(
+            conversation_id=conversation.conversation_id,
+            service=conversation.service,
+            route=conversation.route,
+            turns=turns,
+            revision=revision,
+            closed_by=why,
+            start_time_ns=min(t.start_time_ns for t in turns),
+            end_time_ns=max(t.end_time_ns for t in turns),
+            attributes={"ragpulse.conversation.turns_dropped": conversation.dropped}
+            if conversation.dropped
+            else {},
+        )
+        results = [r for e in self.evaluators for r in e.evaluate_conversations([record])]
+        self._metrics.conversations.labels(
+            "evicted" if why == "evicted" else "revised" if revision > 1 else "closed"
+        ).inc()
+        try:
+            self._export(record, results)
+        except Exception:  # the sinks are guarded one by one; this guards the stage
+            log.exception("exporting conversation %s failed", conversation.conversation_id)
+
+    # -- the ticker -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="ragpulse-conversations", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, close: Closed | None = "shutdown") -> None:
+        """Stop the ticker; close what is open (``close``: why; None leaves it open)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+        if close is not None:
+            self.close_all(close)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.settings.tick_s):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("closing idle conversations failed")

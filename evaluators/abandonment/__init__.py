@@ -1,0 +1,1 @@
+"""``abandonment/<method>``: did the user leave right after an unsupported answer?"""

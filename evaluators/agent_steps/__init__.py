@@ -1,0 +1,1 @@
+"""``agent_steps/<method>``: how many steps (tool and model calls) an agent turn took."""

@@ -1,0 +1,1 @@
+"""``conversation_injection/<method>``: did any turn of a conversation carry an injection?"""

@@ -1,0 +1,1 @@
+"""``conversation_tool_errors/<method>``: turns of a conversation whose tools failed."""

@@ -1,0 +1,1 @@
+"""``tool_error/<method>``: did an agent turn's tool calls fail?"""

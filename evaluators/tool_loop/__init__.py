@@ -1,0 +1,1 @@
+"""``tool_loop/<method>``: did an agent repeat the same tool call?"""

@@ -1,0 +1,213 @@
+"""Conversations: turns joined by their conversation id, numbered, given their history,
+closed when idle into a conversation record, revised when they resume; bounded.
+
+The clock is injected: closing on idle is decided by it, never by sleeping."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from support.helpers import make_span, new_span_id, new_trace_id
+
+from ragpulse.collector.conversations import END_MARKER, ConversationStage
+from ragpulse.collector.extract import extract_records
+from ragpulse.config import ConversationSettings
+from ragpulse.evaluators.conversation_groundedness.rules import ConversationGroundedness
+from ragpulse.evaluators.user_frustration.rules import UserFrustration
+from ragpulse.record import ConversationRecord, Document, EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stage(
+    **settings: Any,
+) -> tuple[
+    ConversationStage, Clock, list[tuple[ConversationRecord, list[EvalResult]]], CollectorMetrics
+]:
+    clock, exported, metrics = Clock(), [], CollectorMetrics()
+    evaluators = [ConversationGroundedness(), UserFrustration()]
+    found = ConversationStage(
+        ConversationSettings(**settings),
+        evaluators,
+        lambda c, r: exported.append((c, r)),
+        metrics,
+        clock,
+    )
+    return found, clock, exported, metrics
+
+
+def turn(cid: str | None, question: str, answer: str = "", **fields: Any) -> RagRecord:
+    return RagRecord(
+        trace_id=new_trace_id(), span_id=new_span_id(), conversation_id=cid,
+        question=question, answer=answer, **fields,
+    )  # fmt: skip
+
+
+FAITHFUL = EvalResult(metric="faithfulness", method="lexical", score=0.9)
+
+
+def count(metrics: CollectorMetrics, outcome: str) -> float:
+    value = metrics.registry.get_sample_value("ragpulse_conversations_total", {"outcome": outcome})
+    return value or 0.0
+
+
+def test_turns_without_history_are_numbered_and_given_the_earlier_turns() -> None:
+    conversations, _, _, _ = stage()
+    first = conversations.prepare(
+        turn("c1", "When was the Harbour lighthouse built?", "In 1857.",
+             documents=[Document(content="The Harbour lighthouse was built in 1857.")])
+    )  # fmt: skip
+    assert first.turn == 1 and not first.history
+    conversations.observe(first, [FAITHFUL])
+    second = conversations.prepare(turn("c1", "And how tall is it?"))
+    assert second.turn == 2
+    assert [(m.role, m.turn) for m in second.history] == [("user", 1), ("assistant", 1)]
+    [carried] = second.documents
+    assert carried.carried and carried.source is not None and carried.source.turn == 1
+    assert second.standalone_question == "And how tall is it? (harbour lighthouse built)"
+    again = conversations.prepare(first)  # the first turn delivered again keeps its number
+    assert again.turn == 1
+
+
+def test_an_idle_conversation_closes_into_a_record_and_is_revised_when_it_resumes() -> None:
+    conversations, clock, exported, metrics = stage(idle_s=300, keep_closed_s=3600)
+    for question in ("When does the ferry leave?", "And when does it come back?"):
+        conversations.observe(conversations.prepare(turn("c1", question, "At 8.")), [FAITHFUL])
+    clock.now += 299
+    conversations.tick()
+    assert not exported  # not idle long enough
+    clock.now += 1
+    conversations.tick()
+    [(record, results)] = exported
+    assert (record.conversation_id, record.revision, record.closed_by) == ("c1", 1, "idle")
+    assert [t.turn for t in record.turns] == [1, 2]
+    assert {r.name for r in results} == {
+        "conversation_groundedness/rules",
+        "user_frustration/rules",
+    }
+    clock.now += 600  # resumes within keep_closed_s: the record is revised
+    conversations.observe(conversations.prepare(turn("c1", "Is there a bar on board?")), [])
+    clock.now += 300
+    conversations.tick()
+    revised, _ = exported[1]
+    assert revised.revision == 2 and len(revised.turns) == 3
+    assert revised.identifier == record.identifier
+    assert (count(metrics, "closed"), count(metrics, "revised")) == (1, 1)
+    clock.now += 3600  # past keep_closed_s: forgotten; a new turn starts anew
+    conversations.tick()
+    assert conversations.prepare(turn("c1", "Hello again")).turn == 1
+
+
+def test_an_end_marker_closes_at_once_and_one_turn_makes_no_record() -> None:
+    conversations, _, exported, metrics = stage()
+    conversations.observe(turn("alone", "Hi", "Hello"), [])
+    conversations.close_all("end_of_run")
+    assert not exported and count(metrics, "single_turn") == 1
+    conversations.observe(turn("c2", "Question one?", "One."), [])
+    conversations.observe(turn("c2", "Bye", "Bye", attributes={END_MARKER: True}), [])
+    [(record, _)] = exported
+    assert record.closed_by == "end"
+
+
+def test_no_id_no_conversation() -> None:
+    conversations, _, exported, _ = stage()
+    for cid in (None, ""):
+        record = turn(cid, "Where is it?")
+        assert conversations.prepare(record) is record
+        conversations.observe(record, [])
+    conversations.close_all("end_of_run")
+    assert not exported
+
+
+def test_state_is_bounded() -> None:
+    conversations, clock, exported, metrics = stage(max_open=2, max_turns=3)
+    for cid in ("a", "b", "c"):
+        clock.now += 1
+        conversations.observe(turn(cid, "First?", "1"), [])
+        conversations.observe(turn(cid, "Second?", "2"), [])
+    # "a" was least recently active: closed early, counted.
+    assert [r.conversation_id for r, _ in exported] == ["a"] and count(metrics, "evicted") == 1
+    for i in range(5):
+        conversations.observe(turn("c", f"More {i}?", "x"), [])
+    conversations.close_all("shutdown")
+    record = next(r for r, _ in exported if r.conversation_id == "c")
+    assert len(record.turns) == 3 and record.attributes["ragpulse.conversation.turns_dropped"] == 4
+    assert metrics.registry.get_sample_value("ragpulse_conversation_turns_dropped_total") == 4
+
+
+def test_a_repeated_question_is_a_frustration_signal() -> None:
+    conversations, _, exported, _ = stage()
+    for question in ("How do I reset my password?", "How can I reset my password?", "Thanks"):
+        conversations.observe(turn("c", question, "Use the link."), [])
+    conversations.close_all("end_of_run")
+    [(_, results)] = exported
+    frustration = next(r for r in results if r.metric == "user_frustration")
+    assert frustration.details["repeated_turns"] == [2] and frustration.score == 0.5
+
+
+# --- a turn's place, read from its spans ------------------------------------------------
+
+
+def _chat(t: str, parent: str, messages: list[dict[str, Any]], answer: str, **attrs: Any) -> Any:
+    return make_span(t, "chat m", {
+        "gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(messages),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]),
+        **attrs}, parent=parent, start=10, end=20)  # fmt: skip
+
+
+def _text(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+
+def test_a_follow_up_carries_its_history_and_the_earlier_passage_as_evidence() -> None:
+    passage = [{"id": "lh-1", "content": "The Harbour lighthouse is 40 metres tall."}]
+    history = [
+        _text("system", "Answer from the handbook."),
+        _text("user", "Tell me about the Harbour lighthouse."),
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "search_docs",
+                                         "arguments": {"query": "Harbour lighthouse"}}]},
+        {"role": "user", "parts": [{"type": "tool_call_response", "id": "c1",
+                                    "name": "search_docs", "result": passage}]},
+        _text("assistant", "It is a lighthouse on the north pier."),
+        _text("user", "How tall is it?"),
+    ]  # fmt: skip
+    t, root = new_trace_id(), new_span_id()
+    spans = [
+        make_span(t, "invoke_agent a", {"gen_ai.operation.name": "invoke_agent",
+                                        "gen_ai.conversation.id": "chat-7"}, span_id=root),
+        _chat(t, root, history, "It is 40 metres tall."),
+    ]  # fmt: skip
+    [record], _ = extract_records(spans)
+    assert (record.conversation_id, record.turn) == ("chat-7", 2)
+    assert [m.role for m in record.history] == ["user", "tool", "assistant"]
+    kinds = [(d.source.kind, d.source.turn) for d in record.documents if d.source]
+    assert kinds == [("history", 1), ("system", None)]
+    assert record.standalone_question == "How tall is it? (harbour lighthouse)"
+    from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
+
+    [faithful] = LexicalFaithfulness().evaluate([record])
+    assert faithful.score == 1.0  # answered from the first turn's passage: faithful
+
+
+def test_ids_empty_or_in_langchain_metadata() -> None:
+    t, root = new_trace_id(), new_span_id()
+    base = {"openinference.span.kind": "CHAIN", "input.value": "q?", "output.value": "a"}
+    found = {"openinference.span.kind": "RETRIEVER", "retrieval.documents.0.document.content": "a"}
+    retriever = make_span(t, "r", found, parent=root)
+    for attrs, expected in [
+        ({"gen_ai.conversation.id": ""}, None),
+        ({"session.id": "s-1"}, "s-1"),
+        ({"metadata": json.dumps({"thread_id": "thread-9"})}, "thread-9"),
+    ]:
+        spans = [make_span(t, "chain", {**base, **attrs}, span_id=root), retriever]
+        [record], _ = extract_records(spans)
+        assert record.conversation_id == expected
