@@ -83,11 +83,13 @@ def backfill(
                 progress(run)
         if stop.is_set() or (limit is not None and len(seen) >= limit):
             break
-    # Every trace read is whole: close them all now (conversations included), evaluate.
+    # Every trace read is whole: close them all now, evaluate, then close the
+    # conversations they belong to (the end of the run: nothing more of them is read).
     collector.pipeline.submit(collector.assembler.drain())
     while not collector.pipeline.wait_idle(IDLE_STEP_S):
         if stop.is_set():
             break
+    collector.pipeline.conversations.close_all("end_of_run")
     run.delivered = collector.settle(deliver_timeout_s)
     run.seconds = time.monotonic() - started
     return run

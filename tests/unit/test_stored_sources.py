@@ -472,3 +472,25 @@ def test_follow_mode_refuses_a_state_file_of_another_source(
         Collector(follow_settings(langfuse, state), metrics_server=False)
     with pytest.raises(ConfigError, match=r"set stored_traces\.url"):
         Collector(Settings(source="phoenix"), metrics_server=False)
+
+
+def test_a_conversation_read_once_closes_at_the_end_of_the_run(
+    langfuse: LangfuseDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three turns of one chat session (``session.id`` on each turn's root span) read by
+    ``eval --from``: each turn is a record, and the conversation is closed when the run
+    ends (nothing more of it will be read), its record in the JSONL."""
+    traces = demo_traces(3)
+    for spans in traces.values():
+        for obs in langfuse.add_spans(spans):
+            if obs["isRootObservation"]:
+                obs["metadata"]["attributes"]["session.id"] = "chat-7"
+    out = tmp_path / "scored.jsonl"
+    code, _, err = cli(["eval", "--from", url_of(langfuse), "-o", str(out)], capsys)
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    turns = [r for r in rows if "trace_id" in r]
+    [conversation] = [r["conversation"] for r in rows if "conversation" in r]
+    assert {r["trace_id"] for r in turns} == set(traces)
+    assert conversation["conversation_id"] == "chat-7"
+    assert conversation["closed_by"] == "end_of_run" and len(conversation["turns"]) == 3
