@@ -11,19 +11,15 @@ Memory is bounded by the collector's own bounds: while it is full, reading waits
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from ragpulse import semconv as sc
 from ragpulse.collector.backends.common import Reader, TraceRef
 from ragpulse.collector.service import Collector
 from ragpulse.errors import CollectorFull
-from ragpulse.exporters.base import Sink
-from ragpulse.record import EvalResult, RagRecord, Span
+from ragpulse.record import Span
 
 log = logging.getLogger(__name__)
 
@@ -125,44 +121,3 @@ def _hand_over(
     run.traces += len(by_trace)
     reader.metrics.spans.labels(reader.tool, "ingested").inc(spans_read)
     reader.metrics.traces.labels(reader.tool).inc(len(by_trace))
-
-
-class Tally(Sink):
-    """Counts what was scored, per evaluator, for the run's closing table."""
-
-    name = "tally"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._lock = threading.Lock()
-        self.records = 0
-        self.scores: dict[str, list[float]] = {}
-        self.not_applicable: dict[str, int] = {}
-        self.errors: dict[str, int] = {}
-
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        with self._lock:
-            if sc.RAGPULSE_UPDATE not in record.attributes:
-                self.records += 1
-            for r in results:
-                scores = self.scores.setdefault(r.name, [])
-                if r.error:
-                    self.errors[r.name] = self.errors.get(r.name, 0) + 1
-                elif r.score is None:
-                    self.not_applicable[r.name] = self.not_applicable.get(r.name, 0) + 1
-                else:
-                    scores.append(r.score)
-
-    def table(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [
-                {
-                    "evaluator": name,
-                    "scored": len(values),
-                    "mean": statistics.fmean(values) if values else None,
-                    "p50": statistics.median(values) if values else None,
-                    "not_applicable": self.not_applicable.get(name, 0),
-                    "errors": self.errors.get(name, 0),
-                }
-                for name, values in sorted(self.scores.items())
-            ]

@@ -27,7 +27,7 @@ def evaluate_stored(args: argparse.Namespace) -> int:
     problem, or a tool that cannot be reached or refuses (one line naming it); 128 + the
     signal on SIGINT or SIGTERM (what was delivered stays)."""
     from ragpulse.collector.backends import SourceMetrics, open_reader, parse_backend_url
-    from ragpulse.collector.backends.backfill import Tally, backfill
+    from ragpulse.collector.backends.backfill import backfill
     from ragpulse.collector.backends.common import parse_time
     from ragpulse.collector.backends.write_back import (
         DryRunSink,
@@ -36,6 +36,7 @@ def evaluate_stored(args: argparse.Namespace) -> int:
     )
     from ragpulse.collector.service import Collector
     from ragpulse.errors import BackendError
+    from ragpulse.offline.score import SummarySink
 
     other = [f for f in ("replay", "generator", "control") if getattr(args, f, None)]
     if other or args.input is not None:
@@ -65,7 +66,7 @@ def evaluate_stored(args: argparse.Namespace) -> int:
     if args.output is not None:  # -o is this run's results, as for a file: written anew
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text("")
-    tally = Tally()
+    tally = SummarySink()
     extra: list[Any] = [tally]
     if args.dry_run:
         extra.append(DryRunSink.for_tool(url, settings))
@@ -114,9 +115,9 @@ def evaluate_stored(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, url: Any, run: Any, tally: Any, collector: Any) -> int:
     registry = collector.metrics.registry
     tool = url.tool
-    if tally.records:
+    if tally.summary.rows:
         where = f" -> {args.output}" if args.output else ""
-        print_summary(tally.table(), title=f"{tally.records} records scored{where}")
+        print_summary(tally.table(), title=f"{tally.summary.rows} records scored{where}")
     skipped = {
         s.labels["reason"]: int(s.value)
         for metric in registry.collect()
