@@ -19,6 +19,7 @@ from ragpulse.cli.common import (
     setting_help,
     sink_overrides,
 )
+from ragpulse.config import BACKEND_SOURCES
 
 if TYPE_CHECKING:
     from ragpulse.collector.service import Collector
@@ -78,8 +79,23 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--source",
-        choices=["otlp_http", "kafka"],
-        help=setting_help("where spans come from", "source"),
+        choices=["otlp_http", "kafka", "phoenix", "mlflow", "langfuse"],
+        help=setting_help(
+            "where spans come from; phoenix, mlflow, langfuse: follow the traces that tool "
+            "stores (--source-url)",
+            "source",
+        ),
+    )
+    serve.add_argument(
+        "--source-url",
+        metavar="URL",
+        help=setting_help(
+            "with --source phoenix|mlflow|langfuse: phoenix://HOST:PORT/PROJECT, "
+            "mlflow://HOST:PORT/EXPERIMENT_ID or langfuse://HOST:PORT (+https for TLS); "
+            "new traces are read every stored_traces.poll_s and the results go back to the "
+            "tool; credentials from stored_traces or the tool's environment variables",
+            "stored_traces.url",
+        ),
     )
     kafka_flags(serve, "kafka.group")
     judge_flags(serve, online=True)
@@ -120,6 +136,7 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "evaluation": evaluation_overrides(args),
         "source": args.source,
         "kafka": kafka_overrides(args),
+        "stored_traces": {"url": args.source_url} if args.source_url else None,
     }
 
 
@@ -149,6 +166,11 @@ def run_serve(args: argparse.Namespace) -> int:
     from ragpulse.runtime import tune_for_throughput
 
     settings = load_settings(args.config, **serve_overrides(args))
+    if settings.source in BACKEND_SOURCES and settings.stored_traces.url:
+        from ragpulse.collector.backends import parse_backend_url
+        from ragpulse.collector.backends.write_back import with_write_back
+
+        settings = with_write_back(settings, parse_backend_url(settings.stored_traces.url))
     collector = Collector(settings)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
