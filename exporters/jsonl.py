@@ -8,7 +8,10 @@ lists the tiers to come), then one short update line per such tier
 ``ragpulse.sampled.<tier>: "skipped:<reason>"`` when it did not evaluate the record.
 
 Every string but the record's hex ids is redacted first (the ``redaction``
-section, path ``jsonl``; on by default for e-mails, phone and card numbers).
+section, path ``jsonl``; on by default for e-mails, phone and card numbers). Each text
+is stored up to ``sinks.jsonl.max_text_chars`` (default ``evaluation.max_text_chars``,
+what the evaluators saw); a longer one is cut and listed under ``truncated`` with its
+length (:func:`ragpulse.results.stored_row`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.results import conversation_line, record_line
+from ragpulse.results import EVALUATED_CHARS, conversation_line, record_line
 
 
 class JsonlSink(Sink):
@@ -42,13 +45,26 @@ class JsonlSink(Sink):
             default_factory=RedactionSettings,
             description="the top-level redaction section (path jsonl)",
         )
+        max_text_chars: int = Field(
+            EVALUATED_CHARS,
+            ge=1,
+            description="Longest text (question, answer, one document, a tool call's "
+            "arguments or result) stored; a longer one is cut and the line's `truncated` "
+            "gives its length. Default: evaluation.max_text_chars, what was evaluated.",
+        )
 
     def __init__(
-        self, path: str | Path | TextIO, redaction: RedactionSettings | None = None
+        self,
+        path: str | Path | TextIO,
+        redaction: RedactionSettings | None = None,
+        max_text_chars: int = EVALUATED_CHARS,
     ) -> None:
         redaction = redaction or RedactionSettings()
         file = Path(path) if isinstance(path, str | Path) else None
-        super().__init__(self.Options(path=file, redaction=redaction))
+        super().__init__(
+            self.Options(path=file, redaction=redaction, max_text_chars=max_text_chars)
+        )
+        self.max_text_chars = max_text_chars
         # Redaction is on unless told otherwise: this file is what leaves the process.
         self.redactor = Redactor.for_path(redaction, "jsonl")
         if isinstance(path, str | Path):
@@ -61,15 +77,20 @@ class JsonlSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        return {"redaction": settings.redaction.model_dump()}
+        return {
+            "redaction": settings.redaction.model_dump(),
+            "max_text_chars": settings.evaluation.max_text_chars,
+        }
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> JsonlSink | None:
         assert isinstance(options, cls.Options)
-        return cls(options.path, options.redaction) if options.path else None
+        if not options.path:
+            return None
+        return cls(options.path, options.redaction, options.max_text_chars)
 
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        line = record_line(record, results, self.redactor)
+        line = record_line(record, results, self.redactor, self.max_text_chars)
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()  # readers (tail -f, tests) see whole lines promptly

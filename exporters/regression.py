@@ -9,8 +9,10 @@ keeps the evaluated records its rule selects, in
 * ``reason``: why the rule kept it, e.g. ``faithfulness/lexical score 0.213 < 0.5``.
 * ``sampling``: ``{tier: reason}`` from the record's ``ragpulse.sampled.<tier>``
   attributes (why each costly tier evaluated it).
-* ``record``: the :class:`~ragpulse.record.RagRecord` as JSON; ``results``: its
-  results as the JSONL sink writes them. A costly tier's results that arrive after
+* ``record``: the :class:`~ragpulse.record.RagRecord` as JSON, each text up to
+  ``max_text_chars`` (default ``evaluation.max_text_chars``); ``truncated`` (only when
+  one was cut) gives each cut text's field and length; ``results``: its results as the
+  JSONL sink writes them. A costly tier's results that arrive after
   the record was exported (``ragpulse.update``) are checked against the rules too;
   a line written then carries the record's earlier results as well.
 
@@ -55,7 +57,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.results import result_dict
+from ragpulse.results import EVALUATED_CHARS, TRUNCATED, stored_row
 from ragpulse.semconv import RAGPULSE_PENDING, RAGPULSE_SAMPLED_PREFIX, RAGPULSE_UPDATE
 from ragpulse.signals import feedback_score, trace_fraction
 from ragpulse.telemetry import CollectorMetrics
@@ -235,6 +237,13 @@ class RegressionSink(Sink):
             description="Replaces the top-level redaction section for regression sets only "
             "(whole section, not merged); unset = the top-level section.",
         )
+        max_text_chars: int = Field(
+            EVALUATED_CHARS,
+            ge=1,
+            description="Longest text (question, answer, one document, a tool call's "
+            "arguments or result) stored; a longer one is cut and the line's `truncated` "
+            "gives its length. Default: evaluation.max_text_chars, what was evaluated.",
+        )
 
     def __init__(
         self,
@@ -244,6 +253,7 @@ class RegressionSink(Sink):
         max_bytes: int = 50 * 1024 * 1024,
         max_age_s: float = 24 * 3600.0,
         redaction: RedactionSettings | Redactor | None = None,
+        max_text_chars: int = EVALUATED_CHARS,
         clock: Callable[[], float] = time.time,
         metrics: CollectorMetrics | None = None,
     ) -> None:
@@ -259,9 +269,11 @@ class RegressionSink(Sink):
                 max_bytes=max_bytes,
                 max_age_s=max_age_s,
                 redaction=given,
+                max_text_chars=max_text_chars,
             )
         )
         self.directory = Path(directory)
+        self.max_text_chars = max_text_chars
         self.sets = dict(sets)
         self.max_bytes, self.max_age_s = max_bytes, max_age_s
         if not isinstance(redaction, Redactor):
@@ -280,8 +292,12 @@ class RegressionSink(Sink):
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
-        # The top-level section, unless sinks.regression.redaction replaces it.
-        return {"redaction": settings.redaction.model_dump()}
+        # The top-level section, unless sinks.regression.redaction replaces it; the texts'
+        # bound, unless sinks.regression.max_text_chars sets its own.
+        return {
+            "redaction": settings.redaction.model_dump(),
+            "max_text_chars": settings.evaluation.max_text_chars,
+        }
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> RegressionSink | None:
@@ -294,6 +310,7 @@ class RegressionSink(Sink):
             max_bytes=options.max_bytes,
             max_age_s=options.max_age_s,
             redaction=options.redaction,
+            max_text_chars=options.max_text_chars,
             metrics=context.metrics,
         )
 
@@ -353,20 +370,22 @@ class RegressionSink(Sink):
     def _body(self, record: RagRecord, results: Sequence[EvalResult]) -> dict[str, Any]:
         # One row, so that a word of a value redacted in the record is also caught
         # where a result quotes it alone (unsupported_tokens).
-        row = record.model_dump(mode="json")
-        row["results"] = [result_dict(r) for r in results]
-        row = self.redactor.redact_record_dump(row)
+        row = stored_row(record, results, self.redactor, self.max_text_chars)
         redacted_results = row.pop("results")
+        truncated = row.pop(TRUNCATED, None)
         sampling = {
             key[len(RAGPULSE_SAMPLED_PREFIX) :]: value
             for key, value in record.attributes.items()
             if key.startswith(RAGPULSE_SAMPLED_PREFIX)
         }
-        return {
+        body = {
             "sampling": self.redactor.redact_json(sampling),
             "record": row,
             "results": redacted_results,
         }
+        if truncated:
+            body[TRUNCATED] = truncated
+        return body
 
     def _failed(self, what: str) -> None:
         self.errors += 1

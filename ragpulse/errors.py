@@ -13,6 +13,17 @@ class ConfigError(RagpulseError):
     """Configuration is invalid; the message says how to fix it."""
 
 
+class OptionsError(ConfigError):
+    """A plug-in's options (a sink's ``sinks.<name>``, an evaluator's
+    ``evaluation.options.<name>``) do not validate. ``problems`` holds one
+    ``(key path below the plug-in's options, what is wrong, hint)`` each, so that the
+    settings report can name each key where it was written."""
+
+    def __init__(self, message: str, problems: list[tuple[tuple[str, ...], str, str]]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
 class DecodeError(RagpulseError):
     """An OTLP payload could not be decoded (bad protobuf, bad JSON, bad gzip)."""
 
@@ -39,6 +50,17 @@ class CollectorFull(RagpulseError):
         super().__init__(f"collector full ({bound}), retry later")
         self.bound = bound
         self.retry_after_s = self.RETRY_AFTER_S
+
+
+class BackendError(RagpulseError):
+    """A tracing tool that ragpulse reads stored traces from (Phoenix, MLflow, Langfuse)
+    refused a request or answered with something unusable; the message names the tool
+    and its URL (never credentials) and says the fix where there is one."""
+
+
+class BackendUnreachable(BackendError):
+    """The tool did not answer (network error, 408, 429, 5xx) for as long as retries
+    were allowed; ``ragpulse eval --from`` exits 2, follow mode counts it and polls again."""
 
 
 class ModelUnavailable(RagpulseError):

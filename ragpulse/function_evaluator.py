@@ -30,6 +30,7 @@ record's error result, never a crash.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from pydantic import ConfigDict
 
 from ragpulse.errors import ConfigError
 from ragpulse.evaluators.base import Evaluator, Tier
-from ragpulse.function_loader import resolve
+from ragpulse.function_loader import parse_spec, resolve
 from ragpulse.options import PluginOptions
 from ragpulse.record import Direction, EvalResult, RagRecord
 
@@ -138,11 +139,29 @@ def evaluator(
     return register
 
 
+def _evaluators_in(module: Any) -> list[str]:
+    """The names of a module's ``@ragpulse.evaluator`` functions."""
+    return [
+        name
+        for name in dir(module)
+        if not name.startswith("_") and _evaluator_of(getattr(module, name, None)) is not None
+    ]
+
+
+def _evaluator_of(obj: Any) -> type[FunctionEvaluator] | None:
+    cls = getattr(obj, ATTRIBUTE, None)
+    return cls if isinstance(cls, type) and issubclass(cls, FunctionEvaluator) else None
+
+
 def load(spec: str) -> type[FunctionEvaluator]:
-    """The evaluator class of a decorated ``module:function``; ConfigError says the fix."""
-    cls = getattr(resolve(spec, "evaluator"), ATTRIBUTE, None)
-    if not (isinstance(cls, type) and issubclass(cls, FunctionEvaluator)):
+    """The evaluator class of a decorated ``module:function``; ConfigError says the fix (a
+    misspelled name gets the closest of the module's evaluators, or their list)."""
+    cls = _evaluator_of(resolve(spec, "evaluator", _evaluators_in, "its evaluators"))
+    if cls is None:
+        module = importlib.import_module(parse_spec(spec, "evaluator").module)
+        others = _evaluators_in(module)
+        listed = f" (its evaluators: {', '.join(others)})" if others else ""
         raise ConfigError(
-            f"evaluator {spec!r} is not decorated with @ragpulse.evaluator(metric=...)"
+            f"evaluator {spec!r} is not decorated with @ragpulse.evaluator(metric=...){listed}"
         )
     return cls

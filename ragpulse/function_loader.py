@@ -60,10 +60,17 @@ def parse_spec(spec: str, flag: str) -> FunctionSpec:
     return FunctionSpec(module, tuple(attr.split(".")))
 
 
-def resolve(spec: str, flag: str) -> Any:
+def resolve(
+    spec: str,
+    flag: str,
+    candidates: Callable[[Any], list[str]] | None = None,
+    listed_as: str = "its functions",
+) -> Any:
     """The object ``spec`` names: its module imported (the current directory importable),
     then each attribute followed. ConfigError naming ``flag`` and ``spec`` when the module
-    does not import or an attribute is missing (with the closest names it has)."""
+    does not import or an attribute is missing: with the closest of the names it has, or
+    of ``candidates(module)`` when given (then listed, as ``listed_as``, when none is
+    close: the functions that could be meant, e.g. a module's evaluators)."""
     parsed = parse_spec(spec, flag)
     cwd = os.getcwd()
     if cwd not in sys.path:
@@ -80,10 +87,13 @@ def resolve(spec: str, flag: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            names = [n for n in dir(obj) if not n.startswith("_")]
-            raise ConfigError(
-                f"{flag} {spec}: {owner} has no attribute {part!r}" + did_you_mean(part, names)
-            ) from None
+            if candidates is not None and depth == 0:
+                names = candidates(obj)
+                listed = f" ({listed_as}: {', '.join(sorted(names))})" if names else ""
+            else:
+                names, listed = [n for n in dir(obj) if not n.startswith("_")], ""
+            hint = did_you_mean(part, names) or listed
+            raise ConfigError(f"{flag} {spec}: {owner} has no attribute {part!r}{hint}") from None
         owner = f"{parsed.module}{SEPARATOR}{'.'.join(parsed.path[: depth + 1])}"
     return obj
 

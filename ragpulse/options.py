@@ -10,7 +10,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ragpulse.errors import ConfigError
+from ragpulse.errors import OptionsError
 
 O = TypeVar("O", bound=BaseModel)  # noqa: E741
 
@@ -70,21 +70,77 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 
 
 def validate_options(kind: str, name: str, model: type[O], raw: Mapping[str, Any]) -> O:
-    """``raw`` as ``model``, or a ConfigError that names the plug-in, the key and the fix."""
+    """``raw`` as ``model``, or an :class:`~ragpulse.errors.OptionsError` that names the
+    plug-in and, per problem, the key, what is wrong and the fix (the closest option for a
+    misspelled one); it shows only what was written there, never the options' defaults."""
     try:
         return model.model_validate(from_environment(model, raw))
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            key = ".".join(str(part) for part in error["loc"]) or "(options)"
-            if error["type"] == "extra_forbidden":
-                close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
-                known = ", ".join(model.model_fields) or "none"
-                hint = f"did you mean {close[0]!r}?" if close else f"known options: {known}"
-                problems.append(f"unknown option {key!r} ({hint})")
-            else:
-                field = model.model_fields.get(str(error["loc"][0])) if error["loc"] else None
-                hint = f" ({field.description})" if field is not None and field.description else ""
-                message = error["msg"][:1].lower() + error["msg"][1:]
-                problems.append(f"option {key!r}: {message}, got {error.get('input')!r}{hint}")
-        raise ConfigError(f"{kind} {name}: " + "; ".join(problems)) from None
+        problems = option_problems(model, exc)
+        lines = [f"{'.'.join(key) or '(options)'}: {what}" + (f" ({hint})" if hint else "")
+                 for key, what, hint in problems]  # fmt: skip
+        raise OptionsError(f"{kind} {name}: " + "; ".join(lines), problems) from None
+
+
+_SECRET_WORDS = ("key", "token", "password", "secret", "authorization")
+
+
+def option_problems(
+    model: type[BaseModel], exc: ValidationError
+) -> list[tuple[tuple[str, ...], str, str]]:
+    """(key path, what is wrong, hint) per error of ``exc``. A misspelled key names the
+    closest option; a required option that a misspelled key was meant to set is not
+    said again as missing."""
+    found: list[tuple[tuple[str, ...], str, str]] = []
+    meant: set[tuple[str, ...]] = set()
+    for error in exc.errors():
+        path = tuple(str(part) for part in error["loc"])
+        if error["type"] != "extra_forbidden" or not path:
+            continue
+        known = _fields_at(model, path[:-1])
+        close = difflib.get_close_matches(path[-1], known, n=1, cutoff=0.6)
+        if close:
+            meant.add((*path[:-1], close[0]))
+            hint = f"did you mean {close[0]}?"
+        else:
+            hint = f"known options: {', '.join(known)}" if known else "it takes no options"
+        found.append((path, "unknown option", hint))
+    for error in exc.errors():
+        path = tuple(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden" and path:
+            continue
+        if error["type"] == "missing":
+            if path not in meant:
+                found.append((path, "required, and not set", _description(model, path)))
+            continue
+        message = str(error["msg"]).removeprefix("Value error, ")
+        message = message[:1].lower() + message[1:]
+        secret = any(word in ".".join(path).lower() for word in _SECRET_WORDS)
+        got = "" if secret or "input" not in error else f", got {_short(error['input'])}"
+        found.append((path, message + got, _description(model, path)))
+    return found
+
+
+def _fields_at(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
+    """The options of the section at ``path`` (``[]`` where that is no section)."""
+    current: type[BaseModel] | None = model
+    for part in path:
+        field = current.model_fields.get(part) if current is not None else None
+        current = _submodel(field.annotation) if field is not None else None
+    return list(current.model_fields) if current is not None else []
+
+
+def _description(model: type[BaseModel], path: tuple[str, ...]) -> str:
+    current: type[BaseModel] | None = model
+    field = None
+    for part in path:
+        field = current.model_fields.get(part) if current is not None else None
+        if field is None:
+            return ""
+        current = _submodel(field.annotation)
+    return field.description or "" if field is not None else ""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -23,7 +23,7 @@ from typing import cast
 from ragpulse import function_evaluator, plugin_index
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.disk_cache import cached, digest
-from ragpulse.errors import ConfigError
+from ragpulse.errors import ConfigError, OptionsError
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.function_loader import is_spec
@@ -77,8 +77,13 @@ def _classes(group: str, names: Iterable[str]) -> dict[str, type]:
 def _one(group: str, name: str, kind: str) -> type:
     """One plug-in by name: unknown or broken is a ConfigError that lists the registered ones."""
     if name not in _entry_points(group):
-        known = ", ".join(sorted(_entry_points(group))) or "none"
-        raise ConfigError(f"unknown {kind} {name!r}; registered: {known}")
+        known = sorted(_entry_points(group))
+        hint = did_you_mean(name, known if "/" in name or group == SINK_GROUP else metric_names())
+        if group == EVALUATOR_GROUP:  # 50-odd names: the closest, and where to see them all
+            listed = f"`ragpulse metrics` lists the {len(known)} registered ones"
+        else:
+            listed = f"registered: {', '.join(known) or 'none'}"
+        raise ConfigError(f"unknown {kind} {name!r}{hint}; {listed}")
     try:
         return _load(group, name)
     except _Broken as exc:
@@ -159,9 +164,13 @@ def own_defaults() -> dict[str, OwnDefault]:
     return cached("own-defaults", digest([*own, *stamps]), _read_own_defaults, dict)
 
 
-def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
+Off = dict[str, list[str]]
+"""Why default evaluators are off -> which: said in one log line per reason."""
+
+
+def _defaults(names: Iterable[str], settings: EvaluationSettings, off: Off) -> list[str]:
+    """The default evaluators among ``names``; those that are off go into ``off``."""
     chosen = []
-    off: dict[str, list[str]] = {}  # reason -> evaluators: one log line per reason
     own = own_defaults()
     candidates = [n for n in names if not _own(n) or (n in own and own[n].enabled)]
     judges = [n for n in candidates if _own(n) and n in own and own[n].judge]
@@ -171,7 +180,7 @@ def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
         if JudgeEvaluator.missing() is not None:  # no openai client: left out, as below
             candidates = [n for n in candidates if n not in judges]
         elif why := JudgeEvaluator.unconfigured(settings):
-            off[why] = judges
+            off.setdefault(why, []).extend(judges)
             candidates = [n for n in candidates if n not in judges]
     classes = cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, candidates))
     for name, cls in classes.items():
@@ -182,9 +191,21 @@ def _defaults(names: Iterable[str], settings: EvaluationSettings) -> list[str]:
             off.setdefault(why, []).append(name)
             continue
         chosen.append(name)
-    for why, which in off.items():
-        log.info("%s %s off: %s", ", ".join(sorted(which)), "is" if len(which) == 1 else "are", why)
     return sorted(chosen)
+
+
+_said: set[str] = set()
+"""The "is off" lines logged so far: each once per process (the settings check and the
+run resolve the same selection)."""
+
+
+def _say_off(off: Off) -> None:
+    for why, which in off.items():
+        names = sorted(set(which))
+        line = f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} off: {why}"
+        if line not in _said:
+            _said.add(line)
+            log.info("%s", line)
 
 
 def metric_names() -> list[str]:
@@ -205,7 +226,10 @@ def _runnable(names: Iterable[str], settings: EvaluationSettings) -> tuple[list[
 
 
 def resolve_evaluator_names(
-    selection: list[str] | None, settings: EvaluationSettings | None = None
+    selection: list[str] | None,
+    settings: EvaluationSettings | None = None,
+    *,
+    say_off: bool = True,
 ) -> list[str]:
     """Expand a user selection into registered ``metric/method`` names.
 
@@ -218,11 +242,21 @@ def resolve_evaluator_names(
     whose dev figures earn them a default once the ``models`` extra is
     installed; the judges once a judge is configured). A full name is kept
     even if it cannot run here: loading then disables it with a clear message.
+    Default methods that are off (a judge not configured) are logged, one line per
+    reason and each line once per process, unless ``say_off`` is false (a settings check).
     """
     settings = settings or EvaluationSettings()
+    off: Off = {}
+    chosen = _resolve(selection, settings, off)
+    if say_off:
+        _say_off(off)
+    return chosen
+
+
+def _resolve(selection: list[str] | None, settings: EvaluationSettings, off: Off) -> list[str]:
     registered = evaluator_names()
     if not selection:
-        return _defaults(registered, settings)
+        return _defaults(registered, settings, off)
     chosen: list[str] = []
     for item in (s.strip() for s in selection):
         if item in registered or is_spec(item):
@@ -230,7 +264,7 @@ def resolve_evaluator_names(
             matches = [item]
         else:
             same_metric = [n for n in registered if n.split("/")[0] == item]
-            matches = _defaults(same_metric, settings)
+            matches = _defaults(same_metric, settings, off)
             if not matches and same_metric:
                 matches, why = _runnable(same_metric, settings)
                 if not matches:
@@ -246,15 +280,19 @@ def resolve_evaluator_names(
 
 
 def load_evaluators(
-    selection: list[str] | None = None, settings: EvaluationSettings | None = None
+    selection: list[str] | None = None,
+    settings: EvaluationSettings | None = None,
+    *,
+    say_off: bool = True,
 ) -> list[Evaluator]:
-    """Instantiate the selection with ``settings.options[name]`` (validated ``Options``)."""
+    """Instantiate the selection with ``settings.options[name]`` (validated ``Options``);
+    ``say_off``: as :func:`resolve_evaluator_names` (false where the caller says it)."""
     settings = settings or EvaluationSettings()
     for name in settings.options:
         evaluator_class(name)
     return [
         evaluator_class(name)(settings.options.get(name, {}))
-        for name in resolve_evaluator_names(selection, settings)
+        for name in resolve_evaluator_names(selection, settings, say_off=say_off)
     ]
 
 
@@ -284,6 +322,8 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
     def check(path: tuple[str, ...], run: Callable[[], object]) -> None:
         try:
             run()
+        except OptionsError as exc:  # each at its own key, where it was written
+            problems.extend(((*path, *key), what, hint) for key, what, hint in exc.problems)
         except ConfigError as exc:
             # The path names the plug-in already: "evaluator faithfulness/lexical: " goes.
             what = re.sub(r"^(evaluator|sink) \S+: ", "", str(exc))
@@ -302,6 +342,6 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
     for item in settings.evaluation.evaluators or ():
         check(
             ("evaluation", "evaluators"),
-            partial(resolve_evaluator_names, [item], settings.evaluation),
+            partial(resolve_evaluator_names, [item], settings.evaluation, say_off=False),
         )
     return problems

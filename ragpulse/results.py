@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 from typing_extensions import TypedDict
 
 from ragpulse import semconv as sc
+from ragpulse.config import EvaluationSettings
 from ragpulse.record import ConversationRecord, Direction, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 
@@ -65,21 +66,107 @@ UPDATE_FIELDS = ("trace_id", "span_id", "service", "route")
 """What an update line keeps of the record: enough to join it to the record's first line."""
 
 
-def record_line(
-    record: RagRecord, results: Sequence[EvalResult], redactor: Redactor | None = None
-) -> str:
-    """The record and its results; for an update (``ragpulse.update``), a short line.
+EVALUATED_CHARS: int = EvaluationSettings.model_fields["max_text_chars"].default
+"""A sink's default bound on a stored text: the evaluated length (a sink built from the
+settings takes the configured ``evaluation.max_text_chars``, through its ``section``)."""
 
-    An update line carries the record's ids, ``update`` (the tier), the record's
-    ``ragpulse.sampled.*`` / ``ragpulse.pending`` attributes and that tier's results:
-    join it to the record's first line by ``trace_id`` and ``span_id``.
-    """
+TRUNCATED = "truncated"
+"""The key, on a stored line, listing each text cut to the sink's ``max_text_chars``:
+``{"field": "documents[0].content", "chars": 10485760, "stored_chars": 200000}`` (chars:
+the record's length there). Absent when nothing was cut."""
+
+REDACTION_MARGIN = 256
+"""Characters past the bound that are redacted before the final cut: a personal value
+that straddles the cut (an e-mail, a card number) is replaced whole, never stored half."""
+
+_Path = tuple[str, int, str] | tuple[str]
+
+
+def _long_texts(record: RagRecord, limit: int) -> list[tuple[_Path, int]]:
+    """(where, length) of every stored text longer than ``limit``: the question, the
+    answer, each document's content, each tool call's arguments and result."""
+    found: list[tuple[_Path, int]] = []
+    for name in ("question", "answer"):
+        if len(getattr(record, name)) > limit:
+            found.append(((name,), len(getattr(record, name))))
+    for i, doc in enumerate(record.documents):
+        if len(doc.content) > limit:
+            found.append((("documents", i, "content"), len(doc.content)))
+    for i, call in enumerate(record.tool_calls):
+        for name in ("arguments", "result"):
+            text = getattr(call, name)
+            if text is not None and len(text) > limit:
+                found.append((("tool_calls", i, name), len(text)))
+    return found
+
+
+def _field(path: _Path) -> str:
+    return path[0] if len(path) == 1 else f"{path[0]}[{path[1]}].{path[2]}"
+
+
+def _cut_record(record: RagRecord, paths: Sequence[_Path], keep: int) -> RagRecord:
+    """``record`` with the texts at ``paths`` cut to ``keep`` characters."""
+    update: dict[str, Any] = {}
+    documents, calls = list(record.documents), list(record.tool_calls)
+    for path in paths:
+        if len(path) == 1:
+            update[path[0]] = getattr(record, path[0])[:keep]
+        elif path[0] == "documents":
+            doc = documents[path[1]]
+            documents[path[1]] = doc.model_copy(update={"content": doc.content[:keep]})
+        else:
+            call = calls[path[1]]
+            calls[path[1]] = call.model_copy(update={path[2]: getattr(call, path[2])[:keep]})
+    return record.model_copy(update={**update, "documents": documents, "tool_calls": calls})
+
+
+def stored_row(
+    record: RagRecord,
+    results: Sequence[EvalResult],
+    redactor: Redactor | None = None,
+    max_text_chars: int | None = None,
+) -> dict[str, Any]:
+    """The record's fields and ``results`` as a sink stores them: redacted, each text cut
+    to ``max_text_chars`` (None: kept whole) and, when one was, :data:`TRUNCATED` saying
+    which and how long it was. A 10 MB document costs what ``max_text_chars`` does: it
+    is cut (with :data:`REDACTION_MARGIN`) before it is encoded and redacted."""
+    long = _long_texts(record, max_text_chars) if max_text_chars is not None else []
+    if long:
+        assert max_text_chars is not None
+        record = _cut_record(record, [p for p, _ in long], max_text_chars + REDACTION_MARGIN)
     row = record.model_dump(mode="json")
     row["results"] = [result_dict(r) for r in results]
     if redactor is not None:
         # The whole record, even for an update: a result may quote a word of a value
         # redacted in the record, which only the whole row shows.
         row = redactor.redact_record_dump(row)
+    if long:
+        assert max_text_chars is not None
+        cuts = []
+        for path, chars in long:
+            node: Any = row
+            for part in path[:-1]:
+                node = node[part]
+            node[path[-1]] = kept = node[path[-1]][:max_text_chars]
+            cuts.append({"field": _field(path), "chars": chars, "stored_chars": len(kept)})
+        row[TRUNCATED] = cuts
+    return row
+
+
+def record_line(
+    record: RagRecord,
+    results: Sequence[EvalResult],
+    redactor: Redactor | None = None,
+    max_text_chars: int | None = None,
+) -> str:
+    """The record and its results (:func:`stored_row`); for an update
+    (``ragpulse.update``), a short line.
+
+    An update line carries the record's ids, ``update`` (the tier), the record's
+    ``ragpulse.sampled.*`` / ``ragpulse.pending`` attributes and that tier's results:
+    join it to the record's first line by ``trace_id`` and ``span_id``.
+    """
+    row = stored_row(record, results, redactor, max_text_chars)
     tier = record.attributes.get(sc.RAGPULSE_UPDATE)
     if tier is not None:
         attributes = {

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
+import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +90,7 @@ class Origins:
         upper = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("RAGPULSE_")}
         moved_flags, flag_moves = move_keys(flags)
         moved_file, file_moves = move_keys(file_data)
-        lines = yaml_lines(file) if file else {}
+        lines: Mapping[Path_, int] = _LazyLines(file) if file else {}
         return cls(
             moved_flags, upper, file, moved_file, lines, flag_moves, file_moves,
             environment_moves(upper),
@@ -212,11 +214,114 @@ def flag_name(path: Path_) -> str:
     return "--" + path[-1].replace("_", "-")
 
 
+def key_lines(path: Path) -> dict[Path_, int]:
+    """The line (1-based) of every mapping key in a settings file (YAML or TOML), by its
+    key path; {} for a file that does not parse (its own error says so)."""
+    if path.suffix == ".toml":
+        try:
+            return toml_lines(path.read_text())
+        except OSError:
+            return {}
+    return yaml_lines(path)
+
+
+MAX_TOML_LINES = 500
+"""A TOML file's key lines are found by parsing each prefix (below), when a line is asked
+for (a problem to report, ``config show``): past this many lines that would take seconds,
+and its problems name the file without a line."""
+
+
+class _LazyLines(Mapping[Path_, int]):
+    """A file's key lines, found the first time one is asked for."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lines: dict[Path_, int] | None = None
+
+    def _found(self) -> dict[Path_, int]:
+        if self._lines is None:
+            self._lines = key_lines(self._path)
+        return self._lines
+
+    def __getitem__(self, key: Path_) -> int:
+        return self._found()[key]
+
+    def __iter__(self) -> Iterator[Path_]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+
+def toml_lines(text: str) -> dict[Path_, int]:
+    """The line of every table and key of a TOML text, by key path. tomllib gives no
+    positions, so it is asked about each prefix of the text: the keys that a prefix adds
+    were written by the statement that ends there, which starts at the first line that
+    is not blank or a comment after the last prefix that parsed (a multi-line array or
+    string is one statement)."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) > MAX_TOML_LINES:
+        return {}
+    found: dict[Path_, int] = {}
+    start: int | None = None
+    for number in range(1, len(lines) + 1):
+        stripped = lines[number - 1].strip()
+        if start is None and stripped and not stripped.startswith("#"):
+            start = number
+        if start is None:
+            continue
+        try:
+            data = tomllib.loads("".join(lines[:number]))
+        except tomllib.TOMLDecodeError:
+            continue  # the statement goes on
+        for key in _mapping_keys(data, ()):
+            found.setdefault(key, start)
+        start = None
+    return found
+
+
+def _mapping_keys(data: Mapping[str, Any], prefix: Path_) -> Iterator[Path_]:
+    for key, value in data.items():
+        yield (*prefix, key)
+        if isinstance(value, Mapping):
+            yield from _mapping_keys(value, (*prefix, key))
+
+
+def parse_problem(path: Path, exc: Exception) -> SettingsProblems:
+    """A settings file that does not parse, as one problem at its file and line: ``bad.yaml:3:
+    does not parse: expected ',' or ']', but got '<stream end>' (column 1; in a flow
+    sequence that starts at line 2, column 15)``."""
+    import yaml
+
+    line: int | None = None
+    if isinstance(exc, yaml.MarkedYAMLError):
+        what = str(exc.problem or exc.context or "not YAML")
+        details = []
+        if exc.problem_mark is not None:
+            line = exc.problem_mark.line + 1
+            details.append(f"column {exc.problem_mark.column + 1}")
+        if exc.context and exc.problem and exc.context_mark is not None:
+            mark = exc.context_mark
+            context = exc.context.removeprefix("while parsing ").removeprefix("while scanning ")
+            details.append(
+                f"in {context} that starts at line {mark.line + 1}, column {mark.column + 1}"
+            )
+        if details:
+            what += f" ({'; '.join(details)})"
+    else:
+        what = str(exc)
+        at = re.search(r" \(at line (\d+), column (\d+)\)$", what)
+        if at:
+            line = int(at.group(1))
+            what = what[: at.start()] + f" (column {at.group(2)})"
+        what = what.removesuffix(" (at end of document)")
+    where = f"{path}:{line}" if line is not None else str(path)
+    return SettingsProblems([Problem(where, "", f"does not parse: {what}")])
+
+
 def yaml_lines(path: Path) -> dict[Path_, int]:
     """The line (1-based) of every mapping key in a YAML file, by its key path; {} for a
-    file that is not YAML or does not parse (its own error says so)."""
-    if path.suffix == ".toml":
-        return {}
+    file that does not parse (its own error says so)."""
     import yaml  # here: only a run with a YAML file pays for the import
 
     try:

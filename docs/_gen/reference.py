@@ -359,6 +359,7 @@ def metrics_page() -> str:
 
 def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     """(exposed name, type, help, labels, where) for every series ragpulse declares."""
+    from ragpulse.collector.backends.common import SourceMetrics
     from ragpulse.collector.kafka_source import KafkaMetrics
     from ragpulse.collector.rekey import Rekeyer
     from ragpulse.collector.turn_writer import TurnTopicMetrics
@@ -391,6 +392,9 @@ def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     KafkaMetrics(kafka)
     TurnTopicMetrics(kafka)
     read(kafka, "`serve --source kafka`")
+    stored = CollectorRegistry()
+    SourceMetrics(stored)
+    read(stored, "stored traces")
     rekey = CollectorRegistry()
     Rekeyer(KafkaSettings(), registry=rekey)
     read(rekey, "`ragpulse rekey`")
@@ -420,6 +424,8 @@ def prometheus_page() -> str:
         "`serve --source kafka`": "## Kafka intake\n\nWith `source: kafka`: the span group, "
         "and the conversation group (`ragpulse_kafka_turn*`, see [Scale out with "
         "Kafka](../how-to/kafka.md)).",
+        "stored traces": "## Stored traces\n\nWith `source: phoenix`, `mlflow` or "
+        "`langfuse`, and in `ragpulse eval --from`.",
         "`ragpulse rekey`": "## The re-key stage\n\nExposed by `ragpulse rekey`.",
     }
     series = declared_series()

@@ -181,6 +181,7 @@ def run_demo(args: argparse.Namespace, console: Console) -> int:
     from ragpulse.cli.common import load_settings, sink_overrides
     from ragpulse.collector.service import Collector
     from ragpulse.exporters.memory import InMemorySink
+    from ragpulse.plugins import load_evaluators
 
     os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", EXPORT_DELAY_MS)
     ports = {}
@@ -197,7 +198,10 @@ def run_demo(args: argparse.Namespace, console: Console) -> int:
         assembly={"grace_s": GRACE_S},
     )
     sink = InMemorySink()
-    collector = Collector(settings, extra_sinks=[sink]).start()
+    # Which tiers are off, and how to turn the judge on, is the demo's own tier line.
+    ev = settings.evaluation
+    evaluators = load_evaluators(ev.evaluators, ev, say_off=False)
+    collector = Collector(settings, evaluators=evaluators, extra_sinks=[sink]).start()
     try:
         code, phases = _run(args, console, collector, sink, began)
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import warnings
+from typing import NoReturn
 
 from rich.text import Text
 
@@ -36,11 +37,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_unknown(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]
+) -> NoReturn:
+    """argparse's refusal of flags no parser knows, by the subcommand they were given to,
+    with the closest flag it has: ``unrecognized arguments: --metrics-prt 9000 (did you
+    mean --metrics-port?)``. Exits 2, as argparse does."""
+    from ragpulse.suggestions import did_you_mean
+
+    current = parser
+    found = True
+    while found:  # down to the subcommand the line named (``config check``)
+        found = False
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+                if chosen is not None:
+                    current, found = chosen, True
+                    break
+    flags = [flag for action in current._actions for flag in action.option_strings]
+    hints = [
+        did_you_mean(word.split("=", 1)[0], flags) for word in unknown if word.startswith("--")
+    ]
+    current.error(f"unrecognized arguments: {' '.join(unknown)}{''.join(h for h in hints if h)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     # A plug-in or settings file written against an earlier release: say what to rename
     # (Python hides deprecation warnings outside __main__ by default).
     warnings.simplefilter("default", RagpulseDeprecationWarning)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse_unknown(parser, args, unknown)
     level = logging.getLevelName(args.log_level)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if level > logging.DEBUG:

@@ -69,9 +69,12 @@ def replay_file(args: argparse.Namespace, console: Console) -> int:
     files, code = _readable(args.input, console)
     if code is not None:
         return code
+    from ragpulse.offline.calls import app_export
+
     state = _Progress()
     try:
-        with SignalStop() as stop:
+        # The replay captures the app's spans in memory; what its import configures sends none.
+        with SignalStop() as stop, app_export(False):
             return _replay_run(args, files, console, stop, state)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT

@@ -7,7 +7,7 @@ import logging
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragpulse.cli.common import (
     csv_list,
@@ -19,6 +19,10 @@ from ragpulse.cli.common import (
     setting_help,
     sink_overrides,
 )
+from ragpulse.config import BACKEND_SOURCES
+
+if TYPE_CHECKING:
+    from ragpulse.collector.service import Collector
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -75,8 +79,23 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--source",
-        choices=["otlp_http", "kafka"],
-        help=setting_help("where spans come from", "source"),
+        choices=["otlp_http", "kafka", "phoenix", "mlflow", "langfuse"],
+        help=setting_help(
+            "where spans come from; phoenix, mlflow, langfuse: follow the traces that tool "
+            "stores (--source-url)",
+            "source",
+        ),
+    )
+    serve.add_argument(
+        "--source-url",
+        metavar="URL",
+        help=setting_help(
+            "with --source phoenix|mlflow|langfuse: phoenix://HOST:PORT/PROJECT, "
+            "mlflow://HOST:PORT/EXPERIMENT_ID or langfuse://HOST:PORT (+https for TLS); "
+            "new traces are read every stored_traces.poll_s and the results go back to the "
+            "tool; credentials from stored_traces or the tool's environment variables",
+            "stored_traces.url",
+        ),
     )
     kafka_flags(serve, "kafka.group")
     judge_flags(serve, online=True)
@@ -117,7 +136,27 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "evaluation": evaluation_overrides(args),
         "source": args.source,
         "kafka": kafka_overrides(args),
+        "stored_traces": {"url": args.source_url} if args.source_url else None,
     }
+
+
+def started_lines(collector: Collector) -> list[str]:
+    """What a started collector logs: every address it listens on (each receiver, the
+    metrics endpoint) or the topic it consumes, then its evaluators and sinks."""
+    settings = collector.settings
+    lines = []
+    if settings.source == "kafka":
+        k = settings.kafka
+        lines.append(f"consuming {k.topic} from {k.bootstrap} as group {k.group} ({k.encoding})")
+    if collector.otlp_url is not None:
+        lines.append(f"OTLP/HTTP receiver on {collector.otlp_url}/v1/traces")
+    if collector.otlp_grpc_target is not None:
+        lines.append(f"OTLP/gRPC receiver on {collector.otlp_grpc_target}")
+    if collector.metrics_url is not None:
+        lines.append(f"Prometheus metrics on {collector.metrics_url}")
+    lines.append("evaluators: " + ", ".join(e.name for e in collector.pipeline.evaluators))
+    lines.append("sinks: " + ", ".join(s.name for s in collector.pipeline.sinks))
+    return lines
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -127,6 +166,11 @@ def run_serve(args: argparse.Namespace) -> int:
     from ragpulse.runtime import tune_for_throughput
 
     settings = load_settings(args.config, **serve_overrides(args))
+    if settings.source in BACKEND_SOURCES and settings.stored_traces.url:
+        from ragpulse.collector.backends import parse_backend_url
+        from ragpulse.collector.backends.write_back import with_write_back
+
+        settings = with_write_back(settings, parse_backend_url(settings.stored_traces.url))
     collector = Collector(settings)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -134,14 +178,8 @@ def run_serve(args: argparse.Namespace) -> int:
     collector.start()
     tune_for_throughput()
     log = logging.getLogger("ragpulse")
-    if settings.source == "kafka":
-        k = settings.kafka
-        log.info("consuming %s from %s as group %s (%s)", k.topic, k.bootstrap, k.group, k.encoding)
-    else:
-        log.info("OTLP/HTTP receiver on %s/v1/traces", collector.otlp_url)
-    log.info("Prometheus metrics on %s", collector.metrics_url)
-    log.info("evaluators: %s", ", ".join(e.name for e in collector.pipeline.evaluators))
-    log.info("sinks: %s", ", ".join(s.name for s in collector.pipeline.sinks))
+    for line in started_lines(collector):
+        log.info("%s", line)
     stop.wait()
     bound = settings.shutdown_timeout_s
     log.info("shutting down: evaluating open traces (at most %.0fs)", bound)

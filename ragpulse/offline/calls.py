@@ -13,16 +13,36 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
+from ragpulse.app_env import ENV_EXPORTER
 from ragpulse.offline.score import row_to_record
 from ragpulse.record import Document
 from ragpulse.sdk.coerce import answer_text, chunk_text
 
 _ANSWER_KEYS = ("output", "response", "result", "text")  # beyond what answer_text reads
 _DOCUMENT_KEYS = ("documents", "contexts", "sources", "source_documents")
+
+
+@contextmanager
+def app_export(export: bool) -> Iterator[None]:
+    """While the app is imported and called offline, its ragpulse spans go nowhere
+    (``RAGPULSE_EXPORTER=none``), unless ``export`` (``eval --export``) or a
+    ``RAGPULSE_EXPORTER`` already set says where they go: an offline run neither waits on a
+    collector that is not there nor adds its test traffic to a live one's scores. An
+    exporter the app's code names itself (``ragpulse.configure(exporter=...)``) is kept."""
+    if export or os.environ.get(ENV_EXPORTER, "").strip():
+        yield
+        return
+    os.environ[ENV_EXPORTER] = "none"
+    try:
+        yield
+    finally:
+        os.environ.pop(ENV_EXPORTER, None)
 
 
 def is_async(fn: Callable[..., Any]) -> bool:

@@ -49,6 +49,7 @@ from ragpulse.evaluators.base import Evaluator
 from ragpulse.function_loader import load_function, spec_problem
 from ragpulse.offline.calls import (
     answer_of,
+    app_export,
     documents_of,
     error_text,
     in_thread,
@@ -436,7 +437,7 @@ def run(options: HarnessOptions, console: Console, settings: Callable[[], Settin
         return 2
     state = _Progress()
     try:
-        with SignalStop() as stop:
+        with SignalStop() as stop, app_export(options.export):
             return _run(options, conditions, data, console, settings, stop, state)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT

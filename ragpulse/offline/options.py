@@ -42,6 +42,9 @@ class HarnessOptions:
     max_drop: tuple[str, ...] = ()
     report_dir: Path | None = None
     html: bool = False
+    export: bool = False
+    """Let the app export its spans as its own settings say (``--export``); else its export
+    is off unless ``RAGPULSE_EXPORTER`` is set (:func:`ragpulse.offline.calls.app_export`)."""
 
 
 CALIBRATION_MAX_DROP = 0.05

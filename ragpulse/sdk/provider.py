@@ -13,7 +13,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -34,6 +34,9 @@ from ragpulse.errors import ConfigError
 from ragpulse.sdk.coerce import _to_json
 from ragpulse.sdk.config import InstrumentConfig, _resolve_config
 
+if TYPE_CHECKING:  # imported with the network exporters: requests costs an app's import
+    from ragpulse.sdk.export_guard import GuardedExporter
+
 # Named as before instrument.py was split up, so an app's logging setup for
 # "ragpulse.instrument" keeps covering every instrumentation module.
 logger = logging.getLogger("ragpulse.instrument")
@@ -47,10 +50,17 @@ _TRACER_VERSION = "0.1.0"
 def _otlp_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    from ragpulse.sdk.export_guard import BoundedSession, GuardedExporter
+
+    session = BoundedSession()
     exporter = OTLPSpanExporter(
-        endpoint=config.endpoint, headers=config.headers, timeout=config.export_timeout_s
+        endpoint=config.endpoint,
+        headers=config.headers,
+        timeout=config.export_timeout_s,
+        session=session,
     )
-    return exporter, True
+    fix = "start `ragpulse serve` there or point RAGPULSE_ENDPOINT at a collector"
+    return GuardedExporter(exporter, config.endpoint, session, fix=fix), True
 
 
 def _console_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
@@ -58,12 +68,14 @@ def _console_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
 
 
 def _kafka_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
+    from ragpulse.sdk.export_guard import GuardedExporter
     from ragpulse.sdk.kafka_exporter import KafkaSpanExporter
 
     exporter = KafkaSpanExporter(
         config.kafka_bootstrap, config.kafka_topic, timeout_s=config.export_timeout_s
     )
-    return exporter, True
+    target = f"Kafka topic {config.kafka_topic} at {config.kafka_bootstrap}"
+    return GuardedExporter(exporter, target, fix="check RAGPULSE_KAFKA__BOOTSTRAP"), True
 
 
 _EXPORTER_FACTORIES: dict[str, Callable[[InstrumentConfig], tuple[SpanExporter, bool]]] = {
@@ -75,8 +87,11 @@ _EXPORTER_FACTORIES: dict[str, Callable[[InstrumentConfig], tuple[SpanExporter, 
 a new transport is one more entry here."""
 
 
-def _build_processor(config: InstrumentConfig) -> SpanProcessor | None:
-    """The processor for ``config.exporter``; None for ``none``.
+def _build_processor(
+    config: InstrumentConfig,
+) -> tuple[SpanProcessor | None, GuardedExporter | None]:
+    """The processor for ``config.exporter`` (None for ``none``), and the guard of its
+    network exporter (:mod:`ragpulse.sdk.export_guard`), told when ragpulse shuts down.
 
     Network exporters go behind a BatchSpanProcessor (the app never waits on the
     network); an exporter instance passed in gets a SimpleSpanProcessor so that
@@ -84,11 +99,14 @@ def _build_processor(config: InstrumentConfig) -> SpanProcessor | None:
     """
     exporter = config.exporter
     if isinstance(exporter, SpanExporter):
-        return SimpleSpanProcessor(exporter)
+        return SimpleSpanProcessor(exporter), None
     if exporter == "none":
-        return None
+        return None, None
+    from ragpulse.sdk.export_guard import GuardedExporter
+
     instance, batch = _EXPORTER_FACTORIES[exporter](config)
-    return BatchSpanProcessor(instance) if batch else SimpleSpanProcessor(instance)
+    processor = BatchSpanProcessor(instance) if batch else SimpleSpanProcessor(instance)
+    return processor, instance if isinstance(instance, GuardedExporter) else None
 
 
 class _DetachableProcessor(SpanProcessor):
@@ -132,6 +150,7 @@ class _Installed:
     owns_provider: bool
     processor: _DetachableProcessor | None
     tracer: Tracer
+    guard: GuardedExporter | None = None
 
 
 _lock = threading.RLock()
@@ -203,7 +222,7 @@ def configure(
             "tracer_provider is not an opentelemetry.sdk.trace.TracerProvider, so ragpulse "
             "cannot add its exporter to it: pass an SDK provider, or exporter='none'"
         )
-    processor = _build_processor(config)
+    processor, guard = _build_processor(config)
     with _lock:
         _shutdown_locked()
         provider, owns = _choose_provider(tracer_provider, config)
@@ -212,7 +231,7 @@ def configure(
             held = _DetachableProcessor(processor)
             provider.add_span_processor(held)
         tracer = provider.get_tracer(_TRACER_NAME, _TRACER_VERSION)
-        _installed = _Installed(config, provider, owns, held, tracer)
+        _installed = _Installed(config, provider, owns, held, tracer, guard)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
@@ -271,6 +290,8 @@ def _shutdown_locked() -> None:
         return
     timeout_ms = int(installed.config.export_timeout_s * 1000) + 1000
     provider = installed.provider
+    if installed.guard is not None:
+        installed.guard.closing()  # the last batches: one attempt each, no retries
     try:
         if installed.processor is not None:
             installed.processor.force_flush(timeout_ms)

@@ -15,11 +15,12 @@ already installed:
 
 * the clone's ``.venv`` is a real folder whose ``bin`` is a symlink to that bin folder,
   so ``$(BIN)/python`` and ``$(BIN)/ragpulse`` exist;
-* its ``.venv/.installed`` stamp is created there (never the shared venv's own stamp)
-  and the clone's ``pyproject.toml`` is dated an hour back, so the stamp is newer and
-  make never runs its install recipe: an editable ``pip install -e .`` from the clone
-  would repoint the shared venv at a temporary folder. ``make -n install`` must plan
-  nothing before any block runs; if it would, the test stops there.
+* its ``.venv/.installed`` and ``.venv/.demo-installed`` stamps are created there (never
+  the shared venv's own stamps) and the clone's ``pyproject.toml`` is dated an hour back,
+  so the stamps are newer and make never runs an install recipe: an editable ``pip
+  install -e .`` from the clone would repoint the shared venv at a temporary folder.
+  ``make -n install`` and ``make -n demo`` must plan no pip before any block runs; if
+  they would, the test stops there.
 
 Commands run with the environment of a newcomer: no ``RAGPULSE_*``, ``OPENAI_*``,
 ``PYTHONPATH`` or parent ``make`` variables. Blocks run in page order and share the
@@ -66,6 +67,11 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # not resolved: the venv's bin, not the base Python's
 BLOCK_TIMEOUT_S = 600  # a hang guard only; nothing asserts on how long a block took
 JUDGE_NEED = "judge at 127.0.0.1:8000"
+TOOL_NEEDS = {
+    "phoenix at 127.0.0.1:6006": "phoenix_server",
+    "mlflow at 127.0.0.1:5000": "mlflow_server",
+}
+"""Needs the test meets with the session's real tracing tool, when it runs on that port."""
 
 
 def _git(*args: str) -> str:
@@ -130,16 +136,20 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
     venv.mkdir()
     (venv / "bin").symlink_to(BIN, target_is_directory=True)
     (venv / ".installed").touch()
+    (venv / ".demo-installed").touch()  # make demo's own stamp (the package alone)
     an_hour_ago = time.time() - 3600
     os.utime(path / "pyproject.toml", (an_hour_ago, an_hour_ago))
     env = _newcomer_env()
     # A newcomer's cache is empty: the judge's disk cache (ragpulse eval's default) must not
     # answer the judge block from an earlier run of this test.
     env["RAGPULSE_CACHE_DIR"] = str(tmp_path_factory.mktemp("newcomer-cache"))
-    plan = subprocess.run(
-        ["make", "-n", "install"], cwd=path, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert "pip" not in plan.stdout, f"make would reinstall into the shared venv:\n{plan.stdout}"
+    for target in ("install", "demo"):
+        plan = subprocess.run(
+            ["make", "-n", target], cwd=path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert "pip" not in plan.stdout, (
+            f"make would reinstall into the shared venv:\n{plan.stdout}"
+        )
     return Clone(path, env)
 
 
@@ -241,7 +251,9 @@ SHELL_BLOCKS: list[Block | None] = [b for b in BLOCKS if b.is_shell] or [None]
 
 @pytest.mark.integration
 @pytest.mark.parametrize("block", SHELL_BLOCKS, ids=lambda b: b.id if b else "none")
-def test_shell_block_runs_as_written(block: Block | None, clone: Clone) -> None:
+def test_shell_block_runs_as_written(
+    block: Block | None, clone: Clone, request: pytest.FixtureRequest
+) -> None:
     if block is None:
         pytest.skip("no page has a shell block")
     if block.marker == "skip":
@@ -252,7 +264,15 @@ def test_shell_block_runs_as_written(block: Block | None, clone: Clone) -> None:
     if block.source in PAGES_CUT_SHORT:
         pytest.skip(f"{block.where} builds on {PAGES_CUT_SHORT[block.source]}, which was skipped")
     ports = block.why.removeprefix(FREE_PORTS) if block.why.startswith(FREE_PORTS) else None
-    if block.marker == "needs" and block.why != JUDGE_NEED and ports is None:
+    if block.marker == "needs" and block.why in TOOL_NEEDS:
+        # The session's Phoenix or MLflow (tests/support/tracing_backends.py), shared with
+        # the live tests: on its usual port unless that was taken when it started.
+        tool = request.getfixturevalue(TOOL_NEEDS[block.why])
+        if f"127.0.0.1:{tool.port}" not in block.why:
+            pytest.skip(
+                f"{block.where} needs {block.why}; the port was taken, it runs on {tool.port}"
+            )
+    elif block.marker == "needs" and block.why != JUDGE_NEED and ports is None:
         pytest.skip(f"{block.where} needs {block.why}")
     own_network = ports is not None and _own_network()
     if ports is not None and not own_network and (taken := _taken(ports)):

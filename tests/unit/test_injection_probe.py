@@ -194,5 +194,5 @@ def test_threshold_is_the_trained_one_unless_given(probe: InjectionProbe) -> Non
     assert 0.0 < trained < 1.0
     assert probe.threshold == pytest.approx(trained)
     assert InjectionProbe(threshold=0.3).threshold == 0.3
-    with pytest.raises(ConfigError, match="injection/probe: option 'threshold'"):
+    with pytest.raises(ConfigError, match="injection/probe: threshold: "):
         InjectionProbe(threshold=1.5)

@@ -347,22 +347,23 @@ def write(tmp_path: Path, text: str) -> Path:
     [
         (
             "evaluation: {options: {injection/rules: {threshold: 2}}}",
-            r"injection/rules: option 'threshold': .*less than or equal to 1.*got 2",
+            r"injection/rules.threshold: .*less than or equal to 1.*got 2",
         ),
         (
             "evaluation: {options: {injection/rules: {threshold: 'high'}}}",
-            r"injection/rules: option 'threshold': .*valid number.*'high'",
+            r"injection/rules.threshold: .*valid number.*'high'",
         ),
         (
             "evaluation: {options: {injection/rules: {treshold: 0.7}}}",
-            r"injection/rules: unknown option 'treshold' \(did you mean 'threshold'\?\)",
+            r"injection/rules.treshold: unknown option \(did you mean threshold\?\)",
         ),
         (
             "evaluation: {options: {faithfulness/nope: {}}}",
-            r"unknown evaluator 'faithfulness/nope'; registered: .*faithfulness/lexical",
+            r"unknown evaluator 'faithfulness/nope' \(did you mean faithfulness/.*\?\); "
+            r"`ragpulse metrics` lists",
         ),
         ("sinks: {nope: {}}", r"unknown sink 'nope'; registered: .*prometheus"),
-        ("sinks: {prometheus: {max_routes: 0}}", r"sinks.prometheus: option 'max_routes'"),
+        ("sinks: {prometheus: {max_routes: 0}}", r"sinks.prometheus.max_routes: input should"),
         ("sinks: {jsonl: {enabled: 'yes'}}", r"sinks.jsonl.enabled: must be true or false"),
     ],
 )

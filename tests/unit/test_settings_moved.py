@@ -245,7 +245,7 @@ def test_a_bad_value_under_an_old_key_names_where_it_was_given(
     assert "RAGPULSE_EVALUATION__MODEL_RATE: evaluation.model.rate: input should be a valid" in (
         report
     )
-    assert f"{config}:2: sinks.prometheus: option 'max_routes'" in report
+    assert f"{config}:3: sinks.prometheus.max_routes: input should be greater than" in report
 
 
 def test_config_check_notes_and_config_show_origins(
