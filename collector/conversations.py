@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragpulse import semconv as sc
 from ragpulse.collector.history import standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluators.base import ConversationEvaluator
@@ -47,7 +48,7 @@ from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
-END_MARKER = "ragpulse.conversation.end"
+END_MARKER = sc.RAGPULSE_CONVERSATION_END
 """A turn's attribute that closes its conversation at once (true)."""
 KEPT_CHARS = 500
 """Characters kept of a turn's question and answer in its conversation's state."""

@@ -19,7 +19,8 @@ from ragpulse.collector.conventions import Field, read, role_of
 from ragpulse.collector.readers import RawDocument, loads
 from ragpulse.record import AttributeValue, Document, Span
 
-PASS_THROUGH = (sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID, sc.RAGPULSE_TRUNCATED)
+PASS_THROUGH = (sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID, sc.RAGPULSE_TRUNCATED,
+                sc.RAGPULSE_CONVERSATION_END)  # fmt: skip
 """Attributes of any span of a record that the record keeps."""
 # Where a retriever's full output may name document ids its flat attributes left out
 # (OpenInference LangChain writes Document.id only into output.value).

@@ -207,6 +207,9 @@ RAGPULSE_HISTORY = "ragpulse.history"
 """Record attribute of an offline agent row: the conversation before the turn's last user
 message, as OpenAI-style messages (``role``, ``content``, ``tool_calls``,
 ``tool_call_id``, ``name``); the turn itself is the record."""
+RAGPULSE_CONVERSATION_END = "ragpulse.conversation.end"
+"""On a turn's span (any span of the record), true: the conversation ends with this turn,
+and its record is made at once instead of after ``conversations.idle_s``."""
 RAGPULSE_DOCUMENT_COUNT = "ragpulse.retrieval.document_count"
 """How many documents the retriever returned (also written when content is not
 captured, and counting documents beyond the recorded maximum)."""
