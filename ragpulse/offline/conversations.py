@@ -17,14 +17,24 @@ always scored. State is bounded as live (``conversations.max_open``, ``max_turns
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ragpulse.collector.conversations import ConversationStage
+from ragpulse.collector.history import standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import evaluate_records
 from ragpulse.evaluators.base import ConversationEvaluator, Evaluator
-from ragpulse.record import ConversationRecord, EvalResult, RagRecord
+from ragpulse.record import (
+    ConversationRecord,
+    Document,
+    DocumentSource,
+    EvalResult,
+    HistoryMessage,
+    RagRecord,
+)
 from ragpulse.redaction import Redactor
 from ragpulse.results import conversation_line
 
@@ -116,3 +126,89 @@ def _named(record: RagRecord) -> RagRecord:
     if not record.conversation_id or record.span_id:
         return record
     return record.model_copy(update={"span_id": f"line-{record.attributes.get('line')}"})
+
+
+# --- Conversations replayed (eval --replay, the harness) --------------------------------
+
+
+def conversation_order(records: Sequence[RagRecord]) -> list[list[int]]:
+    """Indices of ``records`` grouped by conversation, each group in turn order (turn
+    number, then input order); a record outside any conversation is a group of its own.
+    Groups come in the order of their first record."""
+    groups: dict[str, list[int]] = {}
+    out: list[list[int]] = []
+    for i, record in enumerate(records):
+        cid = record.conversation_id
+        if not cid:
+            out.append([i])
+        elif cid in groups:
+            groups[cid].append(i)
+        else:
+            groups[cid] = [i]
+            out.append(groups[cid])
+    for group in out:
+        group.sort(key=lambda i: (records[i].turn or 0, i))
+    return out
+
+
+def history_messages(earlier: Sequence[tuple[str, str | None]]) -> list[dict[str, str]]:
+    """What a replayed turn's function is given as ``history``: the earlier turns'
+    questions and answers as OpenAI-style messages (an answer that failed, None, is left
+    out: its question stays)."""
+    out = []
+    for question, answer in earlier:
+        out.append({"role": "user", "content": question})
+        if answer is not None:
+            out.append({"role": "assistant", "content": answer})
+    return out
+
+
+def call_keywords(
+    fn: Callable[..., Any], conversation_id: str | None, history: list[dict[str, str]]
+) -> dict[str, Any]:
+    """The keywords a replayed turn's function takes: ``history`` (the conversation so
+    far, :func:`history_messages`) and ``conversation_id``, each only when the function
+    has a parameter of that name (none for a turn outside a conversation)."""
+    if not conversation_id:
+        return {}
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    out: dict[str, Any] = {}
+    if "history" in params:
+        out["history"] = history
+    if "conversation_id" in params:
+        out["conversation_id"] = conversation_id
+    return out
+
+
+def joined(record: RagRecord, earlier: Sequence[RagRecord], join_turns: int = 5) -> RagRecord:
+    """``record`` given its conversation's ``earlier`` turns as history, with their own
+    documents (the last ``join_turns`` turns') as evidence, when it has no history of its
+    own: what the collector does for a live turn whose spans carry none."""
+    if record.history or not earlier:
+        return record
+    history = [
+        m
+        for past in earlier
+        for m in (
+            HistoryMessage(role="user", content=past.question, turn=past.turn),
+            HistoryMessage(role="assistant", content=past.answer, turn=past.turn),
+        )
+        if m.content
+    ]
+    carried = [
+        Document(id=d.id, content=d.content,
+                 source=DocumentSource(kind="history", turn=past.turn, index=index,
+                                       tool=d.source.tool if d.source else ""))
+        for past in (earlier[-join_turns:] if join_turns else [])
+        for index, d in enumerate(x for x in past.documents if not x.carried)
+    ]  # fmt: skip
+    return record.model_copy(
+        update={
+            "history": history,
+            "documents": [*record.documents, *carried],
+            "standalone_question": standalone(record.question, history),
+        }
+    )

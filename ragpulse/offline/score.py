@@ -35,6 +35,7 @@ from typing import Any
 
 from ragpulse import safe_json
 from ragpulse import semconv as sc
+from ragpulse.collector.history import standalone
 from ragpulse.config import AgentSettings, ConversationSettings
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
@@ -198,6 +199,8 @@ def records_and_coercions(
         fields["kind"] = row["kind"]
     if earlier and not fields.get("conversation_id"):
         fields["conversation_id"] = f"line-{line}"  # a whole conversation in one row
+    if fields.get("history") and not fields.get("standalone_question"):
+        fields["standalone_question"] = standalone(fields["question"], fields["history"])
     records = [_earlier_turn(t, fields, line) for t in earlier]
     # One validation for the record and its documents (not one per document, then one more).
     records.append(RagRecord.model_validate(fields))
