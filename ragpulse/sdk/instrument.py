@@ -24,8 +24,9 @@ This module is the public surface. The work happens in private modules:
 :mod:`ragpulse.sdk.config` (settings), :mod:`ragpulse.sdk.provider` (exporters,
 provider, configure/shutdown and the installed state), :mod:`ragpulse.sdk.coerce`
 (reading the app's values), :mod:`ragpulse.sdk.recorders` (the span recorders),
-:mod:`ragpulse.sdk.streams` (stream wrappers) and :mod:`ragpulse.sdk.wrapping`
-(decorator machinery).
+:mod:`ragpulse.sdk.streams` (stream wrappers), :mod:`ragpulse.sdk.wrapping`
+(decorator machinery) and :mod:`ragpulse.sdk.conversation` (``ragpulse.conversation``:
+which conversation a turn belongs to).
 """
 
 from __future__ import annotations
