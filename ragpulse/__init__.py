@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
     from ragpulse.record import Document as Document
     from ragpulse.record import EvalResult as EvalResult
     from ragpulse.record import RagRecord as RagRecord
+    from ragpulse.sdk.conversation import conversation as conversation
     from ragpulse.sdk.current import current_span_id as current_span_id
     from ragpulse.sdk.current import current_trace_id as current_trace_id
     from ragpulse.sdk.feedback import feedback as feedback
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
     from ragpulse.sdk.instrument import tool_span as tool_span
 
 _EXPORTS = {
+    "ragpulse.sdk.conversation": "conversation",
     "ragpulse.sdk.current": "current_span_id current_trace_id",
     "ragpulse.sdk.feedback": "feedback",
     "ragpulse.function_evaluator": "evaluator",

@@ -312,6 +312,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     from rich.markup import escape
 
     from ragpulse.evaluation import load_evaluators_safely
+    from ragpulse.offline.conversations import OfflineConversations
     from ragpulse.offline.io import batches, count_lines, open_text, read_rows
     from ragpulse.offline.run import offline_run
     from ragpulse.offline.score import Summary, score_rows
@@ -334,6 +335,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
         not_loaded = [e.name for e in wanted if e not in evaluators]
         redactor = Redactor.from_settings(settings, "eval_output")
         summary = Summary()
+        conversations = OfflineConversations(settings.conversations, evaluators, redactor)
         args.output.parent.mkdir(parents=True, exist_ok=True)
         with (
             open_text(args.input) as source,
@@ -341,7 +343,9 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
             progress,
         ):
             for batch in batches(read_rows(source), args.batch_size):
-                lines = score_rows(batch, evaluators, summary, redactor, settings.agents)
+                lines = score_rows(
+                    batch, evaluators, summary, redactor, settings.agents, conversations
+                )
                 with stop.writing():  # a signal waits for the batch to be on disk
                     for line in lines:  # one by one: a 50 MB row is not copied twice more
                         out.write(line)
@@ -349,9 +353,16 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
                     out.flush()
                     written[0] += len(lines)
                 progress.update(task, completed=batch[-1].line, description="scoring")
+            # The end of the run closes every conversation: their lines end the output.
+            lines = conversations.close()
+            with stop.writing():
+                out.writelines(line + "\n" for line in lines)
+                out.flush()
+                written[0] += len(lines)
             progress.update(task, completed=total)  # trailing blank lines
+        summary.add_conversations(conversations)
     if summary.rows:
-        print_summary(summary.table(), title=f"{summary.rows} rows scored -> {args.output}")
+        print_summary(summary.table(), title=summary.title(args.output))
     for note in summary.notes():
         console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
     failure = summary.failure(not_loaded)

@@ -141,7 +141,7 @@ class _Input:
 
 def _read(files: Sequence[Path]) -> _Input:
     from ragpulse.offline.io import open_text
-    from ragpulse.offline.replay import to_row
+    from ragpulse.offline.replay import join_recorded, to_rows
     from ragpulse.offline.score import parse_lines
 
     def lines() -> Iterator[str]:
@@ -157,14 +157,15 @@ def _read(files: Sequence[Path]) -> _Input:
             bad = {"line": p.line, "raw": p.raw, "error": p.error}
             found.first_lines.append(((p.line,), json.dumps(bad)))
             continue
-        row = to_row(p)
-        if row is None:
+        rows = to_rows(p)
+        if not rows:
             found.skipped += 1
             found.first_lines.append(
                 ((p.line,), json.dumps({"line": p.line, "error": "no question to replay"}))
             )
         else:
-            found.rows.append(row)
+            found.rows.extend(rows)
+    join_recorded(found.rows)  # a turn recorded alone: its conversation's earlier ones
     return found
 
 
@@ -305,7 +306,7 @@ def _stream(
     for batch in feed.batches(max(1, args.batch_size)):
         state.in_hand = batch
         score(batch, evaluators, args.batch_size)
-        out.write(((row.line,), line_of(row, True)) for row in batch)
+        out.write((row.key, line_of(row, True)) for row in batch)
         state.in_hand = []
         advance(len(batch))
 
@@ -318,7 +319,7 @@ def _interrupted(args: argparse.Namespace, console: Console, state: _Progress, s
         out = state.outputs[-1]
         ready = [*state.in_hand, *(state.feed.drain() if state.feed else [])]
         done = out.lines()
-        lines = [((r.line,), state.line(r, False)) for r in ready if (r.line,) not in done]
+        lines = [(r.key, state.line(r, False)) for r in ready if r.key not in done]
         unscored = len(lines)
         out.stop.signum = None  # the signal is being handled: write these lines
         out.write(lines)

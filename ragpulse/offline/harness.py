@@ -26,6 +26,16 @@ regression-set line from live traffic (``{"set", "record", ...}``) is read as a 
 once reference fields are added at its top level (:func:`flatten`). Scored with the
 defaults, every reference-based evaluator that can run, and the behaviour evaluators;
 then the sliced report (:mod:`ragpulse.offline.slices`).
+
+Conversations stay whole: rows that share a ``conversation_id`` are the turns of one
+conversation, run in turn order under each condition (conversations and conditions run
+concurrently with each other), and a generator with a ``history`` parameter is called as
+``generator(question, documents, history=[...])``, the conversation's earlier questions
+with its own earlier answers under the same condition (``{"role", "content"}`` messages;
+``conversation_id=`` too when it has that parameter). A row that shows a whole
+conversation (``messages`` with several user turns) is one case, its last turn, and its
+history is the row's own earlier messages. Each output row of a turn carries the
+``history`` it was scored with.
 """
 
 from __future__ import annotations
@@ -69,6 +79,11 @@ from ragpulse.offline.conditions import (
     input_problem,
     rng_for,
 )
+from ragpulse.offline.conversations import (
+    call_keywords,
+    conversation_order,
+    history_messages,
+)
 from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
 from ragpulse.offline.options import HarnessOptions
 from ragpulse.offline.score import ParsedLine, row_to_record
@@ -96,6 +111,8 @@ class Item:
     skipped: str | None = None
     duration_ms: float | None = None
     results: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """The conversation before the turn, as the generator was given it (with turns)."""
 
     @property
     def answered(self) -> bool:
@@ -131,16 +148,21 @@ class Outcome:
 
 
 async def _call(
-    fn: Callable[..., Any], args: tuple[Any, ...], timeout: float, gate: asyncio.Semaphore
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    timeout: float,
+    gate: asyncio.Semaphore,
+    keywords: dict[str, Any] | None = None,
 ) -> Outcome:
+    kw = keywords or {}
     async with gate:
         start = time.perf_counter()
         out = Outcome()
         try:
             if is_async(fn):
-                work = materialize_async(fn(*args))
+                work = materialize_async(fn(*args, **kw))
             else:
-                work = in_thread(lambda: materialize_sync(fn(*args)))
+                work = in_thread(lambda: materialize_sync(fn(*args, **kw)))
             out.value = await asyncio.wait_for(work, timeout)
         except TimeoutError:
             out.error = f"timeout: no answer within {timeout:g} s"
@@ -174,6 +196,11 @@ class Calls:
     plan: Callable[[Item, list[Document] | None, str | None], None]
     concurrency: int
     timeout: float
+    conversations: list[list[int]] = field(default_factory=list)
+    """Lines grouped by conversation, in turn order (a line alone: a group of one)."""
+    conversation_ids: dict[int, str] = field(default_factory=dict)
+    history: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    """A row's own recorded history (a row that shows the conversation before it)."""
 
 
 async def _run_calls(calls: Calls, items: Sequence[Item], done: Callable[[Item], None]) -> None:
@@ -184,16 +211,23 @@ async def _run_calls(calls: Calls, items: Sequence[Item], done: Callable[[Item],
     for item in items:
         by_line.setdefault(item.line, []).append(item)
 
-    async def one(item: Item, docs: list[Document] | None, error: str | None) -> None:
+    async def one(
+        item: Item, docs: list[Document] | None, error: str | None, earlier: list[Item]
+    ) -> None:
         if item.skipped is None:
             try:
                 calls.plan(item, docs, error)
             except Exception as exc:  # a case that cannot be built is an error row
                 item.error = f"condition: {error_text(exc)}"
+        cid = calls.conversation_ids.get(item.line)
+        if cid is not None:
+            item.history = calls.history.get(item.line) or _history(earlier, calls.questions)
         if item.answered and item.case is not None:
             payload = [d.model_dump(include={"id", "content"}) for d in item.case.documents]
             question = calls.questions[item.line]
-            out = await _call(calls.generator, (question, payload), calls.timeout, gate)
+            said = [{"role": m["role"], "content": m["content"]} for m in item.history]
+            keywords = call_keywords(calls.generator, cid, said)
+            out = await _call(calls.generator, (question, payload), calls.timeout, gate, keywords)
             item.duration_ms = out.duration_ms
             if out.error is not None:
                 item.error = f"generator: {out.error}"
@@ -201,7 +235,7 @@ async def _run_calls(calls: Calls, items: Sequence[Item], done: Callable[[Item],
                 item.answer = answer_of(out.value)
         done(item)
 
-    async def row(line: int, cases: list[Item]) -> None:
+    async def row(line: int, cases: list[Item], earlier: dict[int, list[Item]]) -> None:
         docs, error = calls.recorded.get(line), None
         if calls.retriever is not None and any(i.skipped is None for i in cases):
             out = await _call(calls.retriever, (calls.questions[line],), calls.timeout, gate)
@@ -213,9 +247,32 @@ async def _run_calls(calls: Calls, items: Sequence[Item], done: Callable[[Item],
                     docs = _retrieved_documents(out.value)
                 except Exception as exc:
                     error = f"retriever: {error_text(exc)}"
-        await asyncio.gather(*(one(item, docs, error) for item in cases))
+        await asyncio.gather(
+            *(one(item, docs, error, earlier.setdefault(item.index, [])) for item in cases)
+        )
+        for item in cases:  # the next turn's history, under the same condition
+            earlier[item.index].append(item)
 
-    await asyncio.gather(*(row(line, cases) for line, cases in by_line.items()))
+    async def conversation(lines: list[int]) -> None:
+        earlier: dict[int, list[Item]] = {}  # by condition: the turns done so far
+        for line in lines:
+            if line in by_line:
+                await row(line, by_line[line], earlier)
+
+    groups = calls.conversations or [[line] for line in by_line]
+    await asyncio.gather(*(conversation(lines) for lines in groups))
+
+
+def _history(earlier: Sequence[Item], questions: dict[int, str]) -> list[dict[str, Any]]:
+    """A turn's history: the earlier turns' questions and the generator's answers under
+    the same condition (an answer that failed is left out: its question stays)."""
+    said = [(questions[i.line], i.answer if i.answered else None) for i in earlier]
+    out = history_messages(said)
+    turn, numbered = 0, []
+    for message in out:
+        turn += message["role"] == "user"
+        numbered.append({**message, "turn": turn})
+    return numbered
 
 
 def _start_calls(calls: Calls, items: Sequence[Item], feed: Feed[Item]) -> None:
@@ -231,6 +288,20 @@ def _start_calls(calls: Calls, items: Sequence[Item], feed: Feed[Item]) -> None:
         feed.close(error)
 
     threading.Thread(target=main, name="ragpulse-harness-calls", daemon=True).start()
+
+
+def _keep_conversations(calls: Calls, data: TestSet) -> None:
+    """Which lines are turns of one conversation, in turn order, and the history a row
+    that shows its conversation already carries."""
+    lines = list(data.records)
+    records = [data.records[line] for line in lines]
+    calls.conversations = [[lines[i] for i in group] for group in conversation_order(records)]
+    for line, record in data.records.items():
+        if record.conversation_id:
+            calls.conversation_ids[line] = record.conversation_id
+            if record.history:
+                calls.history[line] = [m.model_dump(include={"role", "content", "turn"})
+                                       for m in record.history]  # fmt: skip
 
 
 # --- Rows --------------------------------------------------------------------------------
@@ -258,6 +329,8 @@ def output_row(item: Item) -> dict[str, Any]:
     row["contexts"] = (
         [d.model_dump(include={"id", "content"}) for d in case.documents] if case else []
     )
+    if item.history:
+        row["history"] = item.history
     if item.error is not None:
         row["error"] = item.error
     else:
@@ -330,6 +403,7 @@ class TestSet:
     questions: dict[int, str] = field(default_factory=dict)
     refs: dict[int, Reference | None] = field(default_factory=dict)
     recorded: dict[int, list[Document]] = field(default_factory=dict)
+    records: dict[int, RagRecord] = field(default_factory=dict)
     fields: FieldReport = field(default_factory=FieldReport)
     pool: list[Document] = field(default_factory=list)
 
@@ -354,6 +428,7 @@ def read_set(path: Path) -> TestSet:
             continue
         found.questions[p.line] = record.question
         found.refs[p.line] = record.reference
+        found.records[p.line] = record
         if "contexts" in p.row or "documents" in p.row:
             found.recorded[p.line] = record.documents
     found.pool = document_pool(list(found.refs.values()))
@@ -549,6 +624,7 @@ def _run(
 
     calls = Calls(data.questions, data.recorded, retriever, generator, plan,
                   options.concurrency, options.timeout_s)  # fmt: skip
+    _keep_conversations(calls, data)
     progress, task, context = offline_run(
         settings, "answering and scoring", len(items), Console(stderr=True)
     )

@@ -22,6 +22,18 @@ the recorded ones.
 record is scored now on the recorded record. Comparisons pair rows scored on
 both sides. Which way is better is the evaluator's declared ``direction``,
 carried on its results: for risks (injection, refusal) a rise is a regression.
+
+Conversations are replayed whole. A row that shows several turns (``messages``, a Ragas
+multi-turn sample, DeepEval ``turns``: :mod:`ragpulse.offline.agent_rows`) is a row per
+turn, and rows sharing a ``conversation_id`` are the turns of one conversation. A
+conversation's turns are called one after the other, in turn order (conversations run
+concurrently with each other), and each turn is given the new pipeline's own earlier
+answers: ``function(question, history=[...])`` when the function has a ``history``
+parameter (the earlier questions and new answers as ``{"role", "content"}`` messages),
+and ``conversation_id=`` when it has one of that name; the call runs inside
+``ragpulse.conversation(id)``, so a decorated pipeline's spans carry the id. The new
+answer is scored with that history (and the earlier turns' new documents as evidence),
+as live traffic would be; the recorded turn with the recorded one.
 """
 
 from __future__ import annotations
@@ -55,8 +67,14 @@ from ragpulse.offline.calls import (
     materialize_async,
     materialize_sync,
 )
+from ragpulse.offline.conversations import (
+    call_keywords,
+    conversation_order,
+    history_messages,
+    joined,
+)
 from ragpulse.offline.options import BATCH_SIZE, CONCURRENCY
-from ragpulse.offline.score import ParsedLine, row_to_record
+from ragpulse.offline.score import ParsedLine, records_and_coercions
 from ragpulse.record import Direction, EvalResult, RagRecord
 from ragpulse.results import result_dict
 
@@ -101,25 +119,35 @@ class ReplayRow:
     replay_trace_id: str | None = None
     reason: str | None = None  # why live traffic kept it (a regression-set line)
     control: ReplayRow | None = None  # the same row through the control pipeline
+    part: int = 0
+    """Which turn of its input line it is (0-based): a conversation row is several."""
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Where its output line goes: input line, then turn."""
+        return (self.line, self.part)
 
     def twin(self) -> ReplayRow:
         """A fresh row for the same input (to replay through another pipeline)."""
-        return ReplayRow(self.line, self.before, self.recorded, self.set, reason=self.reason)
+        return ReplayRow(self.line, self.before, self.recorded, self.set, reason=self.reason,
+                         part=self.part)  # fmt: skip
 
 
-def to_row(parsed: ParsedLine) -> ReplayRow | None:
-    """A regression-set line or a plain row; None when it has no question to replay."""
+def to_rows(parsed: ParsedLine) -> list[ReplayRow]:
+    """A regression-set line or a plain row: a row per turn it shows (one, unless it is a
+    conversation); none when it has no question to replay. The recorded results are the
+    row's own turn's (its last)."""
     row = parsed.row or {}
     nested = row.get("record")
     if isinstance(nested, dict):
         try:
-            record = RagRecord.model_validate(nested)
+            records = [RagRecord.model_validate(nested)]
         except ValidationError:
-            record = row_to_record(nested, parsed.line)
+            records = records_and_coercions(nested, parsed.line)[0]
     else:
-        record = row_to_record(row, parsed.line)
-    if not record.question.strip():
-        return None
+        records = records_and_coercions(row, parsed.line)[0]
+    if not records[-1].question.strip():
+        return []
     recorded: dict[str, EvalResult] = {}
     for raw in row.get("results") or []:
         try:
@@ -128,13 +156,27 @@ def to_row(parsed: ParsedLine) -> ReplayRow | None:
             continue
         recorded[result.name] = result
     set_name, reason = row.get("set"), row.get("reason")
-    return ReplayRow(
-        parsed.line,
-        record,
-        recorded,
-        set=set_name if isinstance(set_name, str) else None,
-        reason=reason if isinstance(reason, str) else None,
-    )
+    return [
+        ReplayRow(
+            parsed.line,
+            record,
+            recorded if part == len(records) - 1 else {},
+            set=set_name if isinstance(set_name, str) else None,
+            reason=reason if isinstance(reason, str) else None,
+            part=part,
+        )
+        for part, record in enumerate(records)
+        if record.question.strip()
+    ]
+
+
+def join_recorded(rows: Sequence[ReplayRow]) -> None:
+    """Give each recorded turn of a conversation whose row showed no history the
+    conversation's earlier recorded turns (as the collector joins live turns)."""
+    for group in conversation_order([r.before for r in rows]):
+        for n, i in enumerate(group[1:], 1):
+            earlier = [rows[j].before for j in group[:n]]
+            rows[i].before = joined(rows[i].before, earlier)
 
 
 def recorded_names(rows: Sequence[ReplayRow]) -> list[str]:
@@ -234,7 +276,13 @@ def _start_capture() -> _Capture | None:
 # --- Replay ------------------------------------------------------------------------------
 
 
-def _finish(row: ReplayRow, value: Any, record: RagRecord | None, trace_id: int | None) -> None:
+def _finish(
+    row: ReplayRow,
+    value: Any,
+    record: RagRecord | None,
+    trace_id: int | None,
+    earlier: Sequence[RagRecord] = (),
+) -> None:
     row.replay_trace_id = f"{trace_id:032x}" if trace_id else None
     returned_docs = documents_of(value)
     answer = record.answer if record is not None and record.answer else ""
@@ -263,6 +311,14 @@ def _finish(row: ReplayRow, value: Any, record: RagRecord | None, trace_id: int 
         # evaluators score the new answer against what the agent had called.
         update.update(kind="agent", tool_calls=row.before.tool_calls,
                       model_calls=row.before.model_calls)  # fmt: skip
+    if row.before.conversation_id:
+        # A turn of a conversation: the new answers before it are its history (the
+        # recorded history, and documents carried from it, belong to the old answers).
+        update.update(conversation_id=row.before.conversation_id, turn=row.before.turn,
+                      history=[], standalone_question=None,
+                      documents=[d for d in documents if not d.carried])  # fmt: skip
+        row.after = joined(base.model_copy(update=update), earlier)
+        return
     row.after = base.model_copy(update=update)
 
 
@@ -278,14 +334,23 @@ class _Call:
 
 
 @contextmanager
-def _replaying(row: ReplayRow, capture: _Capture | None) -> Iterator[_Call]:
-    """Times one call inside its replay span, then fills ``row`` from the value and the
-    trace's spans; an exception from the call becomes ``row.error`` (never raised)."""
+def _replaying(
+    row: ReplayRow, capture: _Capture | None, earlier: Sequence[ReplayRow] = ()
+) -> Iterator[_Call]:
+    """Times one call inside its replay span (in its conversation, when it is a turn of
+    one), then fills ``row`` from the value and the trace's spans; an exception from the
+    call becomes ``row.error`` (never raised). ``earlier``: the conversation's turns
+    replayed before it, through the same pipeline."""
+    from ragpulse.sdk.conversation import Conversation
+
     start = time.perf_counter()
     call = _Call()
     trace_id = None
     try:
-        with capture.span(row.before.question, row.line) if capture else nullcontext() as span:
+        with (
+            Conversation(row.before.conversation_id),
+            capture.span(row.before.question, row.line) if capture else nullcontext() as span,
+        ):
             trace_id = span.get_span_context().trace_id if span is not None else None
             yield call
             if span is not None:
@@ -293,21 +358,41 @@ def _replaying(row: ReplayRow, capture: _Capture | None) -> Iterator[_Call]:
                 span.set_attribute(sc.OUTPUT_MIME_TYPE, sc.MIME_TEXT)
         row.duration_ms = (time.perf_counter() - start) * 1000
         record = capture.record(trace_id) if capture is not None and trace_id else None
-        _finish(row, call.value, record, trace_id)
+        answered = [r.after for r in earlier if r.after is not None]
+        _finish(row, call.value, record, trace_id, answered)
     except Exception as exc:
         if capture is not None and trace_id:
             _drop(capture, trace_id)
         _failed(row, exc, start)
 
 
-def _call_sync(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
-    with _replaying(row, capture) as call:
-        call.value = materialize_sync(fn(row.before.question))
+def _keywords(fn: Callable[..., Any], row: ReplayRow, earlier: Sequence[ReplayRow]
+              ) -> dict[str, Any]:  # fmt: skip
+    """``history`` and ``conversation_id`` for a turn of a conversation, when ``fn``
+    takes them: the conversation's questions and this pipeline's answers so far."""
+    said = [(r.before.question, r.after.answer if r.after else None) for r in earlier]
+    return call_keywords(fn, row.before.conversation_id, history_messages(said))
 
 
-async def _call_async(fn: Callable[..., Any], row: ReplayRow, capture: _Capture | None) -> None:
-    with _replaying(row, capture) as call:
-        call.value = await materialize_async(fn(row.before.question))
+def _call_sync(
+    fn: Callable[..., Any],
+    row: ReplayRow,
+    capture: _Capture | None,
+    earlier: Sequence[ReplayRow] = (),
+) -> None:
+    with _replaying(row, capture, earlier) as call:
+        call.value = materialize_sync(fn(row.before.question, **_keywords(fn, row, earlier)))
+
+
+async def _call_async(
+    fn: Callable[..., Any],
+    row: ReplayRow,
+    capture: _Capture | None,
+    earlier: Sequence[ReplayRow] = (),
+) -> None:
+    with _replaying(row, capture, earlier) as call:
+        value = fn(row.before.question, **_keywords(fn, row, earlier))
+        call.value = await materialize_async(value)
 
 
 def _drop(capture: _Capture, trace_id: int) -> None:
@@ -326,91 +411,106 @@ def replay(
 ) -> None:
     """Call ``fn(question)`` for every row, and ``control(question)`` for its twin
     (``row.control``) when given; fills ``after`` or ``error``; never raises for the
-    functions' exceptions. ``done(row)`` (and ``progress()``) once a row's calls are over,
-    from a worker thread."""
+    functions' exceptions. The turns of a conversation are called in order, each given
+    its pipeline's earlier answers (see the module's doc). ``done(row)`` (and
+    ``progress()``) once a row's calls are over, from a worker thread."""
     concurrency = max(1, concurrency)
     tick = progress or (lambda: None)
+    calls_left = {id(row): 1 + (control is not None) for row in rows}
+    lock = threading.Lock()
 
-    def finished(row: ReplayRow) -> None:
-        if done is not None:
-            done(row)
-        tick()
+    def settled(row: ReplayRow) -> None:
+        with lock:
+            calls_left[id(row)] -= 1
+            over = not calls_left[id(row)]
+        if over:
+            if done is not None:
+                done(row)
+            tick()
 
     if control is not None:
         for row in rows:
             row.control = row.twin()
+    # A job: one pipeline's calls for one conversation (or one row), in turn order.
+    jobs: list[_Job] = []
+    for group in conversation_order([r.before for r in rows]):
+        owners = [rows[i] for i in group]
+        jobs.append(_Job(fn, owners, owners))
+        if control is not None:
+            jobs.append(_Job(control, [r.control for r in owners if r.control], owners))
     capture = _start_capture() if capture_spans else None
     try:
         if is_async(fn) or (control is not None and is_async(control)):
-            asyncio.run(_replay_async(rows, fn, control, concurrency, finished, capture))
+            asyncio.run(_replay_async(jobs, concurrency, settled, capture))
         else:
-            _replay_threads(rows, fn, control, concurrency, finished, capture)
+            _replay_threads(jobs, concurrency, settled, capture)
     finally:
         if capture is not None:
             capture.close()
 
 
+@dataclass
+class _Job:
+    """One pipeline's calls for a conversation's turns (or one row), made in order."""
+
+    fn: Callable[..., Any]
+    targets: list[ReplayRow]
+    """The rows the calls fill (a row's control twins, for the control pipeline)."""
+    owners: list[ReplayRow]
+    """The rows of the input they answer for, one per target."""
+
+
 def _replay_threads(
-    rows: Sequence[ReplayRow],
-    fn: Callable[..., Any],
-    control: Callable[..., Any] | None,
+    jobs: Sequence[_Job],
     concurrency: int,
-    finished: Callable[[ReplayRow], None],
+    settled: Callable[[ReplayRow], None],
     capture: _Capture | None,
 ) -> None:
     """Sync calls on ``concurrency`` daemon threads: a call that never returns cannot
     hold the process at exit (an interrupted run leaves it behind)."""
-    jobs: queue.SimpleQueue[tuple[Callable[..., Any], ReplayRow, ReplayRow]] = queue.SimpleQueue()
-    for row in rows:
-        jobs.put((fn, row, row))
-        if control is not None and row.control is not None:
-            jobs.put((control, row.control, row))
-    calls_left = {id(row): 1 + (row.control is not None) for row in rows}
-    settled: queue.SimpleQueue[ReplayRow] = queue.SimpleQueue()
+    queued: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+    for job in jobs:
+        queued.put(job)
+    calls = sum(len(job.targets) for job in jobs)
+    over: queue.SimpleQueue[ReplayRow] = queue.SimpleQueue()
 
     def work() -> None:
         while True:
             try:
-                f, target, owner = jobs.get_nowait()
+                job = queued.get_nowait()
             except queue.Empty:
                 return
-            _call_sync(f, target, capture)
-            settled.put(owner)
+            for n, (target, owner) in enumerate(zip(job.targets, job.owners, strict=True)):
+                _call_sync(job.fn, target, capture, job.targets[:n])
+                over.put(owner)
 
-    for i in range(min(concurrency, jobs.qsize())):
+    for i in range(min(concurrency, len(jobs))):
         threading.Thread(target=work, name=f"ragpulse-replay-{i}", daemon=True).start()
-    for _ in range(sum(calls_left.values())):
-        row = settled.get()
-        calls_left[id(row)] -= 1
-        if not calls_left[id(row)]:
-            finished(row)
+    for _ in range(calls):
+        settled(over.get())
 
 
 async def _replay_async(
-    rows: Sequence[ReplayRow],
-    fn: Callable[..., Any],
-    control: Callable[..., Any] | None,
+    jobs: Sequence[_Job],
     concurrency: int,
-    finished: Callable[[ReplayRow], None],
+    settled: Callable[[ReplayRow], None],
     capture: _Capture | None,
 ) -> None:
     semaphore = asyncio.Semaphore(concurrency)
 
-    async def call(f: Callable[..., Any], row: ReplayRow) -> None:
+    async def call(f: Callable[..., Any], row: ReplayRow, earlier: list[ReplayRow]) -> None:
         async with semaphore:
             if is_async(f):
-                await _call_async(f, row, capture)
+                await _call_async(f, row, capture, earlier)
             else:  # a sync control beside an async pipeline: on a thread
-                await in_thread(_call_sync, f, row, capture)
+                await in_thread(_call_sync, f, row, capture, earlier)
 
-    async def one(row: ReplayRow) -> None:
-        calls = [call(fn, row)]
-        if control is not None and row.control is not None:
-            calls.append(call(control, row.control))
-        await asyncio.gather(*calls)
-        finished(row)
+    async def one(job: _Job) -> None:
+        for n, (target, owner) in enumerate(zip(job.targets, job.owners, strict=True)):
+            await call(job.fn, target, job.targets[:n])
+            settled(owner)
 
-    await asyncio.gather(*(one(row) for row in rows))
+    await asyncio.gather(*(one(job) for job in jobs))
 
 
 # --- Scoring -----------------------------------------------------------------------------
@@ -696,6 +796,11 @@ def output_line(row: ReplayRow, **extra: Any) -> str:
         "line": row.line,
         "set": row.set,
         "trace_id": row.before.trace_id,
+        **(
+            {"conversation_id": row.before.conversation_id, "turn": row.before.turn}
+            if row.before.conversation_id
+            else {}
+        ),
         "question": row.before.question,
         "before": _side(row.before, row.before_results),
         "after": _side(row.after, row.after_results),

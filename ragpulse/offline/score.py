@@ -11,6 +11,17 @@ A row of an agent turn (OpenAI-style ``messages``, a Ragas multi-turn ``user_inp
 DeepEval's ``tools_called``) is read by :mod:`ragpulse.offline.agent_rows`; its output
 line gains ``tool_calls`` (ragpulse's, naming which documents each call returned) unless
 it has that field already.
+
+A row that shows several turns (its messages hold several user messages; DeepEval's
+``turns``) is a conversation: every turn is scored, each with the conversation before it.
+The row's own output line is its last turn's (``results`` as for any row); each earlier
+turn gets a line of its own just before it: ``{"line", "conversation_id", "turn",
+"question", "answer", "contexts", "results"}``. Rows that share a ``conversation_id``
+(``session_id``, ``thread_id``) are the turns of one conversation, in file order; a turn
+whose row shows no history is given the earlier turns as its history (as the collector
+does for live turns). With a :class:`~ragpulse.offline.conversations.OfflineConversations`
+each conversation is closed at the end of the run into a conversation record, which the
+conversation metrics score (:mod:`ragpulse.offline.conversations`).
 """
 
 from __future__ import annotations
@@ -24,18 +35,21 @@ from typing import Any
 
 from ragpulse import safe_json
 from ragpulse import semconv as sc
-from ragpulse.config import AgentSettings
+from ragpulse.collector.history import standalone
+from ragpulse.config import AgentSettings, ConversationSettings
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.offline.agent_rows import (
-    agent_turn,
+    AgentTurn,
+    agent_turns,
     is_agent_row,
     recorded_tool_calls,
     with_contexts,
 )
+from ragpulse.offline.conversations import OfflineConversations
 from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
-from ragpulse.record import DocumentSource, EvalResult, RagRecord
+from ragpulse.record import DocumentSource, EvalResult, HistoryMessage, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.results import result_dict, results_json
 
@@ -127,17 +141,19 @@ def _source(value: Any, name: str, notes: _Coercions) -> DocumentSource | None:
         return None
 
 
-def record_and_coercions(
+def records_and_coercions(
     row: dict[str, Any],
     line: int,
     canonical: bool = False,
     agents: AgentSettings | None = None,
-) -> tuple[RagRecord, list[str]]:
-    """The record a row describes, and every conversion it took (empty when none).
+    conversations: ConversationSettings | None = None,
+) -> tuple[list[RagRecord], list[str]]:
+    """The turn records a row describes, in order (the last is the row's own; the others
+    are the earlier turns of a conversation the row shows), and every conversion it took.
 
     ``canonical``: the row's field names are ragpulse's already (:func:`canonical_row`).
-    ``agents``: which tools retrieve, and the bounds of an agent row (the defaults when
-    None).
+    ``agents``: which tools retrieve, and the bounds of an agent row; ``conversations``:
+    the bounds of a turn's history (the defaults when None).
     """
     if not canonical:
         row = canonical_row(row)[0]
@@ -154,26 +170,109 @@ def record_and_coercions(
         "answer": notes.text(row.get("answer"), "answer", "answer" in row),
         "attributes": {"line": line},
         "reference": reference_from_row(row, notes.note),
+        **_conversation_fields(row, notes),
     }
+    earlier: list[AgentTurn] = []
     if is_agent_row(row):
-        turn = agent_turn(row, agents or AgentSettings(), notes.note)
+        *earlier, turn = agent_turns(row, agents or AgentSettings(), notes.note, conversations)
         if "question" not in row and turn.question is not None:
             fields["question"] = turn.question  # the row's own fields win
         if "answer" not in row and turn.answer is not None:
             fields["answer"] = turn.answer
-        fields["documents"] = with_contexts(turn, fields["documents"])
+        fields["documents"] = [*with_contexts(turn, fields["documents"]), *turn.carried]
         fields["attributes"].update(turn.attributes)
         fields["tool_calls"] = turn.tool_calls
         fields["model_calls"] = turn.model_calls
         fields["kind"] = "agent" if turn.tool_calls else "rag"
+        if turn.number is not None:
+            fields.setdefault("turn", turn.number)
+        if turn.history and "history" not in fields:
+            fields["history"] = turn.history
+            fields["standalone_question"] = fields.get("standalone_question") or (
+                turn.standalone_question
+            )
     elif "tool_calls" in row:  # a record line of ragpulse's JSONL sink
         calls = recorded_tool_calls(row["tool_calls"], len(fields["documents"]), notes.note)
         fields["tool_calls"] = calls
         fields["kind"] = "agent" if calls else "rag"
     if row.get("kind") in ("rag", "agent", "retrieval"):
         fields["kind"] = row["kind"]
+    if earlier and not fields.get("conversation_id"):
+        fields["conversation_id"] = f"line-{line}"  # a whole conversation in one row
+    if fields.get("history") and not fields.get("standalone_question"):
+        fields["standalone_question"] = standalone(fields["question"], fields["history"])
+    records = [_earlier_turn(t, fields, line) for t in earlier]
     # One validation for the record and its documents (not one per document, then one more).
-    return RagRecord.model_validate(fields), notes.lines()
+    records.append(RagRecord.model_validate(fields))
+    return records, notes.lines()
+
+
+def record_and_coercions(
+    row: dict[str, Any],
+    line: int,
+    canonical: bool = False,
+    agents: AgentSettings | None = None,
+    conversations: ConversationSettings | None = None,
+) -> tuple[RagRecord, list[str]]:
+    """The row's own record (its last turn: :func:`records_and_coercions`) and every
+    conversion the row took (empty when none)."""
+    records, coerced = records_and_coercions(row, line, canonical, agents, conversations)
+    return records[-1], coerced
+
+
+def _conversation_fields(row: dict[str, Any], notes: _Coercions) -> dict[str, Any]:
+    """``conversation_id``, ``turn``, ``history`` and ``standalone_question`` as the row
+    gives them (ragpulse's record lines carry them all); a value of the wrong type is
+    dropped and said. An empty id is no id."""
+    out: dict[str, Any] = {}
+    cid = row.get("conversation_id")
+    if isinstance(cid, str | int) and not isinstance(cid, bool) and str(cid).strip():
+        out["conversation_id"] = str(cid).strip()
+    elif cid is not None and cid != "":
+        notes.note(f"conversation_id: {_type(cid)} -> null")
+    turn = row.get("turn")
+    if isinstance(turn, int) and not isinstance(turn, bool) and turn >= 1:
+        out["turn"] = turn
+    elif turn is not None:
+        notes.note(f"turn: {turn!r} is not a turn number -> null")
+    history = row.get("history")
+    if isinstance(history, list) and history:
+        messages = []
+        for item in history:
+            try:
+                messages.append(HistoryMessage.model_validate(item))
+            except ValueError:
+                notes.note("history[]: not a history message dropped")
+        out["history"] = messages
+    elif history is not None and not isinstance(history, list):
+        notes.note(f"history: {_type(history)} -> []")
+    standalone = row.get("standalone_question")
+    if isinstance(standalone, str) and standalone.strip():
+        out["standalone_question"] = standalone
+    return out
+
+
+def _earlier_turn(turn: AgentTurn, row: dict[str, Any], line: int) -> RagRecord:
+    """An earlier turn of a conversation row as a record of its own (named by the row's
+    line and its number: it has no span of its own)."""
+    return RagRecord.model_validate(
+        {
+            "trace_id": row["trace_id"],
+            "span_id": f"line-{line}.turn-{turn.number}",
+            "route": row["route"],
+            "question": turn.question or "",
+            "answer": turn.answer or "",
+            "documents": [*turn.documents, *turn.carried],
+            "attributes": {"line": line},
+            "tool_calls": turn.tool_calls,
+            "model_calls": turn.model_calls,
+            "kind": "agent" if turn.tool_calls else "rag",
+            "conversation_id": row["conversation_id"],
+            "turn": turn.number,
+            "history": turn.history,
+            "standalone_question": turn.standalone_question,
+        }
+    )
 
 
 def row_to_record(row: dict[str, Any], line: int) -> RagRecord:
@@ -236,14 +335,25 @@ class Summary:
     truncated_rows: int = 0
     first_bad: str | None = None
     fields: FieldReport = field(default_factory=FieldReport)
+    conversation_lines_read: int = 0
+    earlier_turns: int = 0
+    """Earlier turns of conversation rows scored (a line each, beside the rows)."""
+    conversations: int = 0
+    conversation_turns: int = 0
+    repeated_turns: int = 0
 
     def add_rows(self, rows: Sequence[Sequence[EvalResult]]) -> None:
-        """Rows' results as :func:`~ragpulse.evaluation.evaluate_records` gives them: each
-        row's in the order of the evaluators, so counted per evaluator, its name formatted
-        once instead of once per result."""
+        """Rows' results as :func:`~ragpulse.evaluation.evaluate_records` gives them,
+        counted per evaluator (its name formatted once, not once per result). Rows of
+        different kinds carry different evaluators' results (an agent signal scores agent
+        turns only)."""
         self.rows += len(rows)
-        for column in zip(*rows, strict=True):
-            self._count(column[0].name, column)
+        by_evaluator: dict[tuple[str, str], list[EvalResult]] = {}
+        for row in rows:
+            for r in row:
+                by_evaluator.setdefault((r.metric, r.method), []).append(r)
+        for (metric, method), results in by_evaluator.items():
+            self._count(f"{metric}/{method}", results)
 
     def _count(self, name: str, results: Sequence[EvalResult]) -> None:
         """Results of one evaluator (``name``), in row order."""
@@ -256,6 +366,22 @@ class Summary:
                 self.not_applicable[name] = self.not_applicable.get(name, 0) + 1
             else:
                 scores.append(r.score)
+
+    def title(self, output: object) -> str:
+        """The closing table's title: what was scored, and where it went."""
+        if not self.earlier_turns:
+            return f"{self.rows} rows scored -> {output}"
+        rows = self.rows - self.earlier_turns
+        return f"{rows} rows and {self.earlier_turns} earlier turns scored -> {output}"
+
+    def add_conversations(self, conversations: OfflineConversations) -> None:
+        """A run's conversations: their metrics' results in the table, their counts in
+        the notes."""
+        self.conversations = len(conversations.lines)
+        self.conversation_turns = conversations.turns
+        self.repeated_turns = conversations.repeated
+        for r in conversations.results:
+            self._count(r.name, (r,))
 
     def add_bad(self, parsed: ParsedLine) -> None:
         self.bad_rows += 1
@@ -294,6 +420,21 @@ class Summary:
             out.append(
                 f"{self.truncated_rows} rows cut to evaluation.max_text_chars / max_record_chars "
                 "(each says where in its `truncated_input` field)"
+            )
+        if self.conversations:
+            out.append(
+                f"{self.conversations} conversations ({self.conversation_turns} turns) closed "
+                "at the end of the run: their records are the output's last lines"
+            )
+        if self.repeated_turns:
+            out.append(
+                f"{self.repeated_turns} earlier turns shown again by a later row of their "
+                "conversation were read as its history, not scored again"
+            )
+        if self.conversation_lines_read:
+            out.append(
+                f"{self.conversation_lines_read} conversation lines in the input given back as "
+                "they are (their conversations are made again from their turns)"
             )
         return out + self.fields.lines()
 
@@ -345,23 +486,42 @@ def score_rows(
     summary: Summary,
     redactor: Redactor | None = None,
     agents: AgentSettings | None = None,
+    conversations: OfflineConversations | None = None,
 ) -> list[str]:
     """Score a batch of parsed lines; returns output lines (JSON) in input order.
 
     ``redactor``: the ``eval_output`` path's (``redaction.apply_to``), applied to each
     line written; off by default, since these are the user's own rows given back.
     ``agents``: the ``agents`` settings agent rows are read with (defaults when None).
+    ``conversations``: the run's conversations (turns scored in conversation order,
+    conversation records at the end); None scores each row's turns on their own.
     """
     redact = redactor.redact_record_dump if redactor is not None and redactor.enabled else None
+    settings = conversations.settings if conversations is not None else None
     good = [p for p in parsed if p.row is not None]
-    converted = []
+    turns: list[RagRecord] = []
+    owners: list[tuple[int, bool]] = []  # (line, the row's own turn)
+    coerced_by_line: dict[int, list[str]] = {}
     for p in good:
+        if is_conversation_line(p.row or {}):
+            continue  # a conversation record read back: its turns are rows of their own
         row, mapped = canonical_row(p.row or {})
         summary.fields.add(p.row or {}, mapped)
-        converted.append(record_and_coercions(row, p.line, canonical=True, agents=agents))
-    results = evaluate_records([record for record, _ in converted], evaluators)
+        records, coerced = records_and_coercions(row, p.line, True, agents, settings)
+        coerced_by_line[p.line] = coerced
+        for index, record in enumerate(records):
+            own = index == len(records) - 1
+            if conversations is None or conversations.is_new(record, own):
+                turns.append(record)
+                owners.append((p.line, own))
+    if conversations is not None:
+        turns, results = conversations.evaluate(turns, evaluators)
+    else:
+        results = evaluate_records(turns, evaluators)
     summary.add_rows(results)
-    by_line = {p.line: (r, c) for p, r, c in zip(good, results, converted, strict=True)}
+    by_line: dict[int, list[tuple[RagRecord, list[EvalResult], bool]]] = {}
+    for (line, own), record, row_results in zip(owners, turns, results, strict=True):
+        by_line.setdefault(line, []).append((record, row_results, own))
     out = []
     for p in parsed:
         if p.row is None:
@@ -369,10 +529,26 @@ def score_rows(
             bad = {"line": p.line, "raw": p.raw, "error": p.error}
             out.append(json.dumps(redact(bad) if redact else bad))
             continue
-        row_results, (record, coerced) = by_line[p.line]
+        if p.line not in by_line:  # a conversation line: given back as it is
+            summary.conversation_lines_read += 1
+            if redact:
+                out.append(json.dumps(redact(dict(p.row)), ensure_ascii=False))
+            else:
+                out.append(p.text.rstrip() or json.dumps(p.row, ensure_ascii=False))
+            continue
+        *earlier, (record, row_results, _) = by_line[p.line]
+        summary.earlier_turns += len(earlier)
+        for turn, turn_results, _ in earlier:
+            turn_row = _turn_line(p.line, turn, turn_results, summary)
+            out.append(json.dumps(redact(turn_row) if redact else turn_row, ensure_ascii=False))
         added: dict[str, Any] = {}
         if record.tool_calls and p.row and "tool_calls" not in p.row:
             added["tool_calls"] = [c.model_dump(mode="json") for c in record.tool_calls]
+        if record.conversation_id and p.row:
+            for key in ("conversation_id", "turn"):  # where the row joins its conversation
+                if key not in p.row and getattr(record, key) is not None:
+                    added[key] = getattr(record, key)
+        coerced = coerced_by_line[p.line]
         if coerced:
             summary.coerced_rows += 1
             added["coerced"] = coerced
@@ -388,6 +564,35 @@ def score_rows(
         row.update(added)
         out.append(json.dumps(redact(row) if redact else row, ensure_ascii=False))
     return out
+
+
+def is_conversation_line(row: dict[str, Any]) -> bool:
+    """Whether ``row`` is a conversation line (``{"conversation", "results"}``, as the
+    JSONL sink and ``eval`` write them) rather than a turn."""
+    conversation = row.get("conversation")
+    return isinstance(conversation, dict) and "turns" in conversation and "question" not in row
+
+
+def _turn_line(
+    line: int, record: RagRecord, results: Sequence[EvalResult], summary: Summary
+) -> dict[str, Any]:
+    """An earlier turn of a conversation row, as a line of its own (read back as a turn)."""
+    row: dict[str, Any] = {
+        "line": line,
+        "conversation_id": record.conversation_id,
+        "turn": record.turn,
+        "question": record.question,
+        "answer": record.answer,
+        "contexts": [d.model_dump(mode="json") for d in record.documents if not d.carried],
+    }
+    if record.tool_calls:
+        row["tool_calls"] = [c.model_dump(mode="json") for c in record.tool_calls]
+    row["results"] = [result_dict(r) for r in results]
+    truncated = results[0].details.get(TRUNCATED_INPUT) if results else None
+    if truncated:
+        summary.truncated_rows += 1
+        row[TRUNCATED_INPUT] = truncated
+    return row
 
 
 _ADDED = frozenset({"results", "coerced", TRUNCATED_INPUT})

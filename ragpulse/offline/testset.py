@@ -35,11 +35,14 @@ BEHAVIORS = ("answer", "refuse")
 
 RECORD_KEYS = (
     "question", "contexts", "contexts_ids", "answer", "trace_id", "span_id", "route",
-    "messages", "tools_called", "tool_calls",
+    "messages", "tools_called", "tool_calls", "turns", "conversation_id", "turn", "history",
+    "standalone_question",
 )  # fmt: skip
 """What a row says about the exchange itself (``documents`` is read as ``contexts``;
-``messages`` and ``tools_called`` make it an agent turn, ``tool_calls`` are ragpulse's
-own, as its record lines and ``eval`` output write them)."""
+``messages``, ``tools_called`` and DeepEval's ``turns`` make it an agent turn or a
+conversation, ``tool_calls`` are ragpulse's own, as its record lines and ``eval`` output
+write them; ``conversation_id``, ``turn``, ``history`` and ``standalone_question`` place
+it in a conversation)."""
 
 ALIASES: dict[str, str] = {
     # Ragas (SingleTurnSample; ground_truth(s): Ragas 0.1)
@@ -56,6 +59,9 @@ ALIASES: dict[str, str] = {
     "expected_output": "reference_answers",
     "retrieval_context": "contexts",
     "context": "reference_contexts",
+    # A chat session's id (OpenInference, Langfuse: session_id; LangGraph: thread_id)
+    "session_id": "conversation_id",
+    "thread_id": "conversation_id",
 }
 """Other tools' test-set field -> ragpulse's; read only when ragpulse's own is absent."""
 
@@ -73,7 +79,7 @@ KNOWN_KEYS = frozenset(
      # written by ragpulse itself: eval output, harness output
      "coerced", "truncated_input", "line", "raw", "error", "recorded", "generation",
      "condition_note", "row_expected_behavior", "skipped", "not_scored", "kind",
-     "model_calls"}
+     "model_calls", "conversation"}
 )  # fmt: skip
 
 

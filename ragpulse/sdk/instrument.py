@@ -24,8 +24,9 @@ This module is the public surface. The work happens in private modules:
 :mod:`ragpulse.sdk.config` (settings), :mod:`ragpulse.sdk.provider` (exporters,
 provider, configure/shutdown and the installed state), :mod:`ragpulse.sdk.coerce`
 (reading the app's values), :mod:`ragpulse.sdk.recorders` (the span recorders),
-:mod:`ragpulse.sdk.streams` (stream wrappers) and :mod:`ragpulse.sdk.wrapping`
-(decorator machinery).
+:mod:`ragpulse.sdk.streams` (stream wrappers), :mod:`ragpulse.sdk.wrapping`
+(decorator machinery) and :mod:`ragpulse.sdk.conversation` (``ragpulse.conversation``:
+which conversation a turn belongs to).
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ from ragpulse.sdk.recorders import (
     SpanRecorder,
     ToolSpan,
 )
-from ragpulse.sdk.wrapping import _call_arguments, _decorate, _first_argument, _fn_name, _wrap
+from ragpulse.sdk.wrapping import (
+    _call_arguments,
+    _decorate,
+    _first_argument,
+    _fn_name,
+    _named_argument,
+    _wrap,
+)
 
 __all__ = [
     "ENV_API_TOKEN",
@@ -94,10 +102,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 def pipeline(func: F, /) -> F: ...
 @overload
 def pipeline(
-    func: None = None, /, *, name: str | None = None, route: str | None = None
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    route: str | None = None,
+    conversation_id: str | None = None,
 ) -> Callable[[F], F]: ...
 def pipeline(
-    func: F | None = None, /, *, name: str | None = None, route: str | None = None
+    func: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    route: str | None = None,
+    conversation_id: str | None = None,
 ) -> F | Callable[[F], F]:
     """Trace a RAG entry point as the root ``pipeline`` span (OpenInference CHAIN).
 
@@ -109,15 +127,30 @@ def pipeline(
     object with ``.answer``, or a stream of text chunks (returned or yielded;
     the span ends when the stream does and the answer is the joined chunks).
     Retrieval and generation spans opened inside become its children.
+    ``conversation_id`` names the function's parameter that holds the conversation
+    (chat session) id (``@ragpulse.pipeline(conversation_id="session_id")``): each call
+    is a turn of the conversation its argument names (an empty one is none; the
+    function must have that parameter, else TypeError here). Without it, the
+    :func:`ragpulse.conversation` block the call runs in decides.
     Return values and exceptions pass through unchanged; recording never raises.
     """
 
     def build(fn: F) -> F:
         span_name = name or _fn_name(fn, "pipeline")
         pick = _first_argument(fn, ("question", "query"))
+        pick_conversation = (
+            _named_argument(fn, conversation_id, "ragpulse.pipeline(conversation_id=...)")
+            if conversation_id
+            else None
+        )
 
         def make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> SpanRecorder:
-            return PipelineSpan(pick(args, kwargs), route=route, name=span_name)
+            return PipelineSpan(
+                pick(args, kwargs),
+                route=route,
+                name=span_name,
+                conversation_id=pick_conversation(args, kwargs) if pick_conversation else None,
+            )
 
         return _wrap(fn, make)
 
@@ -280,14 +313,21 @@ def tool(
 
 
 def pipeline_span(
-    question: Any = None, route: str | None = None, name: str = "pipeline"
+    question: Any = None,
+    route: str | None = None,
+    name: str = "pipeline",
+    *,
+    conversation_id: Any = None,
 ) -> PipelineSpan:
     """``with ragpulse.pipeline_span(question) as s: ...; s.set_answer(text)``.
 
     For code that cannot be decorated; works in sync and async code. The span
-    starts on ``__enter__`` and is current inside the block.
+    starts on ``__enter__`` and is current inside the block. ``conversation_id`` puts
+    the turn in that conversation (an empty one is none: the
+    :func:`ragpulse.conversation` block decides); ``s.end_conversation()`` marks it as
+    the conversation's last.
     """
-    return PipelineSpan(question, route=route, name=name)
+    return PipelineSpan(question, route=route, name=name, conversation_id=conversation_id)
 
 
 def retrieval_span(

@@ -35,6 +35,13 @@ from ragpulse.sdk.coerce import (
     chunk_text,
 )
 from ragpulse.sdk.config import REDACTION_FAILED
+from ragpulse.sdk.conversation import (
+    conversation_attributes,
+    conversation_id_of,
+    current,
+    current_id,
+    in_turn,
+)
 from ragpulse.sdk.provider import _current
 from ragpulse.sdk.providers import provider_of_model, provider_of_response
 from ragpulse.sdk.streams import _traced_awaitable, _TracedAsyncIterator, _TracedIterator
@@ -87,6 +94,7 @@ class SpanRecorder:
                 sc.OPENINFERENCE_SPAN_KIND: self._kind,
                 sc.RAGPULSE_ROLE: self._role,
                 sc.RAGPULSE_CONTENT_CAPTURED: self._config.capture_content,
+                **conversation_attributes(self._conversation_id()),
                 **self._start_attributes(),
             }
             self._span = self._tracer.start_span(
@@ -99,6 +107,10 @@ class SpanRecorder:
     def _span_name(self) -> str:
         """Hook: the span name when the app gave none."""
         return self._default_name
+
+    def _conversation_id(self) -> str | None:
+        """Hook: the conversation the span belongs to (the current turn's or block's)."""
+        return current_id()
 
     def _span_kind(self) -> SpanKind:
         """Hook: the OTel span kind."""
@@ -115,10 +127,14 @@ class SpanRecorder:
     def _activate(self) -> Token[Context] | None:
         """Make the span current (children nest under it); pair with _deactivate."""
         try:
-            return otel_context.attach(trace.set_span_in_context(self._span))
+            return otel_context.attach(trace.set_span_in_context(self._span, self._context()))
         except Exception:
             logger.debug("ragpulse: attaching context failed", exc_info=True)
             return None
+
+    def _context(self) -> Context | None:
+        """Hook: the context the span is made current in (None: the caller's)."""
+        return None
 
     @staticmethod
     def _deactivate(token: Token[Context] | None) -> None:
@@ -254,18 +270,59 @@ class SpanRecorder:
 
 
 class PipelineSpan(SpanRecorder):
-    """The root span of one question -> answer exchange (OpenInference CHAIN)."""
+    """The root span of one question -> answer exchange (OpenInference CHAIN): a turn.
+
+    ``conversation_id`` puts the turn in a conversation (an empty one is none); without
+    it, the :func:`ragpulse.conversation` block the span starts in decides. Spans opened
+    inside carry the turn's conversation id too.
+    """
 
     _role = sc.ROLE_PIPELINE
     _kind = sc.KIND_CHAIN
     _default_name = "pipeline"
 
     def __init__(
-        self, question: Any = None, *, route: str | None = None, name: str | None = None
+        self,
+        question: Any = None,
+        *,
+        route: str | None = None,
+        name: str | None = None,
+        conversation_id: Any = None,
     ) -> None:
         super().__init__(name)
         self._question = question
         self._route = route
+        self._conversation = conversation_id_of(conversation_id)
+        self._ends = False
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The conversation the turn belongs to (known once the span started), or None."""
+        return self._conversation
+
+    def _conversation_id(self) -> str | None:
+        block = current()
+        if self._conversation is None:
+            self._conversation = current_id()
+        if block is not None and block.ending and block.id == self._conversation:
+            self._ends = True
+        return self._conversation
+
+    def _start_attributes(self) -> dict[str, Any]:
+        if self._ends and self._conversation:
+            return {sc.RAGPULSE_CONVERSATION_END: True}
+        return {}
+
+    def _context(self) -> Context | None:
+        return in_turn(self)
+
+    def end_conversation(self) -> None:
+        """Mark this turn as its conversation's last (``ragpulse.conversation.end``): the
+        collector closes the conversation at once. Nothing without a conversation id."""
+        with _Guard("ending the conversation"):
+            self._ends = True
+            if self._started and self._conversation:
+                self._set(sc.RAGPULSE_CONVERSATION_END, True)
 
     def _on_start(self) -> None:
         if self._route is not None:

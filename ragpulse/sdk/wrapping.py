@@ -57,6 +57,34 @@ def _first_argument(fn: Callable[..., Any], keywords: tuple[str, ...]) -> Callab
     return pick
 
 
+def _named_argument(fn: Callable[..., Any], name: str, what: str) -> Callable[..., Any]:
+    """A picker for the call's argument ``name`` (by position or keyword); TypeError now,
+    at decoration, when ``fn`` has no such parameter (nor ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = None  # a builtin: read it from the keywords only
+    index = None
+    if params is not None:
+        param = params.get(name)
+        if param is None and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise TypeError(
+                f"{what}: {_fn_name(fn, 'the function')}() has no parameter {name!r}; name "
+                "the parameter that holds the conversation id, or wrap the call in "
+                "ragpulse.conversation(id)"
+            )
+        if param is not None and param.kind in (param.POSITIONAL_ONLY,
+                                                param.POSITIONAL_OR_KEYWORD):  # fmt: skip
+            index = list(params).index(name)
+
+    def pick(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if index is not None and index < len(args):
+            return args[index]
+        return kwargs.get(name)
+
+    return pick
+
+
 def _call_arguments(fn: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
     """A reader of a call's arguments by parameter name (``self``/``cls`` left out,
     ``**kwargs`` spread), as a tool call's arguments are written."""

@@ -253,6 +253,48 @@ def test_coercions_are_reported_on_the_row_and_counted(tmp_path: Path) -> None:
     assert "2 rows coerced" in proc.stderr
 
 
+def test_bad_conversations_are_bounded_counted_and_never_a_crash(tmp_path: Path) -> None:
+    """A conversation of 10,000 turns in one row, a 5 MB message in a history, ids that
+    are empty or not text, turns out of order: every row is written back, what was cut or
+    dropped is said on the row, each conversation of two turns or more gets one record."""
+    huge = [m for i in range(10_000) for m in (
+        {"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"a {i}"},
+    )]  # fmt: skip
+    big_history = [{"role": "user", "content": "x " * 2_500_000},
+                   {"role": "assistant", "content": "ok"},
+                   {"role": "user", "content": ROW["question"]},
+                   {"role": "assistant", "content": ROW["answer"]}]  # fmt: skip
+    rows = [
+        {"messages": huge},
+        {"messages": big_history, "conversation_id": "big"},
+        {**ROW, "conversation_id": ""},  # an empty id is no id
+        {**ROW, "conversation_id": {"id": 1}},
+        {**ROW, "conversation_id": "late", "turn": 3},  # turns out of order
+        {**ROW, "conversation_id": "late", "turn": 1},
+    ]
+    source = write_rows(tmp_path / "in.jsonl", rows)
+    proc = run(source, "-o", tmp_path / "out.jsonl", "--metrics", "faithfulness/lexical")
+    assert proc.returncode == 0, proc.stderr
+    written = output_rows(tmp_path / "out.jsonl")
+    records = [r for r in written if "conversation" in r]
+    rows_back = [r for r in written if "conversation" not in r and "line" not in r]
+    assert len(rows_back) == len(rows)  # every row back, in its order
+    huge_row, big = rows_back[:2]
+    assert huge_row["coerced"] == [
+        "messages: 20000 -> the last 2000 read",
+        "history: 989 turns keep their last 20 messages",
+    ]  # 12 on
+    assert len([r for r in written if r.get("conversation_id") == "line-1"]) == 1000
+    assert "history: 1 messages cut at 2000 chars" in big["coerced"]
+    assert {r["conversation"]["conversation_id"] for r in records} == {"line-1", "big", "late"}
+    late = next(r for r in records if r["conversation"]["conversation_id"] == "late")
+    assert [t["turn"] for t in late["conversation"]["turns"]] == [1, 3]
+    assert "conversation_id: dict -> null" in " ".join(
+        c for r in rows_back for c in r.get("coerced", [])
+    )
+    assert "3 conversations" in proc.stderr
+
+
 def test_eval_output_is_redacted_only_when_apply_to_names_it(tmp_path: Path) -> None:
     mail = "jane.doe@example.com"
     row = {"question": f"Mail {mail}?", "contexts": [f"Write to {mail}"], "answer": mail}

@@ -284,6 +284,93 @@ def test_an_app_with_ragpulse_tools_gives_agent_turns(
     assert faithfulness["score"] >= 0.7
 
 
+LIGHTHOUSE = [
+    {
+        "id": "lh-1",
+        "content": "The Harbour lighthouse was built in 1857. It is 40 "
+        "metres tall and two keepers live there.",
+    }
+]
+
+
+@ragpulse.retrieval(data_source="kb")
+def lighthouse_docs(query: str) -> list[dict[str, str]]:
+    return list(LIGHTHOUSE) if "built" in query else []
+
+
+@ragpulse.generation(model="test-model")
+def lighthouse_answer(prompt: str) -> str:
+    return "It was built in 1857." if "built" in prompt else "Two keepers live there."
+
+
+@ragpulse.pipeline(route="/chat", conversation_id="session")
+def chat(question: str, session: str) -> str:
+    lighthouse_docs(question)
+    return lighthouse_answer(question)
+
+
+def test_decorated_turns_of_one_session_give_a_conversation_record(tmp_path: Path) -> None:
+    """Two turns of one ``conversation_id``, sent by the decorators to a real ``serve``
+    whose conversations close after 1 s idle: two turn records numbered 1 and 2, the
+    follow-up's joined with the first turn by the collector (the decorators' spans carry
+    no history) and scored faithful on the first turn's passage, then one conversation
+    line. Waited for by reading the file, never by sleeping."""
+    otlp = free_port()
+    results = tmp_path / "results.jsonl"
+    env = {
+        "RAGPULSE_ASSEMBLY__GRACE_S": "0.2",
+        "RAGPULSE_EVALUATION__MODEL__RATE": "0",
+        "RAGPULSE_CONVERSATIONS__IDLE_S": "1",
+        "RAGPULSE_CONVERSATIONS__TICK_S": "0.1",
+    }
+    proc, _ = start_serve("--otlp-http-port", str(otlp), "--results-jsonl", str(results),
+                          env=env)  # fmt: skip
+    provider = TracerProvider(resource=Resource.create({"service.name": "chat-app"}))
+    ragpulse.configure(endpoint=f"http://127.0.0.1:{otlp}", tracer_provider=provider,
+                       export_timeout_s=5)  # fmt: skip
+
+    def lines() -> list[dict[str, Any]]:
+        text = results.read_text() if results.exists() else ""
+        return [json.loads(x) for x in text.splitlines()]
+
+    try:
+        chat("When was the Harbour lighthouse built?", "chat-7")
+        provider.force_flush()
+        # A user reads the answer before asking again: the first turn is in first.
+        wait_until(lambda: lines(), 60, "serve did not write the first turn")
+        chat("And how many keepers live there?", "chat-7")
+        provider.force_flush()
+        [conversation] = wait_until(
+            lambda: [x for x in lines() if "conversation" in x],
+            60,
+            "serve did not write the conversation record after it went idle",
+        )
+        turns = [x for x in lines() if "conversation" not in x]
+    finally:
+        ragpulse.shutdown()
+        provider.shutdown()
+        stop_process(proc)
+    first, second = sorted(turns, key=lambda x: x["turn"])
+    assert (first["conversation_id"], second["conversation_id"]) == ("chat-7", "chat-7")
+    assert (first["turn"], second["turn"]) == (1, 2)
+    assert first["history"] == []
+    assert [(m["role"], m["content"], m["turn"]) for m in second["history"]] == [
+        ("user", "When was the Harbour lighthouse built?", 1),
+        ("assistant", "It was built in 1857.", 1),
+    ]  # fmt: skip
+    carried = [d for d in second["documents"] if d["source"] and d["source"]["kind"] == "history"]
+    assert [d["source"]["turn"] for d in carried] == [1]
+    [faithfulness] = [r for r in second["results"] if r["metric"] == "faithfulness"]
+    assert faithfulness["score"] >= 0.7  # answered from the first turn's passage
+    record = conversation["conversation"]
+    assert record["conversation_id"] == "chat-7" and record["closed_by"] == "idle"
+    assert [(t["turn"], t["trace_id"]) for t in record["turns"]] == [
+        (1, first["trace_id"]), (2, second["trace_id"]),
+    ]  # fmt: skip
+    assert {r["metric"] for r in conversation["results"]} >= {"conversation_groundedness",
+                                                              "user_frustration"}  # fmt: skip
+
+
 def test_sigterm_while_the_model_tier_loads_stops_without_waiting_for_it() -> None:
     """The model tier loads in the background (torch and MiniLM take seconds); SIGTERM
     right after start must not wait for that load, and the last line says so."""

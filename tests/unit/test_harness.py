@@ -560,3 +560,44 @@ def test_the_harness_runs_from_python_with_typed_options(tmp_path: Path) -> None
     assert run(unknown, Console(file=text, width=300), Settings) == 2
     assert "unknown condition(s) sideways" in text.getvalue()
     assert not (tmp_path / "other.jsonl").exists()
+
+
+CHAT_GENERATOR = '''
+def generate(question, documents, history=None):
+    """Answers from its documents; a follow-up says what it said before (only the history
+    it is given can tell it) and how many earlier turns it was shown."""
+    if not history:
+        return documents[0]["content"] if documents else "I do not know."
+    said = [m["content"] for m in history if m["role"] == "assistant"]
+    return f"{said[-1]} ({len(said)} earlier)"
+'''
+
+
+def test_a_conversation_stays_whole_under_each_condition(tmp_path: Path) -> None:
+    """Two rows of one conversation (and one unrelated row): under each condition the
+    follow-up is generated after the first turn, given the generator's own first answer
+    under that condition, and written with the history it was scored with."""
+    (tmp_path / "chat.py").write_text(CHAT_GENERATOR, encoding="utf-8")
+    lighthouse = "The Harbour lighthouse was built in 1857."
+    rows = [
+        {"question": "And how tall is it?", "conversation_id": "c-1", "turn": 2,
+         "reference_contexts": ["It is 40 metres tall."]},
+        {"question": "When was the Harbour lighthouse built?", "conversation_id": "c-1",
+         "turn": 1, "reference_contexts": [lighthouse]},
+        {"question": "Where is the tower?", "reference_contexts": ["The tower is in Paris."]},
+    ]  # fmt: skip
+    source, out = tmp_path / "chat.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    done = harness(source, out, "--generator", "chat:generate", "--conditions",
+                   "gold,irrelevant_only", "--concurrency", "8", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    got = {(r["line"], r["condition"]): r for r in lines(out)}
+    for condition in ("gold", "irrelevant_only"):
+        first, follow_up = got[(2, condition)], got[(1, condition)]
+        assert "history" not in first and "history" not in got[(3, condition)]
+        assert follow_up["answer"] == f"{first['answer']} (1 earlier)"
+        assert follow_up["history"] == [
+            {"role": "user", "content": rows[1]["question"], "turn": 1},
+            {"role": "assistant", "content": first["answer"], "turn": 1},
+        ]
+    assert got[(2, "gold")]["answer"] == lighthouse

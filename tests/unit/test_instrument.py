@@ -784,6 +784,212 @@ def test_a_pipeline_with_tools_is_an_agent_turn_for_the_collector(
     assert record.model_calls == 1 and record.model == "test-model"
 
 
+# --- Conversations ----------------------------------------------------------------------------
+
+
+def records_of(exporter: InMemorySpanExporter) -> list[Any]:
+    """The app's spans as ``serve`` receives them (OTLP protobuf, decoded by the
+    collector), extracted into records, in the order the turns started."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from ragpulse.collector.extract import extract_records
+    from ragpulse.collector.otlp import decode_request
+
+    decoded = decode_request(encode_spans(exporter.get_finished_spans()))
+    by_trace: dict[str, list[Any]] = {}
+    for span in decoded.spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    records = [r for spans in by_trace.values() for r in extract_records(spans)[0]]
+    return sorted(records, key=lambda r: r.start_time_ns)
+
+
+LIGHTHOUSE = "The Harbour lighthouse was built in 1857 and is 40 metres tall."
+
+
+@ragpulse.retrieval
+def find_passages(query: str) -> list[str]:
+    return [LIGHTHOUSE] if "built" in query else []
+
+
+@ragpulse.generation(model="test-model")
+def write_answer(prompt: str) -> str:
+    return "It was built in 1857." if "built" in prompt else "It is 40 metres tall."
+
+
+def test_a_conversation_block_puts_every_turn_and_its_children_in_the_conversation(
+    exporter: InMemorySpanExporter,
+) -> None:
+    @ragpulse.pipeline
+    def answer(question: str) -> str:
+        find_passages(question)
+        return write_answer(question)
+
+    with ragpulse.conversation("chat-1"):
+        answer("When was the Harbour lighthouse built?")
+        answer("And how tall is it?")
+    answer("Outside any conversation?")
+    first, second, outside = records_of(exporter)
+    assert (first.conversation_id, second.conversation_id) == ("chat-1", "chat-1")
+    assert outside.conversation_id is None
+    spans = exporter.get_finished_spans()
+    last = max((s for s in spans if s.name == "answer"), key=lambda s: s.start_time or 0)
+    inside = [s for s in spans if s.context.trace_id != last.context.trace_id]
+    # The pipeline spans and their children carry both conventions' keys; the turn
+    # outside the block, none.
+    assert sorted(s.name for s in inside) == sorted(["answer", "retrieval", "chat test-model"] * 2)
+    for span in inside:
+        assert attrs(span)[sc.GEN_AI_CONVERSATION_ID] == attrs(span)[sc.SESSION_ID] == "chat-1"
+    assert all(sc.SESSION_ID not in attrs(s) for s in spans if s not in inside)
+
+
+def test_conversation_id_names_the_pipelines_argument_and_wins_over_the_block(
+    exporter: InMemorySpanExporter,
+) -> None:
+    @ragpulse.pipeline(conversation_id="session")
+    def answer(question: str, session: str | None = None) -> str:
+        return write_answer(question)
+
+    class Bot:
+        @ragpulse.pipeline(conversation_id="session")
+        async def ask(self, question: str, *, session: int) -> str:
+            return write_answer(question)
+
+    with ragpulse.conversation("the-block"):
+        answer("q1", "s-1")  # by position
+        answer("q2", session="s-2")  # by keyword
+        answer("q3")  # none given: the block's
+        answer("q4", "   ")  # an empty id is no id: the block's
+    asyncio.run(Bot().ask("q5", session=42))  # a number is written as text
+    with ragpulse.pipeline_span("q6", conversation_id="s-6") as turn:
+        turn.set_answer(write_answer("q6"))
+    ids = [r.conversation_id for r in records_of(exporter)]
+    assert ids == ["s-1", "s-2", "the-block", "the-block", "42", "s-6"]
+    with pytest.raises(TypeError, match="no parameter 'session_id'"):
+
+        @ragpulse.pipeline(conversation_id="session_id")
+        def wrong(question: str) -> str:
+            return ""
+
+
+def test_the_end_of_a_conversation_is_marked_on_its_last_turn(
+    exporter: InMemorySpanExporter,
+) -> None:
+    @ragpulse.pipeline
+    def answer(question: str) -> str:
+        return write_answer(question)
+
+    with ragpulse.conversation("c-end") as chat:
+        answer("q1")
+        chat.end()  # between turns: the next turn is the last
+        answer("q2")
+    with ragpulse.conversation("c-during") as chat:
+
+        @ragpulse.pipeline
+        def goodbye(question: str) -> str:
+            chat.end()  # during the turn: this one
+            return "Bye!"
+
+        goodbye("Thanks, bye")
+    with ragpulse.conversation("c-flag", end=True):
+        answer("q3")
+    with ragpulse.pipeline_span("q4", conversation_id="c-span") as turn:
+        turn.end_conversation()
+    with ragpulse.conversation(""):  # no id: nothing to end
+        ragpulse.conversation("").end()
+        answer("q5")
+    ended = {r.question: r.attributes.get(sc.RAGPULSE_CONVERSATION_END) for r in
+             records_of(exporter)}  # fmt: skip
+    assert ended == {"q1": None, "q2": True, "Thanks, bye": True, "q3": True, "q4": True,
+                     "q5": None}  # fmt: skip
+
+
+def test_conversations_decorate_functions_and_streams_and_never_raise(
+    exporter: InMemorySpanExporter,
+) -> None:
+    @ragpulse.pipeline
+    def answer(question: str) -> str:
+        return write_answer(question)
+
+    @ragpulse.conversation("c-sync")
+    def sync_turn(question: str) -> str:
+        return answer(question)
+
+    @ragpulse.conversation("c-async")
+    async def async_turn(question: str) -> str:
+        return answer(question)
+
+    @ragpulse.conversation("c-stream")
+    def stream(question: str) -> Iterator[str]:
+        yield answer(question)
+        yield answer(question + "?")
+
+    @ragpulse.conversation("c-astream")
+    async def astream(question: str) -> AsyncIterator[str]:
+        yield answer(question)
+
+    async def drain() -> list[str]:
+        return [x async for x in astream("q4")]
+
+    assert sync_turn("q1") == write_answer("q1")
+    assert asyncio.run(async_turn("q2")) == write_answer("q2")
+    assert list(stream("q3")) == [write_answer("q3")] * 2
+    assert asyncio.run(drain()) == [write_answer("q4")]
+    answer("after")  # nothing leaked out of the decorated calls
+    for odd in (BadStr(), object(), b"\xff", ["a"]):
+        with ragpulse.conversation(odd):
+            answer("odd")
+    assert [r.conversation_id for r in records_of(exporter)] == [
+        "c-sync", "c-async", "c-stream", "c-stream", "c-astream", None,  # "after"
+        None, None, "\ufffd", None,  # bytes are read as UTF-8 text
+    ]  # fmt: skip
+
+
+def test_decorated_turns_become_a_conversation_with_the_earlier_turn_joined() -> None:
+    """Through the collector's conversation stage, as ``serve`` runs it: two turns of one
+    conversation id give two numbered turn records, the follow-up (whose spans carry no
+    history) joined with the first turn, and a conversation record when it ends."""
+    from ragpulse.collector.conversations import ConversationStage
+    from ragpulse.config import ConversationSettings
+    from ragpulse.evaluation import evaluate_records
+    from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
+    from ragpulse.evaluators.user_frustration.rules import UserFrustration
+
+    exporter = InMemorySpanExporter()
+    ragpulse.configure(exporter=exporter, tracer_provider=TracerProvider())
+
+    @ragpulse.pipeline(conversation_id="session")
+    def answer(question: str, session: str) -> str:
+        find_passages(question)
+        return write_answer(question)
+
+    closed: list[Any] = []
+    stage = ConversationStage(
+        ConversationSettings(), [UserFrustration()], lambda c, r: closed.append((c, r))
+    )
+    faithfulness = LexicalFaithfulness()
+    answer("When was the Harbour lighthouse built?", "chat-9")
+    with ragpulse.conversation("chat-9", end=True):
+        answer("And how tall is it?", "chat-9")
+    turns = []
+    for record in records_of(exporter):
+        record = stage.prepare(record)
+        [results] = evaluate_records([record], [faithfulness])
+        stage.observe(record, results)
+        turns.append((record, results))
+    (first, _), (second, second_results) = turns
+    assert (first.turn, second.turn) == (1, 2)
+    assert [(m.role, m.content) for m in second.history] == [
+        ("user", "When was the Harbour lighthouse built?"), ("assistant", "It was built in 1857."),
+    ]  # fmt: skip
+    # Answered from the first turn's passage, which the follow-up carries as evidence.
+    assert [d.source.turn for d in second.documents if d.source] == [1]
+    assert second_results[0].score is not None and second_results[0].score >= 0.7
+    [(conversation, results)] = closed  # the end marker closed it at once
+    assert conversation.conversation_id == "chat-9" and conversation.closed_by == "end"
+    assert [t.turn for t in conversation.turns] == [1, 2]
+    assert [r.name for r in results] == ["user_frustration/rules"]
+
+
 # --- Errors and odd values -------------------------------------------------------------------
 
 

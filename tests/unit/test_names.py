@@ -136,4 +136,5 @@ def test_the_mapping_never_overrides_ragpulse_names() -> None:
     assert row["question"] == "mine" and row["reference_answers"] == ["x"]
     assert used == ["reference -> reference_answers"]
     assert set(ALIASES.values()) <= {"question", "contexts", "contexts_ids", "answer",
-                                      "reference_answers", "reference_contexts"}  # fmt: skip
+                                      "reference_answers", "reference_contexts",
+                                      "conversation_id"}  # fmt: skip

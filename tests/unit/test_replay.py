@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from support.helpers import new_trace_id
 
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
@@ -280,3 +281,91 @@ def test_control_is_checked_before_any_call(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "replayed.jsonl").exists()
     done = replay_cmd(tmp_path, low, "--control", "pipelines:grounded")
     assert done.returncode == 2 and "--control need --replay" in done.stderr
+
+
+# --- Conversations ------------------------------------------------------------------------
+
+CHAT_PIPELINES = textwrap.dedent(
+    '''
+    import asyncio
+
+    import ragpulse
+
+    PASSAGE = "The Harbour lighthouse was rebuilt in 1902 after a storm."
+
+
+    def answer(question, history):
+        """The changed pipeline: a new first answer, and a follow-up built from its own
+        earlier answer (which only the history it is given can tell it)."""
+        if question.startswith("When"):
+            return {"answer": "It was rebuilt in 1902.", "documents": [PASSAGE]}
+        said = [m["content"] for m in history if m["role"] == "assistant"]
+        asked = [m["content"] for m in history if m["role"] == "user"]
+        if asked != ["When was the Harbour lighthouse built?"]:
+            return f"unexpected history: {history!r}"
+        return said[-1]  # what it said before: the history it is given tells it
+
+
+    def chat(question, history=None, conversation_id=None):
+        return answer(question, history)
+
+
+    async def chat_async(question, history=None):
+        await asyncio.sleep(0.01)
+        return answer(question, history)
+
+
+    @ragpulse.pipeline(conversation_id="conversation_id")
+    def traced(question, history=None, conversation_id=None):
+        with ragpulse.retrieval_span(question) as r:
+            r.set_documents([PASSAGE] if question.startswith("When") else [])
+        found = answer(question, history)
+        return found["answer"] if isinstance(found, dict) else found
+    '''
+)
+FIRST_Q, FOLLOW_Q = "When was the Harbour lighthouse built?", "And what year did you say?"
+RECORDED = "The Harbour lighthouse was built in 1857."
+
+
+@pytest.mark.parametrize("function", ["chat", "chat_async", "traced"])
+def test_a_replayed_conversation_feeds_each_turn_the_new_answers(
+    tmp_path: Path, function: str
+) -> None:
+    """Two rows sharing a conversation id, and a conversation row (both turns in its
+    messages): the follow-up is called after the first turn, with the changed pipeline's
+    own first answer in its history (not the recorded one), and scored with it."""
+    (tmp_path / "chats.py").write_text(CHAT_PIPELINES)
+    rows = [
+        {"question": FOLLOW_Q, "answer": "I said 1857.", "conversation_id": "c-1", "turn": 2},
+        {"question": FIRST_Q, "contexts": [RECORDED], "answer": "It was built in 1857.",
+         "conversation_id": "c-1", "turn": 1},
+        {"messages": [
+            {"role": "user", "content": FIRST_Q},
+            {"role": "assistant", "content": "It was built in 1857."},
+            {"role": "user", "content": FOLLOW_Q},
+            {"role": "assistant", "content": "I said 1857."},
+        ]},
+    ]  # fmt: skip
+    source = tmp_path / "set.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "replayed.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "ragpulse.cli", "eval", str(source), "-o", str(out), "--replay",
+         f"chats:{function}", "--concurrency", "4", "--metrics", "faithfulness/lexical"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    # Input order; the conversation row is a line per turn.
+    assert [(x["line"], x.get("conversation_id"), x.get("turn")) for x in lines] == [
+        (1, "c-1", 2), (2, "c-1", 1), (3, "line-3", 1), (3, "line-3", 2),
+    ]  # fmt: skip
+    follow_ups = [x for x in lines if x["turn"] == 2]
+    for line in follow_ups:
+        assert line["after"]["answer"] == "It was rebuilt in 1902.", line
+        assert line["before"]["answer"] == "I said 1857."
+        # Scored with the new history: the first turn's new passage is its evidence.
+        [faithful] = line["after"]["results"]
+        assert faithful["score"] >= 0.7
+    if function == "traced":  # the pipeline's own spans carry the conversation id
+        assert {x["replay"]["documents_from"] for x in lines if x["turn"] == 1} == {"spans"}
