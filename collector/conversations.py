@@ -89,6 +89,10 @@ class _Conversation:
         return sorted(self.turns.values(), key=lambda t: (t.summary.turn, t.summary.start_time_ns))
 
 
+def _key(turn: _Turn) -> tuple[str, str]:
+    return (turn.summary.trace_id, turn.summary.span_id)
+
+
 def _compact(results: Sequence[EvalResult]) -> list[EvalResult]:
     """What a conversation keeps of a turn's results: metric, method, score, label."""
     return [
@@ -144,6 +148,11 @@ class ConversationStage:
         # Turns this stage numbered by their arrival (their spans did not say), most recent
         # last: where conversations are held elsewhere (Kafka), that holder numbers them.
         self._numbered: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Turns prepared but not yet exported, per conversation: two turns of one
+        # conversation in one batch (an app's exporter sends spans every few seconds) are
+        # prepared before either is observed, and the second still joins the first.
+        self._pending: dict[str, dict[tuple[str, str], _Turn]] = {}
+        self._pending_order: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     # -- the turn, before it is evaluated ------------------------------------------------
 
@@ -153,12 +162,14 @@ class ConversationStage:
         cid = record.conversation_id
         if not cid:
             return record
+        key = (record.trace_id, record.span_id)
         with self._lock:
             held = self._held.get(cid)
-            earlier = [
-                t for t in (held.ordered() if held else ())
-                if (t.summary.trace_id, t.summary.span_id) != (record.trace_id, record.span_id)
-            ]  # fmt: skip
+            pending = [t for k, t in self._pending.get(cid, {}).items() if k != key]
+            earlier = sorted(
+                [t for t in (held.ordered() if held else ()) if _key(t) != key] + pending,
+                key=lambda t: (t.summary.turn, t.summary.start_time_ns),
+            )
         update: dict[str, Any] = {}
         if record.turn is None:
             known = held.turns.get((record.trace_id, record.span_id)) if held else None
@@ -188,7 +199,37 @@ class ConversationStage:
                 documents=[*record.documents, *carried],
                 standalone_question=standalone(record.question, history),
             )
-        return record.model_copy(update=update) if update else record
+        prepared = record.model_copy(update=update) if update else record
+        self._hold_pending(cid, key, prepared)
+        return prepared
+
+    def _hold_pending(self, cid: str, key: tuple[str, str], record: RagRecord) -> None:
+        """Remember a prepared turn until its export (bounded: a turn never exported, e.g.
+        refused downstream, is forgotten after ``NUMBERED_KEPT`` later ones)."""
+        with self._lock:
+            self._pending.setdefault(cid, {})[key] = _Turn(
+                summarize(record, ()), kept_documents(record)
+            )
+            self._pending_order[key] = cid
+            while len(self._pending_order) > NUMBERED_KEPT:
+                self._forget_pending(*self._pending_order.popitem(last=False))
+
+    def exported(self, record: RagRecord) -> None:
+        """A prepared turn went out without :meth:`observe` (its conversation is held
+        elsewhere, on the Kafka turn topic): forget it here."""
+        key = (record.trace_id, record.span_id)
+        with self._lock:
+            cid = self._pending_order.pop(key, None)
+            if cid is not None:
+                self._forget_pending(key, cid)
+
+    def _forget_pending(self, key: tuple[str, str], cid: str) -> None:
+        """Called with the lock held."""
+        turns = self._pending.get(cid)
+        if turns is not None:
+            turns.pop(key, None)
+            if not turns:
+                del self._pending[cid]
 
     def _numbered_here(self, record: RagRecord) -> None:
         with self._lock:
@@ -235,6 +276,8 @@ class ConversationStage:
         closing: list[tuple[_Conversation, Closed]] = []
         key = (summary.trace_id, summary.span_id)
         with self._lock:
+            if self._pending_order.pop(key, None) is not None:
+                self._forget_pending(key, conversation_id)
             now = self._clock()
             held = self._held.get(conversation_id)
             turn = held.turns.get(key) if held is not None else None

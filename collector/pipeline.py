@@ -527,6 +527,8 @@ class Pipeline:
                 self._metrics.sink_errors.labels(sink.name).inc()
         if self._local_conversations:
             self.conversations.observe(record, results)
+        elif first:
+            self.conversations.exported(record)
         if not first:
             return
         self._metrics.records_evaluated.inc()

@@ -203,10 +203,6 @@ backends drop)."""
 RAGPULSE_DOCUMENTS_SPAN_ID = "ragpulse.documents.span_id"
 """Record attribute: the one span (retriever or reranker) the record's documents came
 from, in its order; absent when they came from several spans."""
-RAGPULSE_HISTORY = "ragpulse.history"
-"""Record attribute of an offline agent row: the conversation before the turn's last user
-message, as OpenAI-style messages (``role``, ``content``, ``tool_calls``,
-``tool_call_id``, ``name``); the turn itself is the record."""
 RAGPULSE_CONVERSATION_END = "ragpulse.conversation.end"
 """On a turn's span (any span of the record), true: the conversation ends with this turn,
 and its record is made at once instead of after ``conversations.idle_s``."""

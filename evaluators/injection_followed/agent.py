@@ -26,7 +26,6 @@ from ragpulse.evaluators.base import AGENT_TURNS, Evaluator, Tier
 from ragpulse.evaluators.injection_engine.planted import contains, payloads, planted
 from ragpulse.record import Direction, EvalResult, RagRecord, ToolCall
 
-HISTORY = "ragpulse.history"
 """Record attribute with the conversation's earlier messages, when extraction kept them."""
 
 _VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -73,14 +72,7 @@ def argument_texts(call: ToolCall) -> list[str]:
 
 def user_words(record: RagRecord) -> str:
     """What the user said: the question, and earlier user messages of the conversation."""
-    said = [record.question]
-    history = record.attributes.get(HISTORY)
-    if isinstance(history, list):
-        said += [
-            str(m.get("content", ""))
-            for m in history
-            if isinstance(m, dict) and m.get("role") == "user"
-        ]
+    said = [record.question, *(m.content for m in record.history if m.role == "user")]
     return "\n".join(said)
 
 

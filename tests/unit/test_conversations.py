@@ -77,6 +77,26 @@ def test_turns_without_history_are_numbered_and_given_the_earlier_turns() -> Non
     assert again.turn == 1
 
 
+def test_two_turns_prepared_in_one_batch_are_joined_and_numbered_in_order() -> None:
+    """An app's exporter sends spans every few seconds: both turns can reach one batch,
+    so the second is prepared before the first is exported (observed)."""
+    conversations, _, _, _ = stage()
+    first = conversations.prepare(
+        turn("c1", "When was the Harbour lighthouse built?", "In 1857.",
+             documents=[Document(content="The Harbour lighthouse was built in 1857.")])
+    )  # fmt: skip
+    second = conversations.prepare(turn("c1", "And how tall is it?", "31 metres."))
+    assert (first.turn, second.turn) == (1, 2)
+    assert [m.content for m in second.history] == [first.question, first.answer]
+    assert [d.source.turn for d in second.documents if d.source] == [1]
+    conversations.observe(first, [FAITHFUL])
+    conversations.observe(second, [FAITHFUL])
+    third = conversations.prepare(turn("c1", "Can I climb it?"))
+    assert third.turn == 3 and [m.turn for m in third.history] == [1, 1, 2, 2]
+    conversations.exported(third)  # held elsewhere (Kafka): forgotten here
+    assert conversations.prepare(turn("c1", "And the museum?")).turn == 3
+
+
 def test_an_idle_conversation_closes_into_a_record_and_is_revised_when_it_resumes() -> None:
     conversations, clock, exported, metrics = stage(idle_s=300, keep_closed_s=3600)
     for question in ("When does the ferry leave?", "And when does it come back?"):
