@@ -19,6 +19,13 @@ their documents as evidence (``conversations.join_turns`` turns, bounded).
 State is bounded: at most ``conversations.max_open`` conversations (open and kept closed;
 past it the least recently active one is closed early, ``evicted``), at most
 ``conversations.max_turns`` turns each; texts are kept cut. Thread-safe.
+
+Costly conversation metrics (the judges) never hold the ticker: a closed conversation
+sampled for the judge (its rate drawn from the conversation id, priority rules) is
+exported with its cheap results and ``ragpulse.pending``, and the judge's results follow
+as an update of the same record from a worker of their own
+(:mod:`ragpulse.collector.conversation_tiers`). A stage that was not started (an offline
+run, a test driving ``tick``) judges inline instead: one export with every result.
 """
 
 from __future__ import annotations
@@ -28,13 +35,25 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragpulse import semconv as sc
+from ragpulse.collector.conversation_tiers import (
+    ConversationJob,
+    CostlyConversations,
+    evaluate,
+    loaded,
+    tier_attributes,
+)
 from ragpulse.collector.history import standalone
+from ragpulse.collector.sampling import SamplingPolicy
 from ragpulse.config import ConversationSettings
-from ragpulse.evaluators.base import ConversationEvaluator
+from ragpulse.evaluators.base import ConversationEvaluator, Tier
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import (
+    AttributeValue,
     ConversationRecord,
     Document,
     DocumentSource,
@@ -91,6 +110,11 @@ def _compact(results: Sequence[EvalResult]) -> list[EvalResult]:
 
 
 class ConversationStage:
+    """``sampler``, ``context`` and ``export_lock`` serve the costly conversation metrics:
+    which conversations they judge (default: the context's evaluation settings), what they
+    load with, and the lock every export of a conversation record is made under (the
+    pipeline's, so that a judge update and a later revision never cross)."""
+
     def __init__(
         self,
         settings: ConversationSettings,
@@ -98,6 +122,10 @@ class ConversationStage:
         export: Export,
         metrics: CollectorMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        sampler: SamplingPolicy | None = None,
+        context: PluginContext | None = None,
+        export_lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self.settings = settings
         self.evaluators = list(evaluators)
@@ -105,6 +133,22 @@ class ConversationStage:
         self._metrics = metrics if metrics is not None else CollectorMetrics()
         self._clock = clock
         self._lock = threading.Lock()
+        self._context = context if context is not None else PluginContext()
+        self._sampler = sampler or SamplingPolicy(self._context.settings.evaluation)
+        self._guard: AbstractContextManager[Any] = export_lock or threading.RLock()
+        self._cheap = [e for e in self.evaluators if e.tier == Tier.CHEAP]
+        self._costly = {
+            tier: CostlyConversations(
+                tier, evs, export, self._guard,
+                self._context.settings.evaluation.tier(
+                    "model" if tier is Tier.MODEL else "judge"
+                ),
+                self._context, self._metrics,
+            )
+            for tier in (Tier.MODEL, Tier.JUDGE)
+            if (evs := [e for e in self.evaluators if e.tier == tier])
+        }  # fmt: skip
+        self._started = False
         # By last activity, least recent first: open and kept-closed conversations alike.
         self._held: OrderedDict[str, _Conversation] = OrderedDict()
         self._stop = threading.Event()
@@ -267,33 +311,78 @@ class ConversationStage:
             if conversation.dropped
             else {},
         )
-        results = [r for e in self.evaluators for r in e.evaluate_conversations([record])]
+        results = evaluate(self._cheap, record)
         self._metrics.conversations.labels(
             "evicted" if why == "evicted" else "revised" if revision > 1 else "closed"
         ).inc()
-        try:
-            self._export(record, results)
-        except Exception:  # the sinks are guarded one by one; this guards the stage
-            log.exception("exporting conversation %s failed", conversation.conversation_id)
+        sampled = {
+            tier: reason
+            for tier, costly in self._costly.items()
+            if (reason := self._sampler.conversation_reason(record, tier, results)) is not None
+        }
+        attributes: dict[str, AttributeValue] = {}
+        for tier, reason in sampled.items():
+            attributes.update(tier_attributes(tier, reason))
+        if sampled and not self._started:  # inline: an offline run, a test
+            for tier, reason in sampled.items():
+                costly = self._costly[tier]
+                results += evaluate(loaded(costly.evaluators, self._context), record)
+                costly.count(reason)
+        elif sampled:
+            attributes[sc.RAGPULSE_PENDING] = [t.value for t in sampled]
+        if attributes:
+            record = record.model_copy(update={"attributes": {**record.attributes, **attributes}})
+        with self._guard:
+            try:
+                self._export(record, results)
+            except Exception:  # the sinks are guarded one by one; this guards the stage
+                log.exception("exporting conversation %s failed", conversation.conversation_id)
+        if not sampled or not self._started:
+            return
+        deadline = time.monotonic()
+        for tier, reason in sampled.items():
+            costly = self._costly[tier]
+            job = ConversationJob(
+                record, tier, reason, deadline + costly.max_delay_s,
+                lambda c=conversation, r=revision: c.revision == r,
+            )  # fmt: skip
+            refused = costly.offer(job)
+            if refused is not None:
+                costly.skip(job, refused)
 
     # -- the ticker -----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the ticker, and the costly metrics' workers (they load their evaluators)."""
         if self._thread is None:
             self._stop.clear()
+            for costly in self._costly.values():
+                costly.start()
+            self._started = True
             self._thread = threading.Thread(
                 target=self._run, name="ragpulse-conversations", daemon=True
             )
             self._thread.start()
 
-    def stop(self, close: Closed | None = "shutdown") -> None:
-        """Stop the ticker; close what is open (``close``: why; None leaves it open)."""
+    def stop(self, close: Closed | None = "shutdown", deadline: float | None = None) -> None:
+        """Stop the ticker; close what is open (``close``: why; None leaves it open); let
+        the costly metrics judge what is queued until ``deadline`` (``time.monotonic()``;
+        default 5 s from now), the rest skipped (shutdown)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
         if close is not None:
             self.close_all(close)
+        end = deadline if deadline is not None else time.monotonic() + 5.0
+        for costly in self._costly.values():
+            costly.stop(end)
+        self._started = False
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Until the costly metrics have judged (or skipped) every closed conversation."""
+        end = time.monotonic() + timeout
+        return all(c.wait_idle(max(0.0, end - time.monotonic())) for c in self._costly.values())
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.tick_s):
