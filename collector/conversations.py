@@ -55,6 +55,7 @@ from ragpulse.plugin_context import PluginContext
 from ragpulse.record import (
     AttributeValue,
     ConversationRecord,
+    Direction,
     Document,
     DocumentSource,
     EvalResult,
@@ -78,10 +79,41 @@ Closed = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
 Export = Callable[[ConversationRecord, list[EvalResult]], None]
 
 
-@dataclass
+_Result = tuple[str, str, float | None, str | None, Direction]
+"""A kept result: metric, method, score, label, direction (a tuple: a pydantic result per
+turn and metric would be most of an open conversation's memory)."""
+
+
+@dataclass(slots=True)
 class _Turn:
-    summary: TurnSummary
-    documents: list[str] = field(default_factory=list)
+    """A turn as its conversation holds it, compactly, until the conversation closes."""
+
+    turn: int
+    trace_id: str
+    span_id: str
+    question: str
+    answer: str
+    start_time_ns: int
+    end_time_ns: int
+    tool_calls: int
+    results: list[_Result]
+    documents: list[str]
+
+    def summary(self) -> TurnSummary:
+        return TurnSummary(
+            turn=self.turn,
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+            question=self.question,
+            answer=self.answer,
+            start_time_ns=self.start_time_ns,
+            end_time_ns=self.end_time_ns,
+            results=[
+                EvalResult(metric=m, method=k, score=v, label=label, direction=d)
+                for m, k, v, label, d in self.results
+            ],
+            tool_calls=self.tool_calls,
+        )
 
 
 @dataclass
@@ -96,17 +128,12 @@ class _Conversation:
     dropped: int = 0
 
     def ordered(self) -> list[_Turn]:
-        return sorted(self.turns.values(), key=lambda t: (t.summary.turn, t.summary.start_time_ns))
+        return sorted(self.turns.values(), key=lambda t: (t.turn, t.start_time_ns))
 
 
-def _compact(results: Sequence[EvalResult]) -> list[EvalResult]:
+def _compact(results: Sequence[EvalResult]) -> list[_Result]:
     """What a conversation keeps of a turn's results: metric, method, score, label."""
-    return [
-        EvalResult(metric=r.metric, method=r.method, score=r.score, label=r.label,
-                   direction=r.direction)
-        for r in results
-        if r.error is None
-    ]  # fmt: skip
+    return [(r.metric, r.method, r.score, r.label, r.direction) for r in results if r.error is None]
 
 
 class ConversationStage:
@@ -166,27 +193,27 @@ class ConversationStage:
             held = self._held.get(cid)
             earlier = [
                 t for t in (held.ordered() if held else ())
-                if (t.summary.trace_id, t.summary.span_id) != (record.trace_id, record.span_id)
+                if (t.trace_id, t.span_id) != (record.trace_id, record.span_id)
             ]  # fmt: skip
         update: dict[str, Any] = {}
         if record.turn is None:
             known = held.turns.get((record.trace_id, record.span_id)) if held else None
-            update["turn"] = known.summary.turn if known else len(earlier) + 1
+            update["turn"] = known.turn if known else len(earlier) + 1
         if not record.history and earlier and self.settings.join_turns:
             joined = earlier[-self.settings.join_turns :]
             history = [
                 m
                 for t in joined
                 for m in (
-                    HistoryMessage(role="user", content=t.summary.question, turn=t.summary.turn),
-                    HistoryMessage(role="assistant", content=t.summary.answer, turn=t.summary.turn),
+                    HistoryMessage(role="user", content=t.question, turn=t.turn),
+                    HistoryMessage(role="assistant", content=t.answer, turn=t.turn),
                 )
                 if m.content
             ]
             carried = [
                 Document(
                     content=text,
-                    source=DocumentSource(kind="history", turn=t.summary.turn, index=i),
+                    source=DocumentSource(kind="history", turn=t.turn, index=i),
                 )
                 for t in joined
                 for i, text in enumerate(t.documents)
@@ -218,28 +245,23 @@ class ConversationStage:
             key = (record.trace_id, record.span_id)
             turn = held.turns.get(key)
             if turn is not None:  # an update (a costly tier, feedback): more results
-                summary = turn.summary
-                turn.summary = summary.model_copy(
-                    update={"results": [*summary.results, *_compact(results)]}
-                )
+                turn.results.extend(_compact(results))
             elif len(held.turns) >= self.settings.max_turns:
                 held.dropped += 1
                 self._metrics.conversation_turns_dropped.inc()
             else:
                 held.turns[key] = _Turn(
-                    TurnSummary(
-                        turn=record.turn or len(held.turns) + 1,
-                        trace_id=record.trace_id,
-                        span_id=record.span_id,
-                        question=record.question[:KEPT_CHARS],
-                        answer=record.answer[:KEPT_CHARS],
-                        start_time_ns=record.start_time_ns,
-                        end_time_ns=record.end_time_ns,
-                        results=_compact(results),
-                        tool_calls=len(record.tool_calls),
-                    ),
-                    [d.content[:KEPT_DOCUMENT_CHARS]
-                     for d in record.documents if not d.carried][:KEPT_DOCUMENTS],
+                    turn=record.turn or len(held.turns) + 1,
+                    trace_id=record.trace_id,
+                    span_id=record.span_id,
+                    question=record.question[:KEPT_CHARS],
+                    answer=record.answer[:KEPT_CHARS],
+                    start_time_ns=record.start_time_ns,
+                    end_time_ns=record.end_time_ns,
+                    tool_calls=len(record.tool_calls),
+                    results=_compact(results),
+                    documents=[d.content[:KEPT_DOCUMENT_CHARS]
+                               for d in record.documents if not d.carried][:KEPT_DOCUMENTS],
                 )  # fmt: skip
             if record.attributes.get(END_MARKER) is True:
                 closing.append((held, "end"))
@@ -266,14 +288,22 @@ class ConversationStage:
         now = self._clock()
         idle, keep = self.settings.idle_s, self.settings.keep_closed_s
         closing: list[_Conversation] = []
+        # ``_held`` is in order of last activity: past the first conversation active within
+        # min(idle, keep), none is idle long enough to close or closed long enough to forget.
+        recent = min(idle, keep)
         with self._lock:
-            for cid, held in list(self._held.items()):
+            forget = []
+            for cid, held in self._held.items():
+                if now - held.last < recent:
+                    break
                 closed = held.closed_at
                 if closed is None and now - held.last >= idle:
                     held.closed_at = now
                     closing.append(held)
                 elif closed is not None and now - closed >= keep:
-                    del self._held[cid]
+                    forget.append(cid)
+            for cid in forget:
+                del self._held[cid]
             self._metrics.conversations_open.set(len(self._held))
         for conversation in closing:
             self._close(conversation, "idle")
@@ -290,7 +320,7 @@ class ConversationStage:
 
     def _close(self, conversation: _Conversation, why: Closed) -> None:
         with self._lock:
-            turns = [t.summary for t in conversation.ordered()]
+            turns = [t.summary() for t in conversation.ordered()]
             if conversation.closed_at is None:
                 conversation.closed_at = self._clock()
             if len(turns) < 2:
