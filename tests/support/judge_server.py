@@ -170,8 +170,11 @@ def _completeness(turn: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[s
     same = next((t["turn"] for t in reversed(earlier) if _jaccard(user, t["user"]) >= 0.5), None)
     if _PLEASANTRY.match(user.strip()) and "?" not in user:
         return {"verdict": "no_request", "same_request_as": None}
+    # Met: no evasion, and the answer shares a word with the request or names something
+    # (a capitalised word past the first, a number), as short factual answers do.
+    names = re.findall(r"(?<=\s)[A-Z0-9][\w']*", turn["assistant"])
     met = not any(m in answer for m in _UNMET) and bool(
-        content_token_set(user) & content_token_set(answer)
+        content_token_set(user) & content_token_set(answer) or names
     )
     return {"verdict": "met" if met else "unmet", "same_request_as": same}
 
