@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from ragpulse import semconv as sc
@@ -129,6 +130,11 @@ class _Conversation:
 
     def ordered(self) -> list[_Turn]:
         return sorted(self.turns.values(), key=lambda t: (t.turn, t.start_time_ns))
+
+
+def _is_revision(conversation: _Conversation, revision: int) -> bool:
+    """Whether ``revision`` is still the conversation's latest record."""
+    return conversation.revision == revision
 
 
 def _compact(results: Sequence[EvalResult]) -> list[_Result]:
@@ -374,7 +380,7 @@ class ConversationStage:
             costly = self._costly[tier]
             job = ConversationJob(
                 record, tier, reason, deadline + costly.max_delay_s,
-                lambda c=conversation, r=revision: c.revision == r,
+                partial(_is_revision, conversation, revision),
             )  # fmt: skip
             refused = costly.offer(job)
             if refused is not None:
