@@ -200,6 +200,22 @@ def _parse(body: bytes, mtype: str, request: Any, top: str, fix_ids: Any) -> Non
         raise DecodeError(f"invalid OTLP/JSON {name}: {exc}") from exc
 
 
+def request_from_json(
+    payload: Any, *, hex_ids: bool = True
+) -> trace_service_pb2.ExportTraceServiceRequest:
+    """An OTLP/JSON trace payload that is JSON-decoded already (a tool's API answer) as
+    the request :func:`parse_request` would give: ids in OTLP/JSON's hex, or in proto3
+    JSON's base64 (``hex_ids=False``, as MLflow writes them). Failures are DecodeErrors."""
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    try:
+        if hex_ids:
+            _hex_ids_to_base64(payload)
+        json_format.ParseDict(payload, request, ignore_unknown_fields=True)
+    except (ValueError, TypeError, AttributeError, RecursionError, json_format.ParseError) as exc:
+        raise DecodeError(f"invalid OTLP/JSON {type(request).__name__}: {exc}") from exc
+    return request
+
+
 def decode_request(request: trace_service_pb2.ExportTraceServiceRequest) -> DecodedTraces:
     """Spans of a parsed request; a value nested beyond the limit is a :class:`DecodeError`."""
     return _decoded(_decode_request, request, "span")

@@ -17,7 +17,7 @@ from ragpulse.collector.grpc_receiver import OtlpGrpcReceiver
 from ragpulse.collector.pipeline import Pipeline
 from ragpulse.collector.receiver import OtlpHttpReceiver
 from ragpulse.collector.source import Source
-from ragpulse.config import Settings
+from ragpulse.config import BACKEND_SOURCES, Settings
 from ragpulse.errors import CollectorFull, PortUnavailable
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.exporters.base import Sink
@@ -111,6 +111,10 @@ class Collector:
             from ragpulse.collector.kafka_source import KafkaSource
 
             self.sources.append(KafkaSource(settings.kafka, self, self.metrics))
+        elif receiver and settings.source in BACKEND_SOURCES:
+            from ragpulse.collector.backends.follow import FollowSource
+
+            self.sources.append(FollowSource(settings, self, self.metrics, settle=self.settle))
         self._want_metrics_server = metrics_server
         self._metrics_server: WSGIServer | None = None
         self._stop = threading.Event()
@@ -170,6 +174,14 @@ class Collector:
     def wait_idle(self, timeout: float = 10.0) -> bool:
         self.pipeline.submit(self.assembler.pop_complete())
         return self.pipeline.wait_idle(timeout)
+
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until every sink delivered what it was handed (a source that acknowledges
+        only delivered results: follow mode); False when one did not within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        return all(
+            sink.force_flush(max(0.0, deadline - time.monotonic())) for sink in self.pipeline.sinks
+        )
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Close every open trace now and wait until it is exported (tests, demo, replay)."""

@@ -14,13 +14,29 @@ value is the score (the label where there is none), the rationale the (redacted)
 explanation, a failed evaluation an assessment error. MLflow takes an assessment only
 for a trace it has: while it answers that the trace does not exist, the request is
 retried (``retry_for_s``), so the app's own export may arrive after ragpulse's
-evaluation. Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
+evaluation.
+
+MLflow keeps every assessment it is sent, so scoring a trace again (a re-delivered
+trace, ``ragpulse eval --from`` run twice) would add a second one. The sink therefore
+reads the trace's assessments first (``GET /api/3.0/mlflow/traces/tr-<trace id>``) and
+updates ragpulse's earlier one of the same name, source id and span in place
+(``PATCH .../assessments/<id>``: value, rationale, metadata; keys it no longer has are
+emptied, as MLflow merges metadata) instead of creating another: each span shows one
+assessment per metric and method. A trace's requests go one at a time in this process,
+and what one found and wrote stands in for the next one's lookup for a while
+(``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's results
+cost one lookup, not one each. Two replicas writing the same trace at the same moment can
+still both create one.
+Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +57,7 @@ from ragpulse.exporters.support.delivery import (
 from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.semconv import ANNOTATOR_LLM
+from ragpulse.telemetry import CollectorMetrics
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 EXPERIMENT_ID_ENV = "MLFLOW_EXPERIMENT_ID"
@@ -51,6 +68,15 @@ EXPERIMENT_HEADER = "x-mlflow-experiment-id"
 """The header MLflow's OTLP intake reads the experiment from; sent here too, for the
 server's auth and routing middlewares."""
 TRACE_NOT_FOUND = "RESOURCE_DOES_NOT_EXIST"
+TRACES_PATH = "/api/3.0/mlflow/traces"
+SOURCE_PREFIX = "ragpulse."
+"""Every source id the sink writes starts so: ``ragpulse.<method>``."""
+TRACE_LOCKS = 64
+LOOKUP_TTL_S = 30.0
+"""How long what one request found on a trace stands in for a new lookup (the results of a
+record go out one assessment per request, a costly tier's a few seconds later)."""
+LOOKUPS_KEPT = 1024
+"""Striped locks: one trace's requests go one at a time (a lookup, then its writes)."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +109,27 @@ class MlflowSink(HttpSink[Assessment]):
             description="The experiment the app's traces go to (its OTLP export's "
             f"{EXPERIMENT_HEADER}); falls back to {EXPERIMENT_ID_ENV}.",
         )
-        batch_size: int = Field(1, ge=1, description="One assessment per request (MLflow's API).")
+        batch_size: int = Field(
+            1,
+            ge=1,
+            description="Assessments taken together (MLflow's API writes one per request; "
+            "those of one trace in a batch share one lookup of what ragpulse wrote before).",
+        )
         concurrency: int = Field(4, ge=1, description="Requests in flight at once.")
+
+    def __init__(
+        self,
+        options: DeliveryOptions,
+        *,
+        metrics: CollectorMetrics | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._trace_locks = [threading.Lock() for _ in range(TRACE_LOCKS)]
+        self._lookups: OrderedDict[str, tuple[float, dict[tuple[str, str, str], Any]]] = (
+            OrderedDict()
+        )
+        self._lookups_lock = threading.Lock()
+        super().__init__(options, metrics=metrics, transport=transport)
 
     def endpoint(self, options: DeliveryOptions) -> Endpoint:
         assert isinstance(options, self.Options)
@@ -116,7 +161,7 @@ class MlflowSink(HttpSink[Assessment]):
                 "assessment_name": r.metric,
                 "trace_id": trace_id,
                 "span_id": j.target.span_id,
-                "source": {"source_type": kind, "source_id": f"ragpulse.{r.method}"},
+                "source": {"source_type": kind, "source_id": f"{SOURCE_PREFIX}{r.method}"},
                 "feedback": _feedback(r),
                 "metadata": _string_map(meta),
             }
@@ -126,18 +171,143 @@ class MlflowSink(HttpSink[Assessment]):
         return out
 
     def requests(self, batch: list[Assessment]) -> list[ApiRequest]:
+        """One request per trace, carrying its assessments (``send`` writes them)."""
+        by_trace: dict[str, list[dict[str, Any]]] = {}
+        for a in batch:
+            by_trace.setdefault(a.trace_id, []).append({"assessment": a.body})
         return [
-            ApiRequest(
-                f"/api/3.0/mlflow/traces/{a.trace_id}/assessments", {"assessment": a.body}, 1
-            )
-            for a in batch
+            ApiRequest(f"{TRACES_PATH}/{trace_id}/assessments", bodies, len(bodies))
+            for trace_id, bodies in by_trace.items()
         ]
+
+    def send(self, client: httpx.Client, request: ApiRequest) -> httpx.Response:
+        """Create each assessment, or update ragpulse's earlier one in place; the first
+        answer that is not a success, else the last (a retry redoes the whole request:
+        what went through is found and updated, never created twice)."""
+        trace_path = request.path.removesuffix("/assessments")
+        with self._trace_locks[hash(trace_path) % len(self._trace_locks)]:
+            earlier = self._looked_up(trace_path)
+            if earlier is None:
+                found = client.get(trace_path)
+                if found.status_code != 200:
+                    return found  # 404 RESOURCE_DOES_NOT_EXIST: retried (reply)
+                earlier = _earlier_assessments(found)
+            try:
+                answer = self._write(client, request, earlier)
+            except BaseException:
+                self._forget(trace_path)  # what went through is unknown: look again
+                raise
+            if 200 <= answer.status_code < 300:
+                self._remember(trace_path, earlier)
+            else:
+                self._forget(trace_path)
+            return answer
+
+    def _write(
+        self,
+        client: httpx.Client,
+        request: ApiRequest,
+        earlier: dict[tuple[str, str, str], dict[str, Any]],
+    ) -> httpx.Response:
+        """Each assessment of ``request`` created or updated; ``earlier`` kept up to date."""
+        answer = httpx.Response(200)  # a request with nothing to write
+        for wrapped in request.body:
+            body = wrapped["assessment"]
+            key = _key(body)
+            found = earlier.get(key)
+            if found is None:
+                answer = client.post(request.path, json=wrapped)
+            else:
+                path = f"{request.path}/{found['assessment_id']}"
+                answer = client.patch(path, json=_update(body, found))
+            if not 200 <= answer.status_code < 300:
+                return answer
+            written = _assessment_of(answer)
+            if written is not None:
+                earlier[key] = written
+        return answer
+
+    def _looked_up(self, trace_path: str) -> dict[tuple[str, str, str], dict[str, Any]] | None:
+        """What the last request for this trace found and wrote, when recent: this process
+        writes a trace's assessments one request at a time, so it is still what MLflow has
+        of ragpulse's (called under the trace's lock)."""
+        with self._lookups_lock:
+            found = self._lookups.get(trace_path)
+        if found is None or time.monotonic() - found[0] > LOOKUP_TTL_S:
+            return None
+        return found[1]
+
+    def _remember(
+        self, trace_path: str, earlier: dict[tuple[str, str, str], dict[str, Any]]
+    ) -> None:
+        with self._lookups_lock:
+            self._lookups[trace_path] = (time.monotonic(), earlier)
+            self._lookups.move_to_end(trace_path)
+            while len(self._lookups) > LOOKUPS_KEPT:
+                self._lookups.popitem(last=False)
+
+    def _forget(self, trace_path: str) -> None:
+        with self._lookups_lock:
+            self._lookups.pop(trace_path, None)
 
     def reply(self, request: ApiRequest, response: httpx.Response) -> Reply:
         """Also retried: the trace is not in MLflow yet (the app's export may lag)."""
         if response.status_code == 404 and _error_code(response) == TRACE_NOT_FOUND:
             return Reply(Outcome.RETRY, reason="trace not in MLflow yet")
         return super().reply(request, response)
+
+
+def _key(body: dict[str, Any]) -> tuple[str, str, str]:
+    """What makes an assessment ragpulse's earlier one: name, source id, span."""
+    source = as_dict(body.get("source"))
+    return (
+        str(body.get("assessment_name") or ""),
+        str(source.get("source_id") or ""),
+        str(body.get("span_id") or ""),
+    )
+
+
+def _assessment_of(response: httpx.Response) -> dict[str, Any] | None:
+    try:
+        found = response.json().get("assessment")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, dict) and found.get("assessment_id") else None
+
+
+def _earlier_assessments(response: httpx.Response) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """ragpulse's valid assessments on the trace, by :func:`_key` (the newest of several)."""
+    try:
+        info = response.json()["trace"]["trace_info"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    ours: dict[tuple[str, str, str], dict[str, Any]] = {}
+    assessments = info.get("assessments") if isinstance(info, dict) else None
+    for a in sorted(
+        (a for a in assessments or [] if isinstance(a, dict)),
+        key=lambda a: str(a.get("last_update_time") or ""),
+    ):
+        key = _key(a)
+        if a.get("valid", True) is not False and key[1].startswith(SOURCE_PREFIX):
+            ours[key] = a
+    return ours
+
+
+def _update(body: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """The PATCH that makes ``earlier`` say what ``body`` says."""
+    metadata = dict(body.get("metadata") or {})
+    old = as_dict(earlier.get("metadata"))
+    for gone in set(old) - set(metadata):
+        metadata[gone] = ""  # MLflow merges metadata: a key is emptied, not removed
+    return {
+        "assessment": {
+            "assessment_name": body["assessment_name"],
+            "feedback": body["feedback"],
+            "rationale": body.get("rationale", ""),
+            "metadata": metadata,
+        },
+        "update_mask": "feedback,rationale,metadata",
+    }
 
 
 def _error_code(response: httpx.Response) -> str | None:
@@ -147,3 +317,7 @@ def _error_code(response: httpx.Response) -> str | None:
         return None
     code = body.get("error_code") if isinstance(body, dict) else None
     return code if isinstance(code, str) else None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

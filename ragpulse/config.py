@@ -401,6 +401,78 @@ class KafkaSettings(_Section):
         return {**config, **self.client_options}
 
 
+BACKEND_SOURCES = ("phoenix", "mlflow", "langfuse")
+"""Tracing tools whose stored traces ragpulse reads (``source`` values, ``--from`` schemes)."""
+
+
+class StoredTracesSettings(_Section):
+    """Reading the traces a tracing tool already stores: ``ragpulse eval --from URL`` once,
+    ``ragpulse serve --source phoenix|mlflow|langfuse`` following new ones."""
+
+    url: str | None = Field(
+        None,
+        description="phoenix://HOST:PORT/PROJECT, mlflow://HOST:PORT/EXPERIMENT_ID or "
+        "langfuse://HOST:PORT (phoenix+https://... and so on for TLS). Credentials never go "
+        "in the URL: see api_key, username/password, public_key/secret_key.",
+    )
+    poll_s: float = Field(5.0, gt=0, description="Follow mode: how often new traces are read.")
+    overlap_s: float = Field(
+        300.0,
+        ge=0,
+        description="Follow mode: each poll reads again from this long before its position "
+        "(spans reach a tool after they start: the export delay plus the trace's duration), "
+        "dropping spans it already has by span id. Also what a first start reads back.",
+    )
+    state_file: Path | None = Field(
+        None,
+        description="Follow mode: where the position is kept between runs; unset = "
+        "$RAGPULSE_CACHE_DIR/sources/<tool>-<hash of the URL>.json.",
+    )
+    page_spans: int = Field(
+        500, ge=1, le=1000, description="Most spans (Phoenix, Langfuse) or traces (MLflow search) "
+        "asked for per page."
+    )  # fmt: skip
+    page_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Longest answer read (after decompression); a larger page is asked for "
+        "again in halves.",
+    )
+    traces_per_request: int = Field(
+        20, ge=1, le=100, description="Traces whose spans are fetched in one request."
+    )
+    timeout_s: float = Field(30.0, gt=0, description="Per request.")
+    retry_for_s: float = Field(
+        60.0,
+        gt=0,
+        description="How long one request is retried (network errors, 408, 429, 5xx, with "
+        "backoff honouring Retry-After) before the tool counts as unreachable.",
+    )
+    backoff_s: float = Field(0.5, gt=0, description="First retry delay; doubles on each retry.")
+    max_backoff_s: float = Field(30.0, gt=0, description="Longest delay between two tries.")
+    write_back: bool = Field(
+        True,
+        description="Results go back to the same tool (Phoenix annotations, MLflow "
+        "assessments, Langfuse scores), through its sink, set up from the URL and these "
+        "credentials unless sinks.<tool> is given.",
+    )
+    api_key: SecretStr | None = Field(
+        None,
+        description="Phoenix API key, or MLflow token; falls back to PHOENIX_API_KEY / "
+        "MLFLOW_TRACKING_TOKEN.",
+    )
+    username: str | None = Field(
+        None, description="MLflow basic auth; falls back to MLFLOW_TRACKING_USERNAME."
+    )
+    password: SecretStr | None = Field(
+        None, description="MLflow basic auth; falls back to MLFLOW_TRACKING_PASSWORD."
+    )
+    public_key: str | None = Field(None, description="Langfuse; falls back to LANGFUSE_PUBLIC_KEY.")
+    secret_key: SecretStr | None = Field(
+        None, description="Langfuse; falls back to LANGFUSE_SECRET_KEY."
+    )
+
+
 RedactionPath = Literal["jsonl", "otel", "prometheus", "logs", "regression", "eval_output"]
 """Where content leaves the process: the results JSONL, the OTel evaluation export, the
 Prometheus route/service labels, log lines, regression sets, ``ragpulse eval``'s output."""
@@ -440,8 +512,10 @@ class Settings(_Section):
     """Everything ``ragpulse serve`` needs: the defaults and what is given; the file and
     the environment are read by :func:`load_settings`."""
 
-    source: Literal["otlp_http", "kafka"] = Field(
-        "otlp_http", description="Where spans come from: the OTLP/HTTP receiver or Kafka."
+    source: Literal["otlp_http", "kafka", "phoenix", "mlflow", "langfuse"] = Field(
+        "otlp_http",
+        description="Where spans come from: the OTLP/HTTP receiver, Kafka, or the traces a "
+        "tracing tool stores (stored_traces.url).",
     )
     host: str = "127.0.0.1"
     otlp_http_port: int = Field(4318, ge=0, le=65535)
@@ -464,6 +538,7 @@ class Settings(_Section):
     agents: AgentSettings = AgentSettings()
     conversations: ConversationSettings = ConversationSettings()
     kafka: KafkaSettings = KafkaSettings()
+    stored_traces: StoredTracesSettings = StoredTracesSettings()
     redaction: RedactionSettings = Field(
         default_factory=RedactionSettings,
         description="E-mails, phone and card numbers (and custom patterns) redacted wherever "

@@ -41,6 +41,17 @@ class CollectorFull(RagpulseError):
         self.retry_after_s = self.RETRY_AFTER_S
 
 
+class BackendError(RagpulseError):
+    """A tracing tool that ragpulse reads stored traces from (Phoenix, MLflow, Langfuse)
+    refused a request or answered with something unusable; the message names the tool
+    and its URL (never credentials) and says the fix where there is one."""
+
+
+class BackendUnreachable(BackendError):
+    """The tool did not answer (network error, 408, 429, 5xx) for as long as retries
+    were allowed; ``ragpulse eval --from`` exits 2, follow mode counts it and polls again."""
+
+
 class ModelUnavailable(RagpulseError):
     """A model (or the extra it needs) cannot be loaded; the message says the fix."""
 

@@ -43,6 +43,7 @@ ALIASES: dict[str, str] = {
     "RAGPULSE_KAFKA_ENCODING": "kafka.encoding",
     "RAGPULSE_KAFKA_DEAD_LETTER_TOPIC": "kafka.dead_letter_topic",
     "RAGPULSE_KAFKA_INPUT_TOPIC": "kafka.rekey_input_topic",
+    "RAGPULSE_SOURCE_URL": "stored_traces.url",
     "RAGPULSE_RESULTS_JSONL": "sinks.jsonl.path",
     "RAGPULSE_OTLP_EXPORT_ENDPOINT": "sinks.otel.endpoint",
 }

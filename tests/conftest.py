@@ -66,7 +66,7 @@ def llm_server() -> Iterator[LlamaServer]:
 
 
 def _running(server: S) -> Iterator[S]:
-    server.start()
+    server.start_where_usual()  # the docs' commands name the usual port
     try:
         yield server
     finally:

@@ -359,6 +359,7 @@ def metrics_page() -> str:
 
 def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     """(exposed name, type, help, labels, where) for every series ragpulse declares."""
+    from ragpulse.collector.backends.common import SourceMetrics
     from ragpulse.collector.kafka_source import KafkaMetrics
     from ragpulse.collector.rekey import Rekeyer
     from ragpulse.config import KafkaSettings
@@ -389,6 +390,9 @@ def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     kafka = CollectorRegistry()
     KafkaMetrics(kafka)
     read(kafka, "`serve --source kafka`")
+    stored = CollectorRegistry()
+    SourceMetrics(stored)
+    read(stored, "stored traces")
     rekey = CollectorRegistry()
     Rekeyer(KafkaSettings(), registry=rekey)
     read(rekey, "`ragpulse rekey`")
@@ -416,6 +420,8 @@ def prometheus_page() -> str:
         "carried an injection. The `tool` label is the tool's name when the `agents.tools` "
         "setting lists it, else `other`, so that every replica labels alike.",
         "`serve --source kafka`": "## Kafka intake\n\nWith `source: kafka`.",
+        "stored traces": "## Stored traces\n\nWith `source: phoenix`, `mlflow` or "
+        "`langfuse`, and in `ragpulse eval --from`.",
         "`ragpulse rekey`": "## The re-key stage\n\nExposed by `ragpulse rekey`.",
     }
     series = declared_series()

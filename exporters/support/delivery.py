@@ -238,6 +238,12 @@ class HttpSink(Sink, Generic[Item]):
     def requests(self, batch: list[Item]) -> list[ApiRequest]:
         """Requests that carry ``batch`` (several per request where the API takes many)."""
 
+    def send(self, client: httpx.Client, request: ApiRequest) -> httpx.Response:
+        """Send one request (on a worker thread): a POST of its body. A tool without
+        upserts overrides this to find and replace what ragpulse wrote before; httpx
+        errors are retried like a 5xx."""
+        return client.post(request.path, params=request.params, json=request.body)
+
     def reply(self, request: ApiRequest, response: httpx.Response) -> Reply:
         """2xx: delivered; 408, 425, 429, 5xx: retry; anything else: failed."""
         status = response.status_code
@@ -249,16 +255,27 @@ class HttpSink(Sink, Generic[Item]):
 
     # -- the evaluation thread ----------------------------------------------------------
 
+    def preview(self, record: RagRecord, results: Sequence[EvalResult]) -> list[ApiRequest]:
+        """The requests :meth:`export` would lead to for these results, built the same way
+        and not sent (``ragpulse eval --from ... --dry-run``)."""
+        if not record.trace_id or not record.span_id or not results:
+            return []
+        items = self._items_for(record, results)
+        return self.requests(items) if items else []
+
+    def _items_for(self, record: RagRecord, results: Sequence[EvalResult]) -> list[Item]:
+        # Targets first: where an injection was found is read from unredacted details.
+        targets = [evaluated_span(record, r) for r in results]
+        if self.redactor.enabled:
+            results = redact_results(record, results, self.redactor)
+        judged = [Judged(r, t) for r, t in zip(results, targets, strict=True)]
+        return self.items(record, judged)
+
     def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         if not record.trace_id or not record.span_id or not results:
             return  # nothing in the tool to attach the results to
         try:
-            # Targets first: where an injection was found is read from unredacted details.
-            targets = [evaluated_span(record, r) for r in results]
-            if self.redactor.enabled:
-                results = redact_results(record, results, self.redactor)
-            judged = [Judged(r, t) for r, t in zip(results, targets, strict=True)]
-            items = self.items(record, judged)
+            items = self._items_for(record, results)
         except Exception:
             log.exception("%s sink: cannot build items for trace %s", self.name, record.trace_id)
             self.metrics.sink_errors.labels(self.name).inc()
@@ -323,7 +340,7 @@ class HttpSink(Sink, Generic[Item]):
     def _send(self, attempt: _Attempt) -> None:
         request = attempt.request
         try:
-            response = self._client.post(request.path, params=request.params, json=request.body)
+            response = self.send(self._client, request)
             reply = self.reply(request, response)
             retry_after = _retry_after(response)
         except httpx.HTTPError as exc:

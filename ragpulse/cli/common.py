@@ -28,7 +28,15 @@ def load_settings(config: Path | None, **overrides: Any) -> Settings:
     from ragpulse.log_redaction import install_log_redaction
     from ragpulse.plugins import plugin_problems
 
-    settings = _load_settings(config, checks=[plugin_problems], **overrides)
+    def plugins_as_run(settings: Settings) -> list[tuple[tuple[str, ...], str, str]]:
+        # A source URL fills in its tool's sink (sinks.phoenix without an endpoint is fine).
+        if settings.stored_traces.url:
+            from ragpulse.collector.backends.write_back import stored_write_back
+
+            settings = stored_write_back(settings)
+        return plugin_problems(settings)
+
+    settings = _load_settings(config, checks=[plugins_as_run], **overrides)
     install_log_redaction(settings)
     return settings
 

@@ -30,16 +30,28 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ev = sub.add_parser(
         "eval",
         parents=[common],
-        help="score a JSONL file of {question, contexts, answer} rows, or replay a regression set",
+        help="score a JSONL file of {question, contexts, answer} rows, the traces a tracing "
+        "tool stores (--from), or replay a regression set",
         description="Score rows offline; each row is written back with `results` added. "
+        "With --from URL, score the traces Phoenix, MLflow or Langfuse stores and write the "
+        "results back to it. "
         "With --replay module:function, call that pipeline on every row's question (regression-"
         "set lines or plain rows), score the new answers with the metrics the set recorded, "
         "compare before/after and write a report; exit 1 when a --max-drop is exceeded.",
     )
     ev.add_argument(
-        "input", type=Path, help="input JSONL (one row per line); with --replay also a set folder"
+        "input",
+        type=Path,
+        nargs="?",
+        help="input JSONL (one row per line); with --replay also a set folder; none with --from",
     )
-    ev.add_argument("-o", "--output", type=Path, required=True, help="output JSONL")
+    ev.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="output JSONL; with --from optional (the results go back to the tool, and to "
+        "this file too when given)",
+    )
     ev.add_argument(
         "--metrics",
         type=csv_list,
@@ -89,8 +101,42 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--report-dir", type=Path, help="where the report goes (default: the output's folder)"
     )
     replay.add_argument("--html", action="store_true", help="also write an HTML report")
+    stored_flags(ev)
     harness_flags(ev)
     judge_flags(ev, online=False)
+
+
+def stored_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "stored traces (score what a tracing tool already holds; results go back to it)"
+    )
+    group.add_argument(
+        "--from",
+        dest="from_url",
+        metavar="URL",
+        help="phoenix://HOST:PORT/PROJECT, mlflow://HOST:PORT/EXPERIMENT_ID or "
+        "langfuse://HOST:PORT (phoenix+https://... for TLS); credentials from settings "
+        "(stored_traces) or the tool's environment variables, never in the URL",
+    )
+    group.add_argument(
+        "--since",
+        metavar="D|TS",
+        help="traces whose root span started at or after this: a duration before now (90s, "
+        "15m, 2h, 7d) or an ISO 8601 time (default 24h)",
+    )
+    group.add_argument(
+        "--until",
+        metavar="D|TS",
+        help="traces whose root span started before this: a duration before now or an ISO "
+        "8601 time (default: now)",
+    )
+    group.add_argument("--limit", type=int, metavar="N", help="at most N traces, the newest first")
+    group.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print, one JSON line each, the requests that would write the results back to "
+        "the tool, and send none",
+    )
 
 
 def parse_conditions_flag(value: str) -> list[str]:
@@ -188,6 +234,18 @@ def evaluate_file(args: argparse.Namespace) -> int:
 
     from ragpulse.offline.io import Interrupted, SignalStop, not_text, path_problem
 
+    if getattr(args, "from_url", None):
+        from ragpulse.cli.stored import evaluate_stored
+
+        return evaluate_stored(args)
+    stored_only = [f for f in ("since", "until", "limit", "dry_run") if getattr(args, f, None)]
+    if stored_only:
+        flags = ", ".join("--" + f.replace("_", "-") for f in stored_only)
+        console.print(f"[red]{flags} need --from[/red]")
+        return 2
+    if args.input is None or args.output is None:
+        console.print("[red]an input file and -o/--output are needed (or --from URL)[/red]")
+        return 2
     if getattr(args, "generator", None) and getattr(args, "control", None):
         console.print("[red]--control needs --replay (the harness compares with --baseline)[/red]")
         return 2

@@ -19,6 +19,7 @@ from ragpulse.cli.common import (
     setting_help,
     sink_overrides,
 )
+from ragpulse.config import BACKEND_SOURCES
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -75,8 +76,23 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--source",
-        choices=["otlp_http", "kafka"],
-        help=setting_help("where spans come from", "source"),
+        choices=["otlp_http", "kafka", "phoenix", "mlflow", "langfuse"],
+        help=setting_help(
+            "where spans come from; phoenix, mlflow, langfuse: follow the traces that tool "
+            "stores (--source-url)",
+            "source",
+        ),
+    )
+    serve.add_argument(
+        "--source-url",
+        metavar="URL",
+        help=setting_help(
+            "with --source phoenix|mlflow|langfuse: phoenix://HOST:PORT/PROJECT, "
+            "mlflow://HOST:PORT/EXPERIMENT_ID or langfuse://HOST:PORT (+https for TLS); "
+            "new traces are read every stored_traces.poll_s and the results go back to the "
+            "tool; credentials from stored_traces or the tool's environment variables",
+            "stored_traces.url",
+        ),
     )
     kafka_flags(serve, "kafka.group")
     judge_flags(serve, online=True)
@@ -117,6 +133,7 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "evaluation": evaluation_overrides(args),
         "source": args.source,
         "kafka": kafka_overrides(args),
+        "stored_traces": {"url": args.source_url} if args.source_url else None,
     }
 
 
@@ -127,6 +144,11 @@ def run_serve(args: argparse.Namespace) -> int:
     from ragpulse.runtime import tune_for_throughput
 
     settings = load_settings(args.config, **serve_overrides(args))
+    if settings.source in BACKEND_SOURCES and settings.stored_traces.url:
+        from ragpulse.collector.backends import parse_backend_url
+        from ragpulse.collector.backends.write_back import with_write_back
+
+        settings = with_write_back(settings, parse_backend_url(settings.stored_traces.url))
     collector = Collector(settings)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -137,6 +159,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if settings.source == "kafka":
         k = settings.kafka
         log.info("consuming %s from %s as group %s (%s)", k.topic, k.bootstrap, k.group, k.encoding)
+    elif settings.source in BACKEND_SOURCES:
+        pass  # the follow source said where it reads from and where it stands
     else:
         log.info("OTLP/HTTP receiver on %s/v1/traces", collector.otlp_url)
     log.info("Prometheus metrics on %s", collector.metrics_url)

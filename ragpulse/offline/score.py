@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragpulse import safe_json
+from ragpulse import semconv as sc
 from ragpulse.config import AgentSettings
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator
+from ragpulse.exporters.base import Sink
 from ragpulse.offline.agent_rows import (
     agent_turn,
     is_agent_row,
@@ -310,6 +313,30 @@ class Summary:
         if not_loaded:
             return f"could not load {', '.join(not_loaded)} (see the errors above)"
         return None
+
+
+class SummarySink(Sink):
+    """A :class:`Summary` of what a collector scored (``ragpulse eval --from``'s closing
+    table): a sink, since the records come from the collector's pipeline, not from rows.
+    Updates of a record already counted add their results, not a row."""
+
+    name = "summary"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self.summary = Summary()
+
+    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+        with self._lock:
+            if sc.RAGPULSE_UPDATE not in record.attributes:
+                self.summary.rows += 1
+            for r in results:
+                self.summary._count(r.name, (r,))
+
+    def table(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return self.summary.table()
 
 
 def score_rows(

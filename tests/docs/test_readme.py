@@ -66,6 +66,11 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # not resolved: the venv's bin, not the base Python's
 BLOCK_TIMEOUT_S = 600  # a hang guard only; nothing asserts on how long a block took
 JUDGE_NEED = "judge at 127.0.0.1:8000"
+TOOL_NEEDS = {
+    "phoenix at 127.0.0.1:6006": "phoenix_server",
+    "mlflow at 127.0.0.1:5000": "mlflow_server",
+}
+"""Needs the test meets with the session's real tracing tool, when it runs on that port."""
 
 
 def _git(*args: str) -> str:
@@ -241,7 +246,9 @@ SHELL_BLOCKS: list[Block | None] = [b for b in BLOCKS if b.is_shell] or [None]
 
 @pytest.mark.integration
 @pytest.mark.parametrize("block", SHELL_BLOCKS, ids=lambda b: b.id if b else "none")
-def test_shell_block_runs_as_written(block: Block | None, clone: Clone) -> None:
+def test_shell_block_runs_as_written(
+    block: Block | None, clone: Clone, request: pytest.FixtureRequest
+) -> None:
     if block is None:
         pytest.skip("no page has a shell block")
     if block.marker == "skip":
@@ -252,7 +259,15 @@ def test_shell_block_runs_as_written(block: Block | None, clone: Clone) -> None:
     if block.source in PAGES_CUT_SHORT:
         pytest.skip(f"{block.where} builds on {PAGES_CUT_SHORT[block.source]}, which was skipped")
     ports = block.why.removeprefix(FREE_PORTS) if block.why.startswith(FREE_PORTS) else None
-    if block.marker == "needs" and block.why != JUDGE_NEED and ports is None:
+    if block.marker == "needs" and block.why in TOOL_NEEDS:
+        # The session's Phoenix or MLflow (tests/support/tracing_backends.py), shared with
+        # the live tests: on its usual port unless that was taken when it started.
+        tool = request.getfixturevalue(TOOL_NEEDS[block.why])
+        if f"127.0.0.1:{tool.port}" not in block.why:
+            pytest.skip(
+                f"{block.where} needs {block.why}; the port was taken, it runs on {tool.port}"
+            )
+    elif block.marker == "needs" and block.why != JUDGE_NEED and ports is None:
         pytest.skip(f"{block.where} needs {block.why}")
     own_network = ports is not None and _own_network()
     if ports is not None and not own_network and (taken := _taken(ports)):

@@ -1,9 +1,11 @@
-"""A decorated RAG app that sends its traces both to ragpulse and to a tracing tool.
+"""A decorated RAG app that sends its traces to a tracing tool, and to ragpulse when asked.
 
-``python tests/support/backend_app.py --ragpulse URL --backend URL [--header K=V] --count N``
+``python tests/support/backend_app.py [--ragpulse URL] --backend URL [--header K=V] --count N``
 answers N questions with ragpulse's demo app (``@ragpulse.pipeline``, ``.retrieval``,
-``.generation``), exporting every span over OTLP/HTTP to both endpoints, as a team that
-adopts ragpulse next to its tracing tool would. It prints one JSON line per trace: the
+``.generation``), exporting every span over OTLP/HTTP to the tool, and to ragpulse too with
+``--ragpulse``, as a team that adopts ragpulse next to its tracing tool would; without it the
+app is traced to the tool only, as a team that lets ragpulse read the tool's traces
+(``ragpulse eval --from``) would. It prints one JSON line per trace: the
 trace id, its root span's start and end (ns), and the ids of its chat and retrieval
 spans, which the live tests compare with what the tool shows.
 """
@@ -25,7 +27,7 @@ from ragpulse.cli import demo_app
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ragpulse", required=True, help="ragpulse's OTLP/HTTP base URL")
+    parser.add_argument("--ragpulse", help="ragpulse's OTLP/HTTP base URL; unset: the tool only")
     parser.add_argument("--backend", required=True, help="the tool's OTLP/HTTP base URL")
     parser.add_argument("--header", action="append", default=[], help="K=V to the tool")
     parser.add_argument("--count", type=int, default=20)
@@ -42,7 +44,10 @@ def main() -> None:
     provider.add_span_processor(BatchSpanProcessor(backend))
     recorded = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(recorded))
-    ragpulse.configure(endpoint=args.ragpulse, tracer_provider=provider)
+    if args.ragpulse:
+        ragpulse.configure(endpoint=args.ragpulse, tracer_provider=provider)
+    else:  # the decorators' spans, exported by the app's own processor only
+        ragpulse.configure(exporter="none", tracer_provider=provider)
 
     questions = demo_app.corpus()["questions"]
     for i in range(args.count):

@@ -84,11 +84,15 @@ Reply = tuple[int, dict[str, str], bytes]
 
 class LocalServer:
     """A threaded HTTP server on 127.0.0.1 (a free port) whose POSTs ``respond`` answers:
-    ``respond(path, headers, body)`` -> (status, headers, body). The base of the test
-    doubles of backends that cannot run here."""
+    ``respond(path, headers, body)`` -> (status, headers, body), and GETs ``respond_get``
+    (``path`` with its query). The base of the test doubles of backends that cannot run
+    here."""
 
     def respond(self, path: str, headers: Any, body: bytes) -> Reply:
         raise NotImplementedError
+
+    def respond_get(self, path: str, headers: Any) -> Reply:
+        return 405, {}, b""
 
     def __init__(self) -> None:
         double = self
@@ -97,6 +101,15 @@ class LocalServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 status, headers, payload = double.respond(self.path, self.headers, body)
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                status, headers, payload = double.respond_get(self.path, self.headers)
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)

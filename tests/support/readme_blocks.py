@@ -17,9 +17,12 @@ The rule the README test applies to every page (documented here once, where it i
 
   - ``<!-- readme-test: skip (why) -->``: not run; the reason is reported (a pytest skip).
   - ``<!-- readme-test: needs WHAT -->``: needs something absent from a test machine
-    (docker, a Kafka broker, an API key): skipped, saying what. Two needs the test
-    meets itself: ``needs judge at 127.0.0.1:8000`` starts the tests' OpenAI-compatible
-    judge double on that port (skipped, saying so, when it is taken), and ``needs free
+    (docker, a Kafka broker, an API key): skipped, saying what. Needs the test meets
+    itself: ``needs judge at 127.0.0.1:8000`` starts the tests' OpenAI-compatible
+    judge double on that port (skipped, saying so, when it is taken); ``needs phoenix at
+    127.0.0.1:6006`` and ``needs mlflow at 127.0.0.1:5000`` run with the session's real
+    Phoenix or MLflow (the live tests' own, started on that usual port when it was free;
+    skipped, saying so, when it runs elsewhere); and ``needs free
     ports P1,P2,...`` (a block that starts ``ragpulse serve`` on its default ports) runs
     the block in a network namespace of its own, where every port is free; where no
     namespace can be had, it runs when those ports can be bound on 127.0.0.1, and is

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -57,9 +58,12 @@ class Server:
 
     name = "server"
 
-    def __init__(self, workdir: Path) -> None:
+    default_port: int | None = None
+    """The tool's usual port, which the docs' commands name: taken when it is free."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
         self.workdir = workdir
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"{self.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -94,6 +98,25 @@ class Server:
             self.stop()
             raise AssertionError(f"{self.name} did not start:\n{self.log_tail()}") from None
 
+    def start_where_usual(self) -> None:
+        """Start on the tool's usual port when it is free (the docs' commands name it), else
+        on any free port; one taken between the check and the start (another test run)
+        moves it to a free port too."""
+        usual = self.default_port
+        if usual is not None and _bindable(usual):
+            self._move(usual)
+            try:
+                self.start()
+                return
+            except AssertionError:
+                pass  # taken meanwhile: anywhere will do
+        self._move(free_port())
+        self.start()
+
+    def _move(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
     def log_tail(self, lines: int = 30) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
@@ -113,6 +136,7 @@ class PhoenixServer(Server):
     """``phoenix serve``: UI and REST on ``url``, OTLP/HTTP at ``url``/v1/traces."""
 
     name = "phoenix"
+    default_port = 6006
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         env = {
@@ -134,6 +158,7 @@ class MlflowServer(Server):
     the ``x-mlflow-experiment-id`` header)."""
 
     name = "mlflow"
+    default_port = 5000
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         args = [
@@ -155,3 +180,12 @@ class MlflowServer(Server):
     def create_experiment(self, name: str) -> str:
         answer = request(f"{self.url}/api/2.0/mlflow/experiments/create", {"name": name})
         return str(answer["experiment_id"])
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

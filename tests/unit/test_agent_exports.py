@@ -25,7 +25,8 @@ from ragpulse.record import Document, DocumentSource, EvalResult, RagRecord
 
 
 class Recorder(LocalServer):
-    """Keeps each POST's path and JSON body; answers 200 ``{}``."""
+    """Keeps each POST's path and JSON body; answers 200 ``{}``. A GET is the MLflow sink
+    reading the trace's earlier assessments (to update rather than add): it has none."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,6 +35,10 @@ class Recorder(LocalServer):
     def respond(self, path: str, headers: Any, body: bytes) -> Reply:
         self.posts.append((path.split("?")[0], json.loads(body)))
         return 200, {"Content-Type": "application/json"}, b"{}"
+
+    def respond_get(self, path: str, headers: Any) -> Reply:
+        trace = {"trace": {"trace_info": {"assessments": []}}}
+        return 200, {"Content-Type": "application/json"}, json.dumps(trace).encode()
 
 
 @pytest.fixture

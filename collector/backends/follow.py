@@ -1,0 +1,372 @@
+"""Follow mode: ``ragpulse serve --source phoenix|mlflow|langfuse`` scores new traces as a
+tracing tool stores them.
+
+Every ``poll_s`` the source reads what the tool holds from ``overlap_s`` before its
+position (the *watermark*) onwards: spans reach a tool after they start (the app's
+export delay, the trace's own duration), and Phoenix pages the newest rows first, so a
+window that only moved forward would miss a trace's root. Spans read before are dropped
+by span id; spans of a trace already evaluated are dropped too (counted as ``late``
+when new, as the assembler counts a straggler). The rest go to the collector trace by
+trace, each with an acknowledgement: the assembler decides when a trace is complete
+(its root ended, then ``assembly.grace_s`` of quiet), and the acknowledgement fires once
+it was evaluated and handed to every sink.
+
+The position is a low watermark kept on disk (``stored_traces.state_file``), written
+after each poll: the earliest start of a trace not yet settled, else the newest span
+start read; with it, the ids of the traces settled in the overlap window. A trace is
+*settled* once its results were delivered (every sink flushed after it finished), so a
+restart, even after SIGKILL, neither skips a trace (one not settled is read again) nor
+repeats one (a settled one is dropped); a trace killed between its delivery and the
+next write is scored again, and the tool's upsert replaces its earlier evaluation.
+
+An unreachable or refusing tool fails the poll (``ragpulse_source_polls_total
+{outcome="failed"}``, a warning at most every 30 s); the next poll tries again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from ragpulse.collector.assembly import Ack
+from ragpulse.collector.backends import open_reader, parse_backend_url
+from ragpulse.collector.backends.common import BackendUrl, Reader, SourceMetrics
+from ragpulse.collector.source import Intake, Source
+from ragpulse.config import Settings
+from ragpulse.disk_cache import cache_root, digest
+from ragpulse.errors import BackendError, CollectorFull, ConfigError
+from ragpulse.record import Span
+from ragpulse.telemetry import DROP_LATE_SPAN, CollectorMetrics
+
+log = logging.getLogger(__name__)
+
+FULL_WAIT_S = 0.1  # the collector had no room: offered again this often
+STOP_JOIN_S = 2.0  # how long stop() waits for a poll in progress, twice at most
+WARN_EVERY_S = 30.0
+STATE_VERSION = 1
+
+
+def default_state_file(url: BackendUrl) -> Path:
+    return cache_root() / "sources" / f"{url.tool}-{digest([str(url)])[:16]}.json"
+
+
+@dataclass
+class _Trace:
+    """A trace handed to the collector and not settled yet."""
+
+    min_start: int
+    max_start: int
+    span_ids: set[str] = field(default_factory=set)
+
+    def add(self, span: Span) -> None:
+        self.min_start = min(self.min_start, span.start_time_ns)
+        self.max_start = max(self.max_start, span.start_time_ns)
+        self.span_ids.add(span.span_id)
+
+
+class FollowState:
+    """The watermark and the settled traces of the overlap window, on disk.
+
+    Written whole to a temporary file that then replaces the old one, so a kill leaves
+    the previous state or the new one, never half of one.
+    """
+
+    def __init__(self, path: Path, url: BackendUrl) -> None:
+        self.path = path
+        self.url = url
+        self.watermark_ns: int | None = None
+        self.settled: dict[str, int] = {}  # trace id -> its newest span start
+
+    def load(self) -> FollowState:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return self
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"follow-mode state {self.path} is unreadable ({exc}); remove it to start "
+                "again from now (traces of the overlap window are scored again)"
+            ) from exc
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise ConfigError(f"follow-mode state {self.path} is not a version-1 state file")
+        if data.get("url") != str(self.url):
+            raise ConfigError(
+                f"follow-mode state {self.path} belongs to {data.get('url')}, not {self.url}: "
+                "set stored_traces.state_file to a file of its own"
+            )
+        watermark = data.get("watermark_ns")
+        self.watermark_ns = int(watermark) if isinstance(watermark, int) else None
+        settled = data.get("settled")
+        if isinstance(settled, dict):
+            self.settled = {str(k): int(v) for k, v in settled.items() if isinstance(v, int)}
+        return self
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "version": STATE_VERSION,
+            "url": str(self.url),
+            "watermark_ns": self.watermark_ns,
+            "settled": self.settled,
+        }
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class FollowSource(Source):
+    """Polls one tool (``stored_traces.url``) into an :class:`Intake` (see the module doc).
+
+    ``settle(timeout_s)`` must return True once every sink delivered what it was handed
+    (the collector's :meth:`~ragpulse.collector.service.Collector.settle`).
+    """
+
+    name = "stored_traces"
+
+    def __init__(
+        self,
+        settings: Settings,
+        intake: Intake,
+        metrics: CollectorMetrics,
+        *,
+        settle: Callable[[float], bool],
+        reader: Reader | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        st = settings.stored_traces
+        if not st.url:
+            raise ConfigError(
+                f"source: {settings.source} reads stored traces: set stored_traces.url "
+                "(--source-url or RAGPULSE_SOURCE_URL), e.g. phoenix://127.0.0.1:6006/my-project"
+            )
+        self.url = parse_backend_url(st.url)
+        if self.url.tool != settings.source:
+            raise ConfigError(
+                f"source: {settings.source} but stored_traces.url is a {self.url.tool} URL"
+            )
+        self._settings = st
+        self._intake = intake
+        self._metrics = metrics
+        self._stop = threading.Event()
+        self.source_metrics = SourceMetrics(metrics.registry)
+        self.reader = reader or open_reader(self.url, st, self.source_metrics, stop=self._stop)
+        self._settle = settle
+        self._clock = clock
+        self.state = FollowState(st.state_file or default_state_file(self.url), self.url).load()
+        self._lock = threading.Lock()
+        self._open: dict[str, _Trace] = {}  # handed to the collector, not finished
+        self._finished: dict[str, _Trace] = {}  # finished, results not known delivered
+        self._settled_here: dict[str, _Trace] = {}  # settled by this process (span ids known)
+        self._newest = 0  # the newest span start read
+        self._full_read = True  # the first poll after a start reads the whole window
+        self._thread: threading.Thread | None = None
+        self._last_warning = -WARN_EVERY_S
+        self.polls = 0  # polls done, failed ones included (tests wait on it)
+        self._polled = threading.Condition()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.state.watermark_ns is None:
+            self.state.watermark_ns = self._clock()  # a first start: from now (less overlap)
+        self.source_metrics.watermark.labels(self.url.tool).set(self.state.watermark_ns / 1e9)
+        self._thread = threading.Thread(target=self._run, name="ragpulse-follow", daemon=True)
+        self._thread.start()
+        log.info(
+            "following %s every %gs (position %s, state %s)",
+            self.url, self._settings.poll_s, _when(self.state.watermark_ns), self.state.path,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(STOP_JOIN_S)
+            if self._thread.is_alive():  # a request in flight: cut it short
+                self.reader.close()
+                self._thread.join(STOP_JOIN_S)
+        try:  # the sinks are still up: what finished and was delivered is settled now
+            self.checkpoint()
+        except Exception:
+            log.exception("follow mode: cannot write its state at stop")
+
+    def close(self) -> None:
+        # Traces drained at shutdown are not settled here: the sinks stopped, so whether
+        # their results went through is unknown; a restart scores them again.
+        self.reader.close()
+
+    def wait_polls(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` polls were done (tests)."""
+        with self._polled:
+            return self._polled.wait_for(lambda: self.polls >= count, timeout)
+
+    # -- polling ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+                self.source_metrics.polls.labels(self.url.tool, "ok").inc()
+            except BackendError as exc:
+                self.source_metrics.polls.labels(self.url.tool, "failed").inc()
+                self._warn(str(exc))
+            except Exception:  # the poller must survive anything
+                self.source_metrics.polls.labels(self.url.tool, "failed").inc()
+                log.exception("follow mode: poll failed")
+            try:
+                self.checkpoint()
+            except Exception:
+                log.exception("follow mode: cannot write its state %s", self.state.path)
+            with self._polled:
+                self.polls += 1
+                self._polled.notify_all()
+            self._stop.wait(self._settings.poll_s)
+
+    def poll(self) -> int:
+        """Read the window once; returns how many spans went to the collector."""
+        assert self.state.watermark_ns is not None
+        since = self.state.watermark_ns - int(self._settings.overlap_s * 1e9)
+        known = self._known if not self._full_read else _nothing_known
+        ingested = 0
+        # Stopping at a page of known spans is right only after a poll that read to the
+        # end: a poll cut short (a failure, a stop) is followed by a whole read.
+        self._full_read = True
+        for page in self.reader.recent(since, wanted=self._wanted, known=known):
+            ingested += self._take(page.spans, page.nbytes)
+            if self._stop.is_set():
+                return ingested
+        self._full_read = False
+        return ingested
+
+    def _wanted(self, trace_id: str) -> bool:
+        with self._lock:
+            return not self._is_done(trace_id)
+
+    def _known(self, span: Span) -> bool:
+        with self._lock:
+            trace = self._open.get(span.trace_id)
+            return self._is_done(span.trace_id) or (
+                trace is not None and span.span_id in trace.span_ids
+            )
+
+    def _is_done(self, trace_id: str) -> bool:
+        return (
+            trace_id in self._finished
+            or trace_id in self._settled_here
+            or trace_id in self.state.settled
+        )
+
+    def _take(self, spans: list[Span], nbytes: int) -> int:
+        tool = self.url.tool
+        fresh: dict[str, list[Span]] = {}
+        duplicate = late = 0
+        with self._lock:
+            for span in spans:
+                self._newest = max(self._newest, span.start_time_ns)
+                trace = self._open.get(span.trace_id)
+                if trace is not None and span.span_id in trace.span_ids:
+                    duplicate += 1
+                    continue
+                done = self._finished.get(span.trace_id) or self._settled_here.get(span.trace_id)
+                if done is not None or span.trace_id in self.state.settled:
+                    if done is not None and span.span_id not in done.span_ids:
+                        late += 1  # new, but its trace was evaluated already
+                        done.span_ids.add(span.span_id)
+                    else:
+                        duplicate += 1
+                    continue
+                if trace is None:
+                    trace = self._open[span.trace_id] = _Trace(
+                        span.start_time_ns, span.start_time_ns
+                    )
+                trace.add(span)
+                fresh.setdefault(span.trace_id, []).append(span)
+        if duplicate:
+            self.source_metrics.spans.labels(tool, "duplicate").inc(duplicate)
+        if late:
+            self.source_metrics.spans.labels(tool, "late").inc(late)
+            self._metrics.dropped.labels(DROP_LATE_SPAN).inc(late)
+        share = nbytes // max(1, len(spans))
+        taken = 0
+        for trace_id, trace_spans in fresh.items():
+            ack = Ack(on_done=partial(self._finish, trace_id))
+            if not self._ingest(trace_spans, ack, share * len(trace_spans)):
+                break  # stopping: the trace stays open, so it is read again after a restart
+            taken += len(trace_spans)
+            self.source_metrics.traces.labels(tool).inc()
+        if taken:
+            self.source_metrics.spans.labels(tool, "ingested").inc(taken)
+        return taken
+
+    def _ingest(self, spans: list[Span], ack: Ack, nbytes: int) -> bool:
+        """Hand one trace's spans over, waiting while the collector is full; False when
+        stopping first."""
+        while True:
+            try:
+                self._intake.ingest(spans, ack, nbytes=nbytes, admit=True)
+                return True
+            except CollectorFull:
+                if self._stop.wait(FULL_WAIT_S):
+                    return False
+
+    def _finish(self, trace_id: str) -> None:
+        """The collector finished the trace (evaluated and handed to every sink, or skipped)."""
+        with self._lock:
+            trace = self._open.pop(trace_id, None)
+            if trace is not None:
+                self._finished[trace_id] = trace
+
+    # -- the position -------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Settle what finished (once the sinks delivered it), move the watermark, write."""
+        with self._lock:
+            finishing = dict(self._finished)
+        if finishing and self._settle(self._settings.timeout_s):
+            with self._lock:
+                for trace_id, trace in finishing.items():
+                    self._finished.pop(trace_id, None)
+                    self._settled_here[trace_id] = trace
+                    self.state.settled[trace_id] = trace.max_start
+        with self._lock:
+            starts = [t.min_start for t in (*self._open.values(), *self._finished.values())]
+            assert self.state.watermark_ns is not None
+            watermark = min(starts) if starts else max(self._newest, self.state.watermark_ns)
+            self.state.watermark_ns = watermark
+            oldest = watermark - int(self._settings.overlap_s * 1e9)
+            gone = [t for t, newest in self.state.settled.items() if newest < oldest]
+            for trace_id in gone:
+                del self.state.settled[trace_id]
+                self._settled_here.pop(trace_id, None)
+            self.state.save()
+        self.source_metrics.watermark.labels(self.url.tool).set(watermark / 1e9)
+
+    def _warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_warning >= WARN_EVERY_S:
+            self._last_warning = now
+            log.warning("follow mode: %s; polling again every %gs", message, self._settings.poll_s)
+
+
+def _nothing_known(span: Span) -> bool:
+    return False
+
+
+def _when(ns: int | None) -> str:
+    if ns is None:
+        return "now"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns / 1e9))

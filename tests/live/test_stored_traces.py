@@ -1,0 +1,407 @@
+"""Traces a team already stores, scored where they are: the real Phoenix and MLflow on
+127.0.0.1 (the session's servers, tests/support/tracing_backends.py).
+
+An app traced to the tool only (tests/support/backend_app.py without ``--ragpulse``:
+ragpulse never sees its spans) answers 20 questions. ``ragpulse eval --from`` reads them
+back and scores all 20: the tool then shows ragpulse's faithfulness on each chat span
+and its context relevance on each retrieval span. A second run adds nothing (each
+evaluation replaced in place). ``ragpulse serve --source <tool>`` then follows the tool:
+10 more questions sent later are picked up, the collector is killed (SIGKILL) while
+it works on them and started again, and none is missed: every span still shows one
+ragpulse evaluation per metric, and the results JSONL holds at most two lines per trace.
+Everything waits on what the tool shows or the files say, never on a clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.helpers import http_get, stop_process
+from support.kafka_env import free_port, wait_until
+from support.tracing_backends import MlflowServer, PhoenixServer, backend_bin, request
+
+pytestmark = pytest.mark.integration
+
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+FIRST, LATER = 20, 10
+PROJECT = "stored-app"
+METRICS = {"faithfulness": "chat", "context_relevance": "retrieval"}
+"""Metric -> the span of the app's trace it must be shown on."""
+
+
+@dataclass
+class Tool:
+    """One tracing tool as the tests drive it: where the app sends, where ragpulse reads,
+    and what the tool shows of ragpulse's evaluations per span."""
+
+    name: str
+    otlp: str  # the app's OTLP/HTTP base URL
+    headers: dict[str, str]
+    source_url: str  # what --from / --source-url take
+    server: Any
+
+    def evaluations(self, trace: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
+        """span role -> ragpulse's evaluations on it; None while the tool has not shown
+        them (Phoenix inserts annotations in the background)."""
+        raise NotImplementedError
+
+
+class Phoenix(Tool):
+    def evaluations(self, trace: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
+        ids = {trace[role]: role for role in ("root", "chat", "retrieval")}
+        query = urllib.parse.urlencode([("span_ids", s) for s in ids] + [("limit", "1000")])
+        try:
+            answer = request(f"{self.server.url}/v1/projects/{PROJECT}/span_annotations?{query}")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:  # spans not inserted yet
+                return None
+            raise
+        out: dict[str, list[dict[str, Any]]] = {role: [] for role in ids.values()}
+        for a in answer["data"]:
+            if str(a.get("identifier", "")).startswith("ragpulse."):
+                out[ids[a["span_id"]]].append(
+                    {"name": a["name"], "score": a["result"]["score"], "when": a["updated_at"]}
+                )
+        return out
+
+
+class Mlflow(Tool):
+    def evaluations(self, trace: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
+        ids = {trace[role]: role for role in ("root", "chat", "retrieval")}
+        try:
+            info = request(f"{self.server.url}/api/3.0/mlflow/traces/tr-{trace['trace_id']}")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        out: dict[str, list[dict[str, Any]]] = {role: [] for role in ids.values()}
+        for a in info["trace"]["trace_info"].get("assessments", []):
+            if a["source"]["source_id"].startswith("ragpulse.") and a.get("valid", True):
+                value = a.get("feedback", {}).get("value")
+                out[ids[a["span_id"]]].append(
+                    {"name": a["assessment_name"], "score": value, "when": a["last_update_time"]}
+                )
+        return out
+
+
+@pytest.fixture(scope="module", params=["phoenix", "mlflow"])
+def tool(request: pytest.FixtureRequest) -> Tool:
+    if request.param == "phoenix":
+        phoenix: PhoenixServer = request.getfixturevalue("phoenix_server")
+        url = phoenix.url.replace("http://", "phoenix://") + f"/{PROJECT}"
+        return Phoenix("phoenix", phoenix.url, {}, url, phoenix)
+    mlflow: MlflowServer = request.getfixturevalue("mlflow_server")
+    experiment = mlflow.create_experiment(PROJECT)
+    url = mlflow.url.replace("http://", "mlflow://") + f"/{experiment}"
+    return Mlflow("mlflow", mlflow.url, {"x-mlflow-experiment-id": experiment}, url, mlflow)
+
+
+def send(tool: Tool, count: int) -> dict[str, dict[str, Any]]:
+    """The app answers ``count`` questions, traced to the tool only."""
+    app = subprocess.run(
+        [sys.executable, str(SUPPORT / "backend_app.py"), "--backend", tool.otlp,
+         "--count", str(count), "--project", PROJECT, "--service", PROJECT,
+         *(f"--header={k}={v}" for k, v in tool.headers.items())],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert app.returncode == 0, app.stderr
+    traces = {t["trace_id"]: t for t in map(json.loads, app.stdout.splitlines())}
+    assert len(traces) == count
+    return traces
+
+
+def ragpulse(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ragpulse.cli", "--log-level", "WARNING", *args],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def shown(tool: Tool, traces: dict[str, dict[str, Any]], after: str = "") -> dict[str, Any] | None:
+    """trace id -> ragpulse's evaluations per span, once the tool shows both metrics on
+    the spans they judge for every trace (updated after ``after``); else None."""
+    found = {}
+    for trace_id, trace in traces.items():
+        evaluations = tool.evaluations(trace)
+        if evaluations is None:
+            return None
+        for metric, role in METRICS.items():
+            mine = [e for e in evaluations[role] if e["name"] == metric]
+            if not mine or any(e["when"] <= after for e in mine):
+                return None
+        found[trace_id] = evaluations
+    return found
+
+
+def assert_one_per_metric(found: dict[str, Any]) -> None:
+    """Each span shows one ragpulse evaluation per metric, on the span it judges."""
+    for evaluations in found.values():
+        for role, items in evaluations.items():
+            names = Counter(e["name"] for e in items)
+            assert all(n == 1 for n in names.values()), f"{role}: {names}"
+            for metric, expected in METRICS.items():
+                assert (metric in names) == (role == expected), f"{metric} on {role}"
+
+
+@dataclass
+class Backfilled:
+    traces: dict[str, dict[str, Any]]
+    found: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def backfilled(tool: Tool, tmp_path_factory: pytest.TempPathFactory) -> Backfilled:
+    traces = send(tool, FIRST)
+    out = tmp_path_factory.mktemp(f"{tool.name}-eval") / "scored.jsonl"
+    done = ragpulse("eval", "--from", tool.source_url, "--since", "1h", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"{FIRST} traces ({3 * FIRST} spans) read from {tool.name}" in done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    found = wait_until(
+        lambda: shown(tool, traces), 120, f"{tool.name} did not show every evaluation", 0.5
+    )
+    return Backfilled(traces, found, rows)
+
+
+def test_eval_from_scores_every_stored_trace_on_the_spans_it_judges(
+    tool: Tool, backfilled: Backfilled
+) -> None:
+    assert sorted(r["trace_id"] for r in backfilled.rows) == sorted(backfilled.traces)
+    assert_one_per_metric(backfilled.found)
+    by_trace = {r["trace_id"]: r for r in backfilled.rows}
+    for trace_id, evaluations in backfilled.found.items():
+        results = {r["metric"]: r for r in by_trace[trace_id]["results"]}
+        for metric, role in METRICS.items():
+            [shown_one] = [e for e in evaluations[role] if e["name"] == metric]
+            result = results[metric]
+            if result["score"] is None and tool.name == "mlflow":  # MLflow shows the label
+                assert shown_one["score"] == result["label"]
+            else:
+                assert shown_one["score"] == pytest.approx(result["score"])
+
+
+def test_a_second_run_replaces_rather_than_adds(tool: Tool, backfilled: Backfilled) -> None:
+    before = max(e["when"] for ev in backfilled.found.values() for es in ev.values() for e in es)
+    done = ragpulse("eval", "--from", tool.source_url, "--since", "1h", "--limit", str(FIRST))
+    assert done.returncode == 0, done.stderr
+    again = wait_until(
+        lambda: shown(tool, backfilled.traces, after=before),
+        120,
+        f"{tool.name} did not show the second run's evaluations",
+        0.5,
+    )
+    assert_one_per_metric(again)
+    counts = {t: sum(map(len, ev.values())) for t, ev in again.items()}
+    assert counts == {t: sum(map(len, ev.values())) for t, ev in backfilled.found.items()}
+
+
+def test_dry_run_prints_what_it_would_write_and_writes_nothing(
+    tool: Tool, backfilled: Backfilled
+) -> None:
+    done = ragpulse("eval", "--from", tool.source_url, "--since", "1h", "--limit", "1", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert printed and {p["sink"] for p in printed} == {tool.name}
+    assert f"dry run: nothing was written to {tool.name}" in done.stderr
+
+
+def test_an_unknown_project_or_a_dead_port_is_one_line_naming_the_tool(tool: Tool) -> None:
+    wrong = re.sub(
+        r"/[^/]+$", "/no-such-project" if tool.name == "phoenix" else "/987654", tool.source_url
+    )
+    done = ragpulse("eval", "--from", wrong)
+    assert done.returncode == 2
+    assert f"{tool.name} at {tool.server.url}" in done.stderr and "Traceback" not in done.stderr
+    port = free_port()
+    dead = re.sub(r":\d+/", f":{port}/", tool.source_url)
+    config = tool.server.workdir / "unreachable.yaml"
+    config.write_text("stored_traces: {retry_for_s: 0.5, backoff_s: 0.1}\n")
+    done = ragpulse("eval", "--from", dead, "--config", str(config))
+    assert done.returncode == 2
+    assert f"{tool.name} at http://127.0.0.1:{port} did not answer" in done.stderr
+
+
+# --- follow mode ------------------------------------------------------------------------
+
+
+def serve(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ragpulse.cli", "--log-level", "INFO", "serve",
+             "--config", str(config)],
+            stderr=out,
+        )  # fmt: skip
+
+
+def metric(metrics_url: str, name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in http_get(metrics_url).splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            key, _, value = line.rpartition(" ")
+            got = ",".join(sorted(key[len(name) :].strip("{}").split(",")))
+            if got == want:
+                return float(value)
+    return 0.0
+
+
+def lines_per_trace(path: Path) -> Counter[str]:
+    if not path.exists():
+        return Counter()
+    return Counter(json.loads(line)["trace_id"] for line in path.read_text().splitlines())
+
+
+def test_follow_mode_picks_up_later_traces_and_survives_sigkill(
+    tool: Tool, backfilled: Backfilled, tmp_path: Path
+) -> None:
+    metrics_port = free_port()
+    metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    results, state = tmp_path / "follow.jsonl", tmp_path / "state.json"
+    config = tmp_path / "ragpulse.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "source": tool.name,
+                "metrics_port": metrics_port,
+                "assembly": {"grace_s": 0.3},
+                "stored_traces": {
+                    "url": tool.source_url,
+                    "poll_s": 0.5,
+                    "overlap_s": 600,
+                    "state_file": str(state),
+                },
+                # The URL fills in the rest of the tool's sink.
+                "sinks": {tool.name: {"max_wait_s": 0.1}, "jsonl": {"path": str(results)}},
+            }
+        )
+    )
+    log = tmp_path / "serve.log"
+    proc = serve(config, log)
+    try:
+        polls = "ragpulse_source_polls_total"
+        wait_until(
+            lambda: metric(metrics_url, polls, backend=tool.name, outcome="ok"),
+            120, "follow mode did not poll", 0.2, (OSError,),
+        )  # fmt: skip
+        later = send(tool, LATER)
+        # Killed while it works on them: some scored, maybe none settled yet.
+        wait_until(
+            lambda: set(lines_per_trace(results)) & set(later),
+            120,
+            "nothing later was scored",
+            0.05,
+        )
+        proc.kill()
+        proc.wait(30)
+        proc = serve(config, log)
+
+        def settled() -> bool:
+            data = json.loads(state.read_text()) if state.exists() else {"settled": {}}
+            return set(later) <= set(data["settled"])
+
+        wait_until(settled, 180, "the later traces were not all settled after the restart", 0.2)
+    finally:
+        stop_process(proc)
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text and " ERROR " not in text, text[-3000:]
+    counted = lines_per_trace(results)
+    assert set(later) <= set(counted), "a later trace was missed"
+    assert max(counted.values()) <= 2, counted.most_common(3)
+    everything = {**backfilled.traces, **later}
+    found = wait_until(
+        lambda: shown(tool, everything), 120, f"{tool.name} did not show the later ones", 0.5
+    )
+    assert_one_per_metric(found)
+
+
+# --- MLflow's own span shape ------------------------------------------------------------
+
+
+def test_traces_written_by_mlflows_own_tracing_are_read_and_scored(
+    mlflow_server: MlflowServer, tmp_path: Path
+) -> None:
+    """An app traced with ``@mlflow.trace`` (MLflow's span types, inputs and outputs, its
+    Document and chat-completion shapes; tests/support/mlflow_native_app.py, run by the
+    MLflow venv): each trace becomes a record with its question, documents and answer,
+    and the assessments land on MLflow's retriever and chat-model spans."""
+    experiment = mlflow_server.create_experiment("native-app")
+    app = subprocess.run(
+        [str(backend_bin("mlflow", "python")), str(SUPPORT / "mlflow_native_app.py"),
+         mlflow_server.url, experiment, "3"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert app.returncode == 0, app.stderr
+    traces = {t["trace_id"]: t for t in map(json.loads, app.stdout.splitlines())}
+    out = tmp_path / "native.jsonl"
+    url = mlflow_server.url.replace("http://", "mlflow://") + f"/{experiment}"
+    done = ragpulse("eval", "--from", url, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = {r["trace_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(rows) == set(traces)
+    tool = Mlflow("mlflow", mlflow_server.url, {}, url, mlflow_server)
+    for trace_id, trace in traces.items():
+        row = rows[trace_id]
+        assert row["question"] and row["answer"] and row["model"] == "extractive-demo"
+        assert [d["id"] for d in row["documents"]][:1] and row["documents"][0]["content"]
+        assert row["generation_span_id"] == trace["chat"]
+        assert row["retrieval_span_ids"] == [trace["retrieval"]]
+        assert (row["input_tokens"], row["output_tokens"]) == (40, 12)
+    assert_one_per_metric(shown(tool, traces) or {})
+
+
+def test_a_redelivered_trace_replaces_its_evaluations_in_live_traffic_too(
+    tool: Tool, backfilled: Backfilled
+) -> None:
+    """The tool's sink as ``ragpulse serve`` uses it (no source: live traffic), handed the
+    same record twice, by two sinks as a restarted collector would be (a re-delivered
+    Kafka batch): the tool keeps one evaluation per metric and span, the second's."""
+    from ragpulse.config import Settings
+    from ragpulse.plugin_context import PluginContext
+    from ragpulse.plugins import sink_class
+    from ragpulse.record import EvalResult, RagRecord
+
+    trace_id, trace = next(iter(backfilled.traces.items()))
+    record = RagRecord(
+        trace_id=trace_id, span_id=trace["root"], generation_span_id=trace["chat"],
+        retrieval_span_ids=[trace["retrieval"]], question="q", answer="a",
+    )  # fmt: skip
+    options: dict[str, Any] = {"max_wait_s": 0}
+    if tool.name == "phoenix":
+        options["endpoint"] = tool.server.url
+    else:
+        options.update(tracking_uri=tool.server.url, experiment_id=tool.headers[
+            "x-mlflow-experiment-id"])  # fmt: skip
+    before = max(e["when"] for ev in backfilled.found.values() for es in ev.values() for e in es)
+    for score in (0.25, 0.75):
+        context = PluginContext(Settings(sinks={tool.name: options}))
+        sink = sink_class(tool.name).from_settings(context.settings, context)
+        assert sink is not None
+        results = [
+            EvalResult(metric="faithfulness", method="lexical", score=score),
+            EvalResult(metric="context_relevance", method="lexical", score=score),
+        ]
+        sink.export(record, results)
+        sink.shutdown()
+        labels = {"sink": tool.name, "outcome": "delivered"}
+        assert context.metrics.registry.get_sample_value("ragpulse_sink_items_total", labels) == 2
+
+    def replaced() -> dict[str, Any] | None:
+        found = shown(tool, {trace_id: trace}, after=before)
+        if found is None:
+            return None
+        scores = [e["score"] for es in found[trace_id].values() for e in es if e["name"] in METRICS]
+        return found if scores == [0.75, 0.75] else None
+
+    found = wait_until(replaced, 120, f"{tool.name} did not show the second delivery", 0.5)
+    assert_one_per_metric(found)
