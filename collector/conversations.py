@@ -25,6 +25,13 @@ with :meth:`ConversationStage.restore` (see :mod:`ragpulse.collector.turn_consum
 State is bounded: at most ``conversations.max_open`` conversations (open and kept closed;
 past it the least recently active one is closed early, ``evicted``), at most
 ``conversations.max_turns`` turns each; texts are kept cut. Thread-safe.
+
+Costly conversation metrics (the judges) never hold the ticker: a closed conversation
+sampled for the judge (its rate drawn from the conversation id, priority rules) is
+exported with its cheap results and ``ragpulse.pending``, and the judge's results follow
+as an update of the same record from a worker of their own
+(:mod:`ragpulse.collector.conversation_tiers`). A stage that was not started (an offline
+run, a test driving ``tick``) judges inline instead: one export with every result.
 """
 
 from __future__ import annotations
@@ -34,15 +41,28 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from ragpulse import semconv as sc
+from ragpulse.collector.conversation_tiers import (
+    ConversationJob,
+    CostlyConversations,
+    evaluate,
+    loaded,
+    tier_attributes,
+)
 from ragpulse.collector.history import standalone
+from ragpulse.collector.sampling import SamplingPolicy
 from ragpulse.config import ConversationSettings
-from ragpulse.evaluators.base import ConversationEvaluator
+from ragpulse.evaluators.base import ConversationEvaluator, Tier
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import (
+    AttributeValue,
     ConversationRecord,
+    Direction,
     Document,
     DocumentSource,
     EvalResult,
@@ -68,10 +88,62 @@ Closed = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
 Export = Callable[[ConversationRecord, list[EvalResult]], None]
 
 
-@dataclass
+_Result = tuple[str, str, float | None, str | None, Direction]
+"""A kept result: metric, method, score, label, direction (a tuple: a pydantic result per
+turn and metric would be most of an open conversation's memory)."""
+
+
+@dataclass(slots=True)
 class _Turn:
-    summary: TurnSummary
-    documents: list[str] = field(default_factory=list)
+    """A turn as its conversation holds it, compactly, until the conversation closes."""
+
+    turn: int
+    trace_id: str
+    span_id: str
+    question: str
+    answer: str
+    start_time_ns: int
+    end_time_ns: int
+    tool_calls: int
+    results: list[_Result]
+    documents: list[str]
+
+    def summary(self) -> TurnSummary:
+        return TurnSummary(
+            turn=self.turn,
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+            question=self.question,
+            answer=self.answer,
+            start_time_ns=self.start_time_ns,
+            end_time_ns=self.end_time_ns,
+            results=[
+                EvalResult(metric=m, method=k, score=v, label=label, direction=d)
+                for m, k, v, label, d in self.results
+            ],
+            tool_calls=self.tool_calls,
+        )
+
+    @classmethod
+    def of(cls, summary: TurnSummary, documents: Sequence[str] = (), turn: int = 0) -> _Turn:
+        """A summary held compactly (``turn``: its number when the summary has none)."""
+        return cls(
+            summary.turn or turn, summary.trace_id, summary.span_id,
+            summary.question[:KEPT_CHARS], summary.answer[:KEPT_CHARS],
+            summary.start_time_ns, summary.end_time_ns, summary.tool_calls,
+            _compact(summary.results),
+            [d[:KEPT_DOCUMENT_CHARS] for d in documents][:KEPT_DOCUMENTS],
+        )  # fmt: skip
+
+    @classmethod
+    def of_record(cls, record: RagRecord, results: Sequence[EvalResult], turn: int = 0) -> _Turn:
+        """A turn record held compactly (no pydantic summary on the way)."""
+        return cls(
+            record.turn or turn, record.trace_id, record.span_id,
+            record.question[:KEPT_CHARS], record.answer[:KEPT_CHARS],
+            record.start_time_ns, record.end_time_ns, len(record.tool_calls),
+            _compact(results), kept_documents(record),
+        )  # fmt: skip
 
 
 @dataclass
@@ -86,37 +158,27 @@ class _Conversation:
     dropped: int = 0
 
     def ordered(self) -> list[_Turn]:
-        return sorted(self.turns.values(), key=lambda t: (t.summary.turn, t.summary.start_time_ns))
+        return sorted(self.turns.values(), key=lambda t: (t.turn, t.start_time_ns))
 
 
 def _key(turn: _Turn) -> tuple[str, str]:
-    return (turn.summary.trace_id, turn.summary.span_id)
+    return (turn.trace_id, turn.span_id)
 
 
-def _compact(results: Sequence[EvalResult]) -> list[EvalResult]:
+def _is_revision(conversation: _Conversation, revision: int) -> bool:
+    """Whether ``revision`` is still the conversation's latest record."""
+    return conversation.revision == revision
+
+
+def _compact(results: Sequence[EvalResult]) -> list[_Result]:
     """What a conversation keeps of a turn's results: metric, method, score, label."""
-    return [
-        EvalResult(metric=r.metric, method=r.method, score=r.score, label=r.label,
-                   direction=r.direction)
-        for r in results
-        if r.error is None
-    ]  # fmt: skip
+    return [(r.metric, r.method, r.score, r.label, r.direction) for r in results if r.error is None]
 
 
 def summarize(record: RagRecord, results: Sequence[EvalResult]) -> TurnSummary:
     """What a conversation keeps of a turn: ids, texts cut to ``KEPT_CHARS``, compact
     results. Its number is the record's (0 when it has none: numbered on arrival)."""
-    return TurnSummary(
-        turn=record.turn or 0,
-        trace_id=record.trace_id,
-        span_id=record.span_id,
-        question=record.question[:KEPT_CHARS],
-        answer=record.answer[:KEPT_CHARS],
-        start_time_ns=record.start_time_ns,
-        end_time_ns=record.end_time_ns,
-        results=_compact(results),
-        tool_calls=len(record.tool_calls),
-    )
+    return _Turn.of_record(record, results).summary()
 
 
 def kept_documents(record: RagRecord) -> list[str]:
@@ -127,6 +189,11 @@ def kept_documents(record: RagRecord) -> list[str]:
 
 
 class ConversationStage:
+    """``sampler``, ``context`` and ``export_lock`` serve the costly conversation metrics:
+    which conversations they judge (default: the context's evaluation settings), what they
+    load with, and the lock every export of a conversation record is made under (the
+    pipeline's, so that a judge update and a later revision never cross)."""
+
     def __init__(
         self,
         settings: ConversationSettings,
@@ -134,6 +201,10 @@ class ConversationStage:
         export: Export,
         metrics: CollectorMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        sampler: SamplingPolicy | None = None,
+        context: PluginContext | None = None,
+        export_lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self.settings = settings
         self.evaluators = list(evaluators)
@@ -141,6 +212,22 @@ class ConversationStage:
         self._metrics = metrics if metrics is not None else CollectorMetrics()
         self._clock = clock
         self._lock = threading.Lock()
+        self._context = context if context is not None else PluginContext()
+        self._sampler = sampler or SamplingPolicy(self._context.settings.evaluation)
+        self._guard: AbstractContextManager[Any] = export_lock or threading.RLock()
+        self._cheap = [e for e in self.evaluators if e.tier == Tier.CHEAP]
+        self._costly = {
+            tier: CostlyConversations(
+                tier, evs, export, self._guard,
+                self._context.settings.evaluation.tier(
+                    "model" if tier is Tier.MODEL else "judge"
+                ),
+                self._context, self._metrics,
+            )
+            for tier in (Tier.MODEL, Tier.JUDGE)
+            if (evs := [e for e in self.evaluators if e.tier == tier])
+        }  # fmt: skip
+        self._started = False
         # By last activity, least recent first: open and kept-closed conversations alike.
         self._held: OrderedDict[str, _Conversation] = OrderedDict()
         self._stop = threading.Event()
@@ -168,12 +255,12 @@ class ConversationStage:
             pending = [t for k, t in self._pending.get(cid, {}).items() if k != key]
             earlier = sorted(
                 [t for t in (held.ordered() if held else ()) if _key(t) != key] + pending,
-                key=lambda t: (t.summary.turn, t.summary.start_time_ns),
+                key=lambda t: (t.turn, t.start_time_ns),
             )
         update: dict[str, Any] = {}
         if record.turn is None:
             known = held.turns.get((record.trace_id, record.span_id)) if held else None
-            update["turn"] = known.summary.turn if known else len(earlier) + 1
+            update["turn"] = known.turn if known else len(earlier) + 1
             self._numbered_here(record)
         if not record.history and earlier and self.settings.join_turns:
             joined = earlier[-self.settings.join_turns :]
@@ -181,15 +268,15 @@ class ConversationStage:
                 m
                 for t in joined
                 for m in (
-                    HistoryMessage(role="user", content=t.summary.question, turn=t.summary.turn),
-                    HistoryMessage(role="assistant", content=t.summary.answer, turn=t.summary.turn),
+                    HistoryMessage(role="user", content=t.question, turn=t.turn),
+                    HistoryMessage(role="assistant", content=t.answer, turn=t.turn),
                 )
                 if m.content
             ]
             carried = [
                 Document(
                     content=text,
-                    source=DocumentSource(kind="history", turn=t.summary.turn, index=i),
+                    source=DocumentSource(kind="history", turn=t.turn, index=i),
                 )
                 for t in joined
                 for i, text in enumerate(t.documents)
@@ -207,9 +294,7 @@ class ConversationStage:
         """Remember a prepared turn until its export (bounded: a turn never exported, e.g.
         refused downstream, is forgotten after ``NUMBERED_KEPT`` later ones)."""
         with self._lock:
-            self._pending.setdefault(cid, {})[key] = _Turn(
-                summarize(record, ()), kept_documents(record)
-            )
+            self._pending.setdefault(cid, {})[key] = _Turn.of_record(record, ())
             self._pending_order[key] = cid
             while len(self._pending_order) > NUMBERED_KEPT:
                 self._forget_pending(*self._pending_order.popitem(last=False))
@@ -249,12 +334,11 @@ class ConversationStage:
         cid = record.conversation_id
         if not cid:
             return
-        self.add_turn(
+        self._keep(
             cid,
             record.service,
             record.route,
-            summarize(record, results),
-            documents=kept_documents(record),
+            _Turn.of_record(record, results),
             end=record.attributes.get(END_MARKER) is True,
         )
 
@@ -268,13 +352,18 @@ class ConversationStage:
         documents: Sequence[str] = (),
         end: bool = False,
     ) -> None:
-        """Keep a turn summarised elsewhere (:meth:`observe`; a replica's export read from
-        the Kafka turn topic). ``summary.turn`` 0: numbered in order of arrival. A turn kept
-        already gains the results it did not have; a repeat (a redelivered trace) changes
-        nothing, so it neither resumes nor revises a closed conversation. ``summary.results``
-        are compact (:func:`summarize`)."""
+        """Keep a turn summarised elsewhere (a replica's export read from the Kafka turn
+        topic; :func:`summarize`). ``summary.turn`` 0: numbered in order of arrival."""
+        self._keep(conversation_id, service, route, _Turn.of(summary, documents), end=end)
+
+    def _keep(
+        self, conversation_id: str, service: str, route: str | None, new: _Turn, *, end: bool
+    ) -> None:
+        """Keep a turn. A turn kept already gains the results it did not have; a repeat (a
+        redelivered trace) changes nothing, so it neither resumes nor revises a closed
+        conversation."""
         closing: list[tuple[_Conversation, Closed]] = []
-        key = (summary.trace_id, summary.span_id)
+        key = _key(new)
         with self._lock:
             if self._pending_order.pop(key, None) is not None:
                 self._forget_pending(key, conversation_id)
@@ -282,12 +371,10 @@ class ConversationStage:
             held = self._held.get(conversation_id)
             turn = held.turns.get(key) if held is not None else None
             if turn is not None:  # an update (a costly tier, feedback): more results
-                new = [r for r in summary.results if r not in turn.summary.results]
-                if not new:
+                added = [r for r in new.results if r not in turn.results]
+                if not added:
                     return
-                turn.summary = turn.summary.model_copy(
-                    update={"results": [*turn.summary.results, *new]}
-                )
+                turn.results.extend(added)
             if held is None:
                 held = self._held[conversation_id] = _Conversation(
                     conversation_id, service, route, now
@@ -300,11 +387,8 @@ class ConversationStage:
                 held.dropped += 1
                 self._metrics.conversation_turns_dropped.inc()
             elif turn is None:
-                number = summary.turn or len(held.turns) + 1
-                held.turns[key] = _Turn(
-                    summary if summary.turn else summary.model_copy(update={"turn": number}),
-                    [d[:KEPT_DOCUMENT_CHARS] for d in documents][:KEPT_DOCUMENTS],
-                )
+                new.turn = new.turn or len(held.turns) + 1
+                held.turns[key] = new
             if end:
                 closing.append((held, "end"))
             closing += self._over_bound()
@@ -330,14 +414,22 @@ class ConversationStage:
         now = self._clock()
         idle, keep = self.settings.idle_s, self.settings.keep_closed_s
         closing: list[_Conversation] = []
+        # ``_held`` is in order of last activity: past the first conversation active within
+        # min(idle, keep), none is idle long enough to close or closed long enough to forget.
+        recent = min(idle, keep)
         with self._lock:
-            for cid, held in list(self._held.items()):
+            forget = []
+            for cid, held in self._held.items():
+                if now - held.last < recent:
+                    break
                 closed = held.closed_at
                 if closed is None and now - held.last >= idle:
                     held.closed_at = now
                     closing.append(held)
                 elif closed is not None and now - closed >= keep:
-                    del self._held[cid]
+                    forget.append(cid)
+            for cid in forget:
+                del self._held[cid]
             self._metrics.conversations_open.set(len(self._held))
         for conversation in closing:
             self._close(conversation, "idle")
@@ -400,9 +492,9 @@ class ConversationStage:
                 key = (summary.trace_id, summary.span_id)
                 turn = held.turns.get(key)
                 if turn is None:
-                    held.turns[key] = _Turn(summary)
-                elif len(summary.results) > len(turn.summary.results):
-                    turn.summary = summary
+                    held.turns[key] = _Turn.of(summary)
+                elif len(summary.results) > len(turn.results):
+                    held.turns[key] = _Turn.of(summary, turn.documents)
             held.revision = record.revision
             dropped = record.attributes.get("ragpulse.conversation.turns_dropped")
             held.dropped = max(held.dropped, dropped if isinstance(dropped, int) else 0)
@@ -418,7 +510,7 @@ class ConversationStage:
 
     def _close(self, conversation: _Conversation, why: Closed) -> None:
         with self._lock:
-            turns = [t.summary for t in conversation.ordered()]
+            turns = [t.summary() for t in conversation.ordered()]
             if conversation.closed_at is None:
                 conversation.closed_at = self._clock()
             if len(turns) < 2:
@@ -439,33 +531,78 @@ class ConversationStage:
             if conversation.dropped
             else {},
         )
-        results = [r for e in self.evaluators for r in e.evaluate_conversations([record])]
+        results = evaluate(self._cheap, record)
         self._metrics.conversations.labels(
             "evicted" if why == "evicted" else "revised" if revision > 1 else "closed"
         ).inc()
-        try:
-            self._export(record, results)
-        except Exception:  # the sinks are guarded one by one; this guards the stage
-            log.exception("exporting conversation %s failed", conversation.conversation_id)
+        sampled = {
+            tier: reason
+            for tier, costly in self._costly.items()
+            if (reason := self._sampler.conversation_reason(record, tier, results)) is not None
+        }
+        attributes: dict[str, AttributeValue] = {}
+        for tier, reason in sampled.items():
+            attributes.update(tier_attributes(tier, reason))
+        if sampled and not self._started:  # inline: an offline run, a test
+            for tier, reason in sampled.items():
+                costly = self._costly[tier]
+                results += evaluate(loaded(costly.evaluators, self._context), record)
+                costly.count(reason)
+        elif sampled:
+            attributes[sc.RAGPULSE_PENDING] = [t.value for t in sampled]
+        if attributes:
+            record = record.model_copy(update={"attributes": {**record.attributes, **attributes}})
+        with self._guard:
+            try:
+                self._export(record, results)
+            except Exception:  # the sinks are guarded one by one; this guards the stage
+                log.exception("exporting conversation %s failed", conversation.conversation_id)
+        if not sampled or not self._started:
+            return
+        deadline = time.monotonic()
+        for tier, reason in sampled.items():
+            costly = self._costly[tier]
+            job = ConversationJob(
+                record, tier, reason, deadline + costly.max_delay_s,
+                partial(_is_revision, conversation, revision),
+            )  # fmt: skip
+            refused = costly.offer(job)
+            if refused is not None:
+                costly.skip(job, refused)
 
     # -- the ticker -----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the ticker, and the costly metrics' workers (they load their evaluators)."""
         if self._thread is None:
             self._stop.clear()
+            for costly in self._costly.values():
+                costly.start()
+            self._started = True
             self._thread = threading.Thread(
                 target=self._run, name="ragpulse-conversations", daemon=True
             )
             self._thread.start()
 
-    def stop(self, close: Closed | None = "shutdown") -> None:
-        """Stop the ticker; close what is open (``close``: why; None leaves it open)."""
+    def stop(self, close: Closed | None = "shutdown", deadline: float | None = None) -> None:
+        """Stop the ticker; close what is open (``close``: why; None leaves it open); let
+        the costly metrics judge what is queued until ``deadline`` (``time.monotonic()``;
+        default 5 s from now), the rest skipped (shutdown)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
         if close is not None:
             self.close_all(close)
+        end = deadline if deadline is not None else time.monotonic() + 5.0
+        for costly in self._costly.values():
+            costly.stop(end)
+        self._started = False
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Until the costly metrics have judged (or skipped) every closed conversation."""
+        end = time.monotonic() + timeout
+        return all(c.wait_idle(max(0.0, end - time.monotonic())) for c in self._costly.values())
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.tick_s):

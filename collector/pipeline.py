@@ -203,7 +203,11 @@ class Pipeline:
         self._local_conversations = local_conversations
         self.evaluators = list(evaluators)
         self.cheap = [e for e in evaluators if e.tier == Tier.CHEAP]
-        self.by_tier = {t: [e for e in evaluators if e.tier == t] for t in self.COSTLY_TIERS}
+        # Turn records' costly tiers; the conversation stage runs the conversation metrics.
+        self.by_tier = {
+            t: [e for e in evaluators if e.tier == t and not isinstance(e, ConversationEvaluator)]
+            for t in self.COSTLY_TIERS
+        }
         self.sinks = list(sinks)
         self._metrics = metrics
         # What the evaluators load with (settings, shared models and judge clients).
@@ -240,6 +244,9 @@ class Pipeline:
             [e for e in evaluators if isinstance(e, ConversationEvaluator)],
             self._export_conversation,
             metrics,
+            sampler=self._sampler,
+            context=self.context,
+            export_lock=self._lock,
         )
         self._pending = 0  # traces submitted and not yet finished
         self._backlog_bytes = 0  # their OTLP bytes, until the cheap tier has read them
@@ -315,8 +322,11 @@ class Pipeline:
             if tier in self._stages:
                 self._stages[tier].stop(deadline)
         self._holds.stop()
-        # What is open goes out, revised later; held elsewhere too (Kafka), it is read again.
-        self.conversations.stop(close="shutdown" if self._local_conversations else None)
+        # What is open goes out, revised later (its judges get until the deadline); held
+        # elsewhere too (Kafka), it is read again.
+        self.conversations.stop(
+            close="shutdown" if self._local_conversations else None, deadline=deadline
+        )
         if sinks_deadline is None:
             self._shutdown_sinks()
             return

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ragpulse import semconv as sc
 from ragpulse.config import EvaluationSettings, PriorityRule
 from ragpulse.evaluators.base import Tier
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.signals import feedback_score, trace_fraction
 
 ALL = "all"  # the cheap tier's reason: it sees every record
@@ -68,6 +68,41 @@ class SamplingPolicy:
         if rate is None:
             rate, reason = self.rates.get(tier, 0.0), BASE_RATE
         if rate >= 1.0 or trace_fraction(record.trace_id, tier.value) < rate:
+            return reason
+        return None
+
+    def conversation_reason(
+        self, conversation: ConversationRecord, tier: Tier, results: Sequence[EvalResult] = ()
+    ) -> str | None:
+        """Why ``tier`` evaluates a closed conversation, or None; ``results`` are its cheap
+        conversation metrics'. The tier's rates, by route, as for a turn, drawn from the
+        conversation id (every revision and every replica decides alike, and a revision
+        is judged when its first record was); the priority rules ``low_score`` (over the
+        conversation metrics: ``user_frustration`` at or above a risk, say) and
+        ``negative_feedback`` (any turn's)."""
+        if tier == Tier.CHEAP:
+            return ALL
+        for rule in self.priorities:
+            if tier.value not in rule.tiers:
+                continue
+            if rule.when == "low_score" and any(
+                r.metric == rule.metric and r.quality is not None and rule.below is not None
+                and r.quality < rule.below
+                for r in results
+            ):  # fmt: skip
+                return f"priority:{rule.when}"
+            if rule.when == "negative_feedback" and any(
+                (t.feedback is not None and t.feedback < 0.5)
+                or any(r.metric == "user_feedback" and r.label == "negative" for r in t.results)
+                for t in conversation.turns
+            ):
+                return f"priority:{rule.when}"
+        route_rates = self.routes.get(conversation.route or "", {})
+        rate = route_rates.get("model" if tier is Tier.MODEL else "judge")
+        reason = ROUTE_RATE
+        if rate is None:
+            rate, reason = self.rates.get(tier, 0.0), BASE_RATE
+        if rate >= 1.0 or trace_fraction(conversation.conversation_id, tier.value) < rate:
             return reason
         return None
 

@@ -71,6 +71,12 @@ SIGNALS: tuple[Signal, ...] = (
            "tool calls carrying a flagged result's e-mail, link, account, path, amount",
            "hijacks that carry none of them",
            "by rule: a carried value", "`injection/llm_judge` (sees the tool calls)"),
+    # A follow-up turn against the earlier answers in its history.
+    Signal("consistency/rules", True,
+           "a restated fact with another number or name (synthetic pairs: precision 1.00, "
+           "recall 0.40)",
+           "contradictions in other words, through a pronoun",
+           0.5, "`consistency/llm_judge`"),
     # Conversations, when one closes (how-to conversations).
     Signal("conversation_groundedness/rules", True,
            "conversations with ungrounded turns, and the weakest turn",

@@ -93,7 +93,10 @@ class Sink(ABC):
     ) -> None:
         """Take a closed conversation's record and its conversation metrics' results
         (called like :meth:`export`, one call at a time; a resumed conversation comes again
-        with ``revision`` + 1 and the same ``identifier``). Default: nothing, for sinks
+        with ``revision`` + 1 and the same ``identifier``). A conversation sampled for the
+        judge comes first with its cheap results and ``ragpulse.pending``, then again
+        with the same revision, ``ragpulse.update`` (the tier) in its attributes and that
+        tier's results only, as turn records' updates do. Default: nothing, for sinks
         that keep turn records only."""
 
     def force_flush(self, timeout_s: float | None = None) -> bool:

@@ -50,8 +50,22 @@ class InMemorySink(Sink):
     def export_conversation(
         self, conversation: ConversationRecord, results: Sequence[EvalResult]
     ) -> None:
-        """Keep a conversation's latest record (a revision replaces the earlier one)."""
+        """Keep a conversation's latest record (a revision replaces the earlier one; an
+        update, ``ragpulse.update``, adds its results to the record it follows)."""
         with self._lock:
+            kept = self._conversations.get(conversation.conversation_id)
+            if sc.RAGPULSE_UPDATE in conversation.attributes and kept is not None:
+                earlier, earlier_results = kept
+                if earlier.revision == conversation.revision:
+                    attributes = {
+                        k: v for k, v in conversation.attributes.items()
+                        if k not in (sc.RAGPULSE_UPDATE, sc.RAGPULSE_PENDING)
+                    }  # fmt: skip
+                    merged = earlier.model_copy(update={"attributes": attributes})
+                    self._conversations[conversation.conversation_id] = (
+                        merged, [*earlier_results, *results]
+                    )  # fmt: skip
+                    return
             self._conversations[conversation.conversation_id] = (conversation, list(results))
 
     @property

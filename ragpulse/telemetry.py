@@ -130,6 +130,14 @@ class CollectorMetrics:
             "Conversations held: open, and closed ones kept for resuming.",
             registry=r,
         )
+        self.conversations_sampled = Counter(
+            "ragpulse_conversations_sampled",
+            "Closed conversations a costly tier (the judge) was chosen for, by why (base_rate, "
+            "route_rate, priority:<rule>), or skipped:<reason> when it did not evaluate them "
+            "(queue_full, deadline, shutdown, unavailable, superseded by a later revision).",
+            ["tier", "reason"],
+            registry=r,
+        )
         self.conversation_turns_dropped = Counter(
             "ragpulse_conversation_turns_dropped",
             "Turns of a conversation past conversations.max_turns: counted, not kept.",

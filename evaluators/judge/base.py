@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragpulse.config import EvaluationSettings, JudgeSettings
@@ -114,6 +114,13 @@ class JudgeEvaluator(Evaluator):
 
     async def _judge_safely(self, record: RagRecord) -> EvalResult:
         """Runs in its own task (``gather``), so the reservation set here is this record's."""
+        return await self._budgeted(self._judge(record))
+
+    async def _budgeted(self, judging: Coroutine[Any, Any, EvalResult]) -> EvalResult:
+        """``judging`` (one record's or one conversation's verdicts) under the budget: the
+        calls are reserved at its first cache miss; over budget it is a ``skipped``
+        result, a failed call an error result. Runs in its own task (``gather``), so the
+        reservation set here is this one's."""
         assert self.client is not None
         reserved = False
 
@@ -127,7 +134,7 @@ class JudgeEvaluator(Evaluator):
 
         token = record_reservation.set(reserve)
         try:
-            return await self._judge(record)
+            return await judging
         except OverBudget as over:
             self.client.metrics.skipped.labels(self.metric, over.refusal).inc()
             return self.result(

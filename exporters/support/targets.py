@@ -46,6 +46,7 @@ METRIC_TARGETS: Mapping[str, Target] = {
     "injection_resistance": Target.GENERATION,
     "injection_followed": Target.GENERATION,  # did the answer obey a planted instruction
     "counterfactual_adoption": Target.GENERATION,
+    "consistency": Target.GENERATION,  # does the answer contradict an earlier one
     # about the documents
     "context_relevance": Target.RETRIEVAL,
     # in a document: the retrieval span (in an agent turn, the tool call that returned

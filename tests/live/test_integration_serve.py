@@ -238,18 +238,19 @@ def test_grounded_beats_ungrounded_and_injection_is_located(
         "answer_relevance": generation,
         "refusal": generation,
         "injection_followed": generation,
+        "consistency": generation,  # not applicable (a first turn), exported all the same
         "context_relevance": retrieval,
         "injection": root_span,
     }
     # EVALUATOR carriers: each the root of a trace of its own, with one link to the span
     # it judges (never parented: the app's trace keeps its duration and service).
     eval_spans = [s for s in backend.captured.spans() if s.links[0].trace_id.hex() == root_trace]
-    assert len(eval_spans) == len(grounded["results"]) == 6
+    assert len(eval_spans) == len(grounded["results"]) == 7
     assert evaluated(root_trace, eval_spans) == expected
     assert all(len(s.links) == 1 and not s.parent_span_id for s in eval_spans)
     assert not any(s.trace_id.hex() == root_trace for s in backend.captured.spans())
     events = [e for e in backend.captured.log_records() if e.trace_id.hex() == root_trace]
-    assert len(events) == 6 and {e.event_name for e in events} == {"gen_ai.evaluation.result"}
+    assert len(events) == 7 and {e.event_name for e in events} == {"gen_ai.evaluation.result"}
     assert evaluated(root_trace, events, event=True) == expected
     injected_trace, injected_ids = ids("ask_injected")
     injected = evaluated(injected_trace, backend.captured.log_records(), event=True)

@@ -328,3 +328,60 @@ def test_off_format_small_model_is_an_error_while_cheap_scores_stand(
     failed = outcomes(context.metrics)
     assert failed.get("truncated", 0) + failed.get("invalid_output", 0) == 1
     context.close()
+
+
+def test_conversation_judges_run_against_the_real_server(llm_server: LlamaServer) -> None:
+    """The conversation judges and the consistency judge over real HTTP to a real model:
+    each result a score or an error that says why; a conversation that grows sends only
+    what has no verdict yet (the 135M model's verdicts themselves mean nothing)."""
+    from ragpulse.evaluators.consistency.llm_judge import JudgeConsistency
+    from ragpulse.evaluators.conversation_completeness.llm_judge import (
+        JudgeConversationCompleteness,
+    )
+    from ragpulse.evaluators.knowledge_retention.llm_judge import JudgeKnowledgeRetention
+    from ragpulse.evaluators.user_frustration.llm_judge import JudgeUserFrustration
+    from ragpulse.record import ConversationRecord, HistoryMessage, TurnSummary
+
+    chat = [
+        ("My name is Ada. How much does the Pro plan cost?", ANSWER),
+        ("I asked already: how much is the Pro plan?", "The Pro plan costs 6 dollars per month."),
+        ("Does it keep notes offline?", "Offline mode keeps 500 notes on the device."),
+    ]
+
+    def conversation(turns: int) -> ConversationRecord:
+        return ConversationRecord(
+            conversation_id="c-1",
+            revision=turns - 1,
+            turns=[
+                TurnSummary(turn=i + 1, trace_id=f"{i + 1:032x}", span_id=f"{i + 1:016x}",
+                            question=q, answer=a)
+                for i, (q, a) in enumerate(chat[:turns])
+            ],
+        )  # fmt: skip
+
+    judges = [JudgeConversationCompleteness(), JudgeKnowledgeRetention(), JudgeUserFrustration()]
+    evaluators, context = load([*judges, JudgeConsistency()], settings(llm_server.base_url, "m"))
+    *conversation_judges, consistency = evaluators
+    with ThreadPoolExecutor(2) as pool:
+        first = list(pool.map(lambda e: e.evaluate_conversations([conversation(2)])[0],
+                              conversation_judges))  # fmt: skip
+        grown = list(pool.map(lambda e: e.evaluate_conversations([conversation(3)])[0],
+                              conversation_judges))  # fmt: skip
+    for before, after in zip(first, grown, strict=True):
+        for result in (before, after):
+            assert result.score is not None or result.label in {*HONEST_ERRORS, "not_applicable"}, (
+                result.metric, result.label, result.error,
+            )  # fmt: skip
+            assert result.details.get("calls", 0) <= 1  # one call per conversation and metric
+        if before.score is not None:  # its verdicts are cached: the grown record reuses them
+            assert after.details["cached"] >= len(before.details["verdicts"])
+    follow_up = RagRecord(
+        trace_id="f" * 32, question="And offline?", answer="Offline mode keeps 50 notes.",
+        history=[HistoryMessage(role="user", content="Offline?", turn=1),
+                 HistoryMessage(role="assistant", content="Offline mode keeps 500 notes.", turn=1)],
+        turn=2,
+    )  # fmt: skip
+    [checked] = consistency.evaluate([follow_up])
+    assert checked.score in (0.0, 1.0) or checked.label in HONEST_ERRORS, checked
+    assert sample(context.metrics, "ragpulse_judge_tokens_total", model="m", kind="prompt") > 0
+    context.close()

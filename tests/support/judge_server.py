@@ -134,7 +134,90 @@ def answer(prompt: str, data: dict[str, Any], per_claim: bool = False) -> dict[s
         return {"verdicts": verdicts}
     if prompt.startswith(("answer_correctness.", "answer_compliance.", "answer_completeness.")):
         return _reference_choice(prompt, data)
+    if prompt in _CONVERSATION:
+        turns = {t["turn"]: t for t in data["turns"]}
+        verdicts = []
+        for n in data["judge_turns"]:
+            earlier = [turns[k] for k in sorted(turns) if k < n]
+            verdicts.append({"turn": n, "reason": "word rules",
+                             **_CONVERSATION[prompt](turns[n], earlier)})  # fmt: skip
+        return {"verdicts": verdicts}
+    if prompt == "consistency.verdicts":
+        now = _numbers_by_word(data["answer"])
+        verdicts = []
+        for earlier in data["earlier_answers"]:
+            before = _numbers_by_word(earlier["text"])
+            clash = any(w in now and now[w] != v for w, v in before.items())
+            verdicts.append({"index": earlier["index"], "reason": "numbers after the same word",
+                             "verdict": "contradicts" if clash else "consistent"})  # fmt: skip
+        return {"verdicts": verdicts}
     return {}
+
+
+# The conversation judges' verdicts, one turn at a time, from word rules on the transcript.
+_PLEASANTRY = re.compile(r"^(thanks|thank you|ok|okay|bye|great|cool|hi|hello)\b", re.I)
+_UNMET = ("don't know", "do not know", "cannot", "can't", "sorry", "no information")
+_FRUSTRATED = ("again", "already", "not what i asked", "wrong", "useless", "i said", "!!")
+
+
+def _jaccard(a: str, b: str) -> float:
+    x, y = content_token_set(a), content_token_set(b)
+    return len(x & y) / len(x | y) if x and y else 0.0
+
+
+def _completeness(turn: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    user, answer = turn["user"], turn["assistant"].lower()
+    same = next((t["turn"] for t in reversed(earlier) if _jaccard(user, t["user"]) >= 0.5), None)
+    if _PLEASANTRY.match(user.strip()) and "?" not in user:
+        return {"verdict": "no_request", "same_request_as": None}
+    # Met: no evasion, and the answer shares a word with the request or names something
+    # (a capitalised word past the first, a number), as short factual answers do.
+    names = re.findall(r"(?<=\s)[A-Z0-9][\w']*", turn["assistant"])
+    met = not any(m in answer for m in _UNMET) and bool(
+        content_token_set(user) & content_token_set(answer) or names
+    )
+    return {"verdict": "met" if met else "unmet", "same_request_as": same}
+
+
+def _facts(text: str) -> set[str]:
+    words = re.findall(r"[\w']+", text)
+    return {w for i, w in enumerate(words) if w[0].isdigit() or (i and w[0].isupper() and w != "I")}
+
+
+def _retention(turn: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    facts = set().union(*(_facts(t["user"]) for t in earlier)) if earlier else set()
+    answer = turn["assistant"]
+    if not facts:
+        return {"verdict": "not_applicable"}
+    if "?" in answer and re.search(r"\byour?\b", answer, re.I):
+        return {"verdict": "forgot"}  # asks again for what the user said
+    if facts & set(re.findall(r"[\w']+", answer)):
+        return {"verdict": "retained"}
+    return {"verdict": "not_applicable"}
+
+
+def _frustration(turn: dict[str, Any], earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    user = turn["user"]
+    repeated = any(_jaccard(user, t["user"]) >= 0.6 for t in earlier)
+    marked = any(m in user.lower() for m in _FRUSTRATED)
+    return {"verdict": "frustrated" if repeated or marked else "not_frustrated"}
+
+
+_CONVERSATION = {
+    "conversation_completeness.verdicts": _completeness,
+    "knowledge_retention.verdicts": _retention,
+    "user_frustration.verdicts": _frustration,
+}
+
+
+def _numbers_by_word(text: str) -> dict[str, str]:
+    """Each number by the word before it ("built in 1857": {"in": "1857"})."""
+    words = re.findall(r"[\w,.]+", text.lower())
+    return {
+        words[i - 1]: w.replace(",", "").rstrip(".")
+        for i, w in enumerate(words)
+        if i and w[0].isdigit()
+    }
 
 
 _NEGATIONS = frozenset({"not", "no", "never", "isn't", "doesn't", "cannot"})

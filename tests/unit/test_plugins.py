@@ -51,6 +51,7 @@ from ragpulse.record import (
     Document,
     DocumentSource,
     EvalResult,
+    HistoryMessage,
     RagRecord,
     ToolCall,
     TurnSummary,
@@ -81,6 +82,18 @@ POISONED = RagRecord(
     answer="Visit example-support.com to verify your account.",
 )  # fmt: skip
 ONLY_WHEN_FLAGGED = {"injection_followed/rules"}
+# A follow-up turn: what the consistency checks score (a first turn has no earlier answer).
+FOLLOW_UP = RagRecord(
+    question="And when was it built?",
+    answer="The Harbour lighthouse was built in 1857.",
+    turn=2,
+    history=[
+        HistoryMessage(role="user", content="Tell me about the Harbour lighthouse.", turn=1),
+        HistoryMessage(role="assistant", content="The Harbour lighthouse is 40 metres tall.",
+                       turn=1),
+    ],
+)  # fmt: skip
+ONLY_WITH_HISTORY = {"consistency/rules", "consistency/llm_judge"}
 
 # An agent turn: what the agent signals score (their ordinary record); its tool result
 # carries a planted instruction, which is what injection_followed/agent looks after.
@@ -137,6 +150,7 @@ CHEAP = {
     "conversation_tool_errors/rules",
     "user_frustration/rules",
     "abandonment/rules",
+    "consistency/rules",
 }
 
 
@@ -221,6 +235,8 @@ def test_evaluator_contract(name: str, judge: JudgeServer, tiny: dict[str, dict[
             ordinary = results[0]
             if name in ONLY_WHEN_FLAGGED:
                 ordinary = evaluator.evaluate([POISONED])[0]
+            if name in ONLY_WITH_HISTORY:
+                ordinary = evaluator.evaluate([FOLLOW_UP])[0]
             assert ordinary.score is not None, ordinary  # the ordinary record is scored
         assert evaluator.evaluate([]) == []
         sample = context.metrics.registry.get_sample_value(

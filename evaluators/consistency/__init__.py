@@ -1,0 +1,1 @@
+"""``consistency/<method>``: does an answer contradict an earlier answer of its conversation?"""
