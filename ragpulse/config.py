@@ -342,9 +342,6 @@ class ConversationSettings(_Section):
         "traced by ragpulse's decorators).",
     )
     tick_s: float = Field(1.0, gt=0, description="How often idle conversations are closed.")
-    evaluators: list[str] | None = Field(
-        None, description="Conversation metrics (metric/method); empty = every cheap one."
-    )
 
 
 class KafkaSettings(_Section):

@@ -56,7 +56,7 @@ class JudgeUserFrustration(ConversationJudge):
 
     class Options(ConversationJudge.Options):
         frustrated_at: float = Field(
-            0.34, gt=0, le=1, description="share of frustrated follow-ups labelled 'frustrated'"
+            0.33, gt=0, le=1, description="share of frustrated follow-ups labelled 'frustrated'"
         )
 
     options: Options

@@ -48,7 +48,7 @@ class UserFrustration(ConversationEvaluator):
             0.6, gt=0, le=1, description="word overlap (Jaccard) of a repeated question"
         )
         frustrated_at: float = Field(
-            0.34, gt=0, le=1, description="share of signal turns labelled 'frustrated'"
+            0.33, gt=0, le=1, description="share of signal turns labelled 'frustrated'"
         )
 
     options: Options
