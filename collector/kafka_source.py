@@ -38,7 +38,6 @@ from ragpulse.telemetry import CollectorMetrics
 log = logging.getLogger(__name__)
 
 ERROR_HEADER = "ragpulse.error"
-BOOTSTRAP_TIMEOUT_MS = 5000
 FULL_WAIT_S = 0.1  # a message the collector has no room for is offered again this often
 _MEDIA = {"otlp_proto": otlp.PROTOBUF, "otlp_json": otlp.JSON}
 
@@ -92,6 +91,25 @@ class KafkaMetrics:
         self.assigned = Gauge(
             "ragpulse_kafka_assigned_partitions", "Partitions owned now.", registry=registry
         )
+
+
+def connect_until_stopped(
+    connect: Callable[[], KafkaConsumer],
+    settings: KafkaSettings,
+    stopping: threading.Event,
+    ready: threading.Event,
+) -> KafkaConsumer | None:
+    """A consumer from ``connect``, tried every 2 s while the broker is not up yet (each
+    failure logged, ``ready`` set so that a caller waiting for start-up goes on); None
+    when ``stopping`` is set first."""
+    while not stopping.is_set():
+        try:
+            return connect()
+        except KafkaError as exc:
+            log.warning("Kafka at %s unreachable (%r); retrying", settings.bootstrap, exc)
+            ready.set()
+            stopping.wait(2.0)
+    return None
 
 
 class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # kafka: untyped
@@ -159,14 +177,7 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
 
     # -- consumer thread ---------------------------------------------------------
     def _run(self) -> None:
-        consumer = None
-        while consumer is None and not self._stopping.is_set():
-            try:
-                consumer = self._connect()
-            except KafkaError as exc:  # broker not up yet: keep trying until stopped
-                log.warning("Kafka at %s unreachable (%r); retrying", self._settings.bootstrap, exc)
-                self._ready.set()
-                self._stopping.wait(2.0)
+        consumer = connect_until_stopped(self._connect, self._settings, self._stopping, self._ready)
         self._consumer = consumer
         self._ready.set()
         try:
@@ -177,24 +188,7 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
 
     def _connect(self) -> KafkaConsumer:
         s = self._settings
-        consumer = self._consumer_factory(
-            group_id=s.group,
-            enable_auto_commit=False,
-            auto_offset_reset=s.auto_offset_reset,
-            max_poll_records=s.max_poll_records,
-            session_timeout_ms=s.session_timeout_ms,
-            heartbeat_interval_ms=s.heartbeat_interval_ms,
-            max_partition_fetch_bytes=max(s.max_message_bytes, 1024 * 1024),
-            # kafka-python's defaults block up to 30 s per bootstrap attempt and back
-            # off up to 30 s between reconnects: too long to notice a stop, or a
-            # restarted broker. consumer_options can still override both.
-            **{
-                "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
-                "reconnect_backoff_max_ms": BOOTSTRAP_TIMEOUT_MS,
-                **s.client_config(),
-                **s.consumer_options,
-            },
-        )
+        consumer = self._consumer_factory(**s.consumer_config(s.group))
         consumer.subscribe([s.topic], listener=self)
         return consumer
 

@@ -35,6 +35,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from ragpulse.collector.conversations import ConversationStage
+from ragpulse.collector.kafka_source import connect_until_stopped
 from ragpulse.collector.source import Source
 from ragpulse.collector.turn_messages import (
     CaughtUpMessage,
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 ERROR_HEADER = "ragpulse.error"
 MARKER_KEY = b"ragpulse.caught_up"
-BOOTSTRAP_TIMEOUT_MS = 5000
 
 _Key = tuple[str, str]
 
@@ -168,14 +168,7 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
     # -- the consumer thread ----------------------------------------------------------------
 
     def _run(self) -> None:
-        consumer = None
-        while consumer is None and not self._stopping.is_set():
-            try:
-                consumer = self._connect()
-            except KafkaError as exc:
-                log.warning("Kafka at %s unreachable (%r); retrying", self._settings.bootstrap, exc)
-                self._ready.set()
-                self._stopping.wait(2.0)
+        consumer = connect_until_stopped(self._connect, self._settings, self._stopping, self._ready)
         self._consumer = consumer
         self._ready.set()
         try:
@@ -186,21 +179,7 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
 
     def _connect(self) -> KafkaConsumer:
         s = self._settings
-        consumer = self._consumer_factory(
-            group_id=s.turn_group(),
-            enable_auto_commit=False,
-            auto_offset_reset=s.auto_offset_reset,
-            max_poll_records=s.max_poll_records,
-            session_timeout_ms=s.session_timeout_ms,
-            heartbeat_interval_ms=s.heartbeat_interval_ms,
-            max_partition_fetch_bytes=max(s.max_message_bytes, 1024 * 1024),
-            **{
-                "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
-                "reconnect_backoff_max_ms": BOOTSTRAP_TIMEOUT_MS,
-                **s.client_config(),
-                **s.consumer_options,
-            },
-        )
+        consumer = self._consumer_factory(**s.consumer_config(s.turn_group()))
         consumer.subscribe([self._topic], listener=self)
         return consumer
 

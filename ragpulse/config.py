@@ -416,6 +416,30 @@ class KafkaSettings(_Section):
             config["sasl_plain_password"] = self.sasl_plain_password.get_secret_value()
         return {**config, **self.client_options}
 
+    def consumer_config(self, group_id: str) -> dict[str, Any]:
+        """Everything a ``KafkaConsumer`` of ``group_id`` takes from these settings (the span
+        group's and the conversation group's consumers alike); ``consumer_options`` last."""
+        return {
+            "group_id": group_id,
+            "enable_auto_commit": False,
+            "auto_offset_reset": self.auto_offset_reset,
+            "max_poll_records": self.max_poll_records,
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "max_partition_fetch_bytes": max(self.max_message_bytes, 1024 * 1024),
+            # kafka-python's defaults block up to 30 s per bootstrap attempt and back off up
+            # to 30 s between reconnects: too long to notice a stop, or a restarted broker.
+            # consumer_options can still override both.
+            "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
+            "reconnect_backoff_max_ms": BOOTSTRAP_TIMEOUT_MS,
+            **self.client_config(),
+            **self.consumer_options,
+        }
+
+
+BOOTSTRAP_TIMEOUT_MS = 5000
+"""How long a Kafka client waits for the broker per attempt, and backs off at most."""
+
 
 BACKEND_SOURCES = ("phoenix", "mlflow", "langfuse")
 """Tracing tools whose stored traces ragpulse reads (``source`` values, ``--from`` schemes)."""

@@ -32,11 +32,9 @@ import asyncio
 import json
 import os
 import sys
-import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -295,45 +293,23 @@ def run_langgraph(tp: TracerProvider) -> None:
 # --- opentelemetry-instrumentation-openai-v2: tool results only in messages ---------------
 
 
-class OpenAIDouble:
-    """A local OpenAI-compatible chat-completions server answering with :func:`next_move`
-    (a test double: no LLM runs here)."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                messages = body["messages"]
-                users = [i for i, m in enumerate(messages) if m["role"] == "user"]
-                question = messages[users[-1]]["content"]
-                seen = sum(1 for m in messages[users[-1] :] if m["role"] == "tool")
-                move = next_move(question, seen)
-                if isinstance(move, str):
-                    message: dict[str, Any] = {"role": "assistant", "content": move}
-                    reason = "stop"
-                else:
-                    function = {"name": move[0], "arguments": json.dumps(move[1])}
-                    call = {"id": f"call_{seen}", "type": "function", "function": function}
-                    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-                    reason = "tool_calls"
-                payload = json.dumps({
-                    "id": f"chatcmpl-{seen}", "object": "chat.completion", "created": 0,
-                    "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": reason, "message": message}],
-                    "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48},
-                }).encode()  # fmt: skip
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
+def scripted_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The scripted agent model's reply to a chat-completions request: the next tool call
+    for the last question (counting the tool results since it), or the answer."""
+    messages = body["messages"]
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    question = messages[users[-1]]["content"]
+    seen = sum(1 for m in messages[users[-1] :] if m["role"] == "tool")
+    move = next_move(question, seen)
+    usage = {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}
+    if isinstance(move, str):
+        message: dict[str, Any] = {"role": "assistant", "content": move}
+        return {"id": f"chatcmpl-{seen}", "message": message, "usage": usage}
+    function = {"name": move[0], "arguments": json.dumps(move[1])}
+    call = {"id": f"call_{seen}", "type": "function", "function": function}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"id": f"chatcmpl-{seen}", "message": message, "finish_reason": "tool_calls",
+            "usage": usage}  # fmt: skip
 
 
 def run_openai_v2(tp: TracerProvider) -> None:
@@ -344,7 +320,9 @@ def run_openai_v2(tp: TracerProvider) -> None:
 
     OpenAIInstrumentor().instrument(tracer_provider=tp)
     tracer = tp.get_tracer("support-desk")
-    double = OpenAIDouble()
+    from support.openai_double import OpenAIChatDouble
+
+    double = OpenAIChatDouble(scripted_reply)
     client = openai.OpenAI(base_url=double.base_url, api_key="test", max_retries=0)
     schema = {"type": "object", "properties": {"query": {"type": "string"}}}
     tools: list[Any] = [

@@ -25,9 +25,7 @@ import argparse
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -170,36 +168,10 @@ def run_llama_index() -> None:
         engine.query(question)
 
 
-class _OpenAIDouble:
-    """A local OpenAI-compatible chat-completions server (a test double: no LLM runs here)."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = "\n".join(str(m.get("content")) for m in body["messages"])
-                content = answer_for(prompt)
-                payload = json.dumps({
-                    "id": f"chatcmpl-{abs(hash(prompt)) % 10**8}", "object": "chat.completion",
-                    "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": len(prompt.split()),
-                              "completion_tokens": len(content.split()),
-                              "total_tokens": len(prompt.split()) + len(content.split())},
-                }).encode()  # fmt: skip
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
+def _answer_reply(body: dict[str, Any]) -> dict[str, Any]:
+    prompt = "\n".join(str(m.get("content")) for m in body["messages"])
+    return {"id": f"chatcmpl-{abs(hash(prompt)) % 10**8}",
+            "message": {"role": "assistant", "content": answer_for(prompt)}}  # fmt: skip
 
 
 def run_genai_openai(tracer_provider: TracerProvider) -> None:
@@ -209,7 +181,9 @@ def run_genai_openai(tracer_provider: TracerProvider) -> None:
     import openai
 
     tracer = tracer_provider.get_tracer("rag-app")
-    double = _OpenAIDouble()
+    from support.openai_double import OpenAIChatDouble
+
+    double = OpenAIChatDouble(_answer_reply)
     client = openai.OpenAI(base_url=double.base_url, api_key="test", max_retries=0)
     try:
         for question, (ids, _) in QA.items():
@@ -420,4 +394,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the support package
     sys.exit(main())
