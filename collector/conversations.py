@@ -54,7 +54,7 @@ from ragpulse.collector.conversation_tiers import (
     loaded,
     tier_attributes,
 )
-from ragpulse.collector.history import standalone
+from ragpulse.collector.history import joined_history, standalone
 from ragpulse.collector.sampling import SamplingPolicy
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluators.base import ConversationEvaluator, Tier
@@ -66,7 +66,6 @@ from ragpulse.record import (
     Document,
     DocumentSource,
     EvalResult,
-    HistoryMessage,
     RagRecord,
     TurnSummary,
 )
@@ -264,15 +263,7 @@ class ConversationStage:
             self._numbered_here(record)
         if not record.history and earlier and self.settings.join_turns:
             joined = earlier[-self.settings.join_turns :]
-            history = [
-                m
-                for t in joined
-                for m in (
-                    HistoryMessage(role="user", content=t.question, turn=t.turn),
-                    HistoryMessage(role="assistant", content=t.answer, turn=t.turn),
-                )
-                if m.content
-            ]
+            history = joined_history((t.turn, t.question, t.answer) for t in joined)
             carried = [
                 Document(
                     content=text,

@@ -171,6 +171,20 @@ def carried_documents(
     return out
 
 
+def joined_history(turns: Iterable[tuple[int | None, str, str]]) -> list[HistoryMessage]:
+    """Earlier turns' ``(turn, question, answer)`` as the history a turn whose spans carry
+    none is given (the collector's join, the offline run's alike); empty words left out."""
+    return [
+        m
+        for turn, question, answer in turns
+        for m in (
+            HistoryMessage(role="user", content=question, turn=turn),
+            HistoryMessage(role="assistant", content=answer, turn=turn),
+        )
+        if m.content
+    ]
+
+
 def standalone(question: str, history: Sequence[HistoryMessage]) -> str | None:
     """A follow-up's question with the earlier user turn's topic words added; None when
     there is no earlier user turn."""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ragpulse.collector.conversations import ConversationStage
-from ragpulse.collector.history import standalone
+from ragpulse.collector.history import joined_history, standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import evaluate_records
 from ragpulse.evaluators.base import ConversationEvaluator, Evaluator
@@ -32,7 +32,6 @@ from ragpulse.record import (
     Document,
     DocumentSource,
     EvalResult,
-    HistoryMessage,
     RagRecord,
 )
 from ragpulse.redaction import Redactor
@@ -189,15 +188,7 @@ def joined(record: RagRecord, earlier: Sequence[RagRecord], join_turns: int = 5)
     own: what the collector does for a live turn whose spans carry none."""
     if record.history or not earlier:
         return record
-    history = [
-        m
-        for past in earlier
-        for m in (
-            HistoryMessage(role="user", content=past.question, turn=past.turn),
-            HistoryMessage(role="assistant", content=past.answer, turn=past.turn),
-        )
-        if m.content
-    ]
+    history = joined_history((past.turn, past.question, past.answer) for past in earlier)
     carried = [
         Document(id=d.id, content=d.content,
                  source=DocumentSource(kind="history", turn=past.turn, index=index,
