@@ -22,7 +22,11 @@ from the question, so no LLM runs and nothing leaves the machine.
   model and tool calls, so Haystack is read as pipelines).
 
 Run one app with ``python tests/support/agent_apps.py NAME --otlp-http URL``: it sends its
-traces to an OTLP/HTTP receiver and exits.
+traces to an OTLP/HTTP receiver and exits. With ``--conversation ID`` (``pydantic_ai``:
+``conversation_id``; ``langgraph``: a session id in the run's metadata) it plays
+:data:`CONVERSATION` instead, two turns of one conversation, the second answered from the
+first turn's search result in its history; between the turns it prints ``turn 1 sent``
+and waits for a line on stdin, so that a test decides when the user asks again.
 """
 
 from __future__ import annotations
