@@ -62,14 +62,20 @@ _TOOL_CALL_MARK = '"tool_call"'
 def is_agent_turn(
     trace: TraceTree, root: Span, subtree: Sequence[Span], messages: MessageCache
 ) -> bool:
-    """Whether the spans under ``root`` are an agent turn: model calls under an agent, or
-    model calls that used tools."""
+    """Whether the spans under ``root`` are an agent turn: model calls under an agent,
+    model calls that used tools, or (outside a retrieval chain) a model call that read
+    tool results from the conversation's earlier turns: a follow-up answered from them
+    without a new call (a LangGraph thread's second turn) is a turn too."""
     llms = trace.of_kind(subtree, sc.KIND_LLM)
     if not llms:
         return False
     if trace.kind(root) == sc.KIND_AGENT or trace.of_kind(subtree, sc.KIND_TOOL):
         return True
-    return any(_asks_for_tools(llm) and _requests(llm, messages) for llm in llms)
+    if any(_asks_for_tools(llm) and _requests(llm, messages) for llm in llms):
+        return True
+    if trace.of_kind(subtree, sc.KIND_RETRIEVER):
+        return False
+    return any(m.role == "tool" for llm in llms for m in messages.input(llm))
 
 
 def _asks_for_tools(span: Span) -> bool:

@@ -12,6 +12,11 @@ NUMERIC value (the score), or CATEGORICAL (the label) where there is no score, a
 direction, error and details as metadata. Its id is derived from the trace, span,
 metric and method, so a retried request updates the score instead of adding one.
 
+A closed conversation's results (conversation metrics) become session scores: ``sessionId``
+is the conversation id (what Langfuse groups the app's traces by, ``session.id``), the id
+derived from the conversation's identifier, metric and method, so a revised conversation,
+a judge's update or a repeated export updates its score (one per metric and method).
+
 ``batch_scores: true`` (the default) sends a list of scores per request, as the
 current API takes them (202, or 207 with the refused ones counted); ``false`` sends one
 score per request, for Langfuse servers that take only that. Batching, retries and
@@ -39,7 +44,7 @@ from ragpulse.exporters.support.delivery import (
     Reply,
 )
 from ragpulse.exporters.support.results import error_label, result_metadata
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 
 HOST_ENV = "LANGFUSE_HOST"
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
@@ -53,11 +58,34 @@ def score_id(trace_id: str, span_id: str, result: EvalResult) -> str:
     return str(uuid.uuid5(_IDS, f"{trace_id}:{span_id}:{result.metric}:{result.method}"))
 
 
+def session_score_id(identifier: str, result: EvalResult) -> str:
+    """A conversation's score id: stable per conversation (its identifier), metric, method."""
+    return str(uuid.uuid5(_IDS, f"{identifier}:{result.metric}:{result.method}"))
+
+
 def _value(result: EvalResult) -> tuple[float | str, str]:
     """(value, dataType): the score when there is one, else the label (or ``error``)."""
     if result.score is not None and not result.error:
         return result.score, "NUMERIC"
     return error_label(result) or "not_scored", "CATEGORICAL"
+
+
+def _score(result: EvalResult, id_: str) -> dict[str, Any]:
+    """One score's body, before it names what it is about (an observation, a session)."""
+    value, data_type = _value(result)
+    meta = result_metadata(result)
+    if result.label and data_type == "NUMERIC":
+        meta["label"] = result.label
+    score: dict[str, Any] = {
+        "id": id_,
+        "name": result.metric,
+        "value": value,
+        "dataType": data_type,
+        "metadata": meta,
+    }
+    if comment := result.explanation or result.error:
+        score["comment"] = comment
+    return score
 
 
 class LangfuseSink(HttpSink[dict[str, Any]]):
@@ -94,22 +122,24 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[dict[str, Any]]:
         out = []
         for j in judged:
-            r = j.result
-            value, data_type = _value(r)
-            meta = result_metadata(r)
-            if r.label and data_type == "NUMERIC":
-                meta["label"] = r.label
-            score: dict[str, Any] = {
-                "id": score_id(record.trace_id, j.target.span_id, r),
-                "traceId": record.trace_id,
-                "observationId": j.target.span_id,
-                "name": r.metric,
-                "value": value,
-                "dataType": data_type,
-                "metadata": meta,
-            }
-            if comment := r.explanation or r.error:
-                score["comment"] = comment
+            score = _score(j.result, score_id(record.trace_id, j.target.span_id, j.result))
+            score["traceId"] = record.trace_id
+            score["observationId"] = j.target.span_id
+            out.append(score)
+        return out
+
+    def conversation_items(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> list[dict[str, Any]]:
+        """Session scores: ``sessionId`` is the conversation id, the score id derived from
+        the conversation's identifier, metric and method (a revision, an update or a
+        repeat updates the score)."""
+        out = []
+        for r in results:
+            score = _score(r, session_score_id(conversation.identifier, r))
+            score["sessionId"] = conversation.conversation_id
+            score["metadata"]["conversation_revision"] = conversation.revision
+            score["metadata"]["turns"] = len(conversation.turns)
             out.append(score)
         return out
 

@@ -16,13 +16,18 @@ for a trace it has: while it answers that the trace does not exist, the request 
 retried (``retry_for_s``), so the app's own export may arrive after ragpulse's
 evaluation.
 
+A closed conversation's results (conversation metrics) become assessments on its first
+turn's trace, for the trace as a whole (no span), with the conversation id as
+``mlflow.trace.session`` in the metadata: where MLflow's own session scorers log theirs.
+
 MLflow keeps every assessment it is sent, so scoring a trace again (a re-delivered
 trace, ``ragpulse eval --from`` run twice) would add a second one. The sink therefore
 reads the trace's assessments first (``GET /api/3.0/mlflow/traces/tr-<trace id>``) and
-updates ragpulse's earlier one of the same name, source id and span in place
+updates ragpulse's earlier one of the same name, source id and span (or trace) in place
 (``PATCH .../assessments/<id>``: value, rationale, metadata; keys it no longer has are
 emptied, as MLflow merges metadata) instead of creating another: each span shows one
-assessment per metric and method. A trace's requests go one at a time in this process,
+assessment per metric and method, and a revised conversation's first trace one per
+conversation metric and method. A trace's requests go one at a time in this process,
 and what one found and wrote stands in for the next one's lookup for a while
 (``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's results
 cost one lookup, not one each. Two replicas writing the same trace at the same moment can
@@ -55,7 +60,7 @@ from ragpulse.exporters.support.delivery import (
     Reply,
 )
 from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.semconv import ANNOTATOR_LLM
 from ragpulse.telemetry import CollectorMetrics
 
@@ -69,6 +74,8 @@ EXPERIMENT_HEADER = "x-mlflow-experiment-id"
 server's auth and routing middlewares."""
 TRACE_NOT_FOUND = "RESOURCE_DOES_NOT_EXIST"
 TRACES_PATH = "/api/3.0/mlflow/traces"
+SESSION_METADATA = "mlflow.trace.session"
+"""The metadata key MLflow's session scorers put a session's id under."""
 SOURCE_PREFIX = "ragpulse."
 """Every source id the sink writes starts so: ``ragpulse.<method>``."""
 TRACE_LOCKS = 64
@@ -90,6 +97,28 @@ def _feedback(result: EvalResult) -> dict[str, Any]:
         code, _, message = result.error.partition(":")
         return {"error": {"error_code": code.strip(), "error_message": message.strip() or code}}
     return {"value": result.score if result.score is not None else error_label(result)}
+
+
+def _body(
+    result: EvalResult, trace_id: str, where: dict[str, str], more: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One feedback assessment for ``result`` on ``trace_id`` (``where``: its span id, or
+    nothing for the trace as a whole); ``more`` joins the metadata."""
+    meta = {**result_metadata(result), **(more or {})}
+    if result.label and result.score is not None:
+        meta["label"] = result.label
+    kind = "LLM_JUDGE" if annotator_kind(result.method) == ANNOTATOR_LLM else "CODE"
+    body: dict[str, Any] = {
+        "assessment_name": result.metric,
+        "trace_id": trace_id,
+        **where,
+        "source": {"source_type": kind, "source_id": f"{SOURCE_PREFIX}{result.method}"},
+        "feedback": _feedback(result),
+        "metadata": _string_map(meta),
+    }
+    if result.explanation:
+        body["rationale"] = result.explanation
+    return body
 
 
 def _string_map(meta: dict[str, Any]) -> dict[str, str]:
@@ -150,25 +179,24 @@ class MlflowSink(HttpSink[Assessment]):
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Assessment]:
         trace_id = f"tr-{record.trace_id}"
-        out = []
-        for j in judged:
-            r = j.result
-            meta = result_metadata(r)
-            if r.label and r.score is not None:
-                meta["label"] = r.label
-            kind = "LLM_JUDGE" if annotator_kind(r.method) == ANNOTATOR_LLM else "CODE"
-            body: dict[str, Any] = {
-                "assessment_name": r.metric,
-                "trace_id": trace_id,
-                "span_id": j.target.span_id,
-                "source": {"source_type": kind, "source_id": f"{SOURCE_PREFIX}{r.method}"},
-                "feedback": _feedback(r),
-                "metadata": _string_map(meta),
-            }
-            if r.explanation:
-                body["rationale"] = r.explanation
-            out.append(Assessment(trace_id, body))
-        return out
+        return [
+            Assessment(trace_id, _body(j.result, trace_id, {"span_id": j.target.span_id}))
+            for j in judged
+        ]
+
+    def conversation_items(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> list[Assessment]:
+        """Trace-level assessments on the conversation's first trace, with its id as
+        ``mlflow.trace.session`` in the metadata, as MLflow's own session scorers log
+        them; a revision, an update or a repeat updates ragpulse's earlier one."""
+        trace_id = f"tr-{conversation.first.trace_id}"
+        meta = {
+            SESSION_METADATA: conversation.conversation_id,
+            "conversation_revision": conversation.revision,
+            "turns": len(conversation.turns),
+        }
+        return [Assessment(trace_id, _body(r, trace_id, {}, meta)) for r in results]
 
     def requests(self, batch: list[Assessment]) -> list[ApiRequest]:
         """One request per trace, carrying its assessments (``send`` writes them)."""

@@ -20,8 +20,15 @@ retriever's (a tool's span lists no documents in Phoenix, which drops annotation
 beyond a span's documents), and the position is the document's among that retriever's
 (``Document.source.index``).
 
-Requests go with ``sync=false``: Phoenix queues them and retries for spans that have
-not arrived yet, so a result may reach Phoenix before the app's own spans do.
+A closed conversation's results (conversation metrics: ``user_frustration``, ...) become
+session annotations (``POST /v1/session_annotations``) on the session whose id is the
+conversation id (the app's spans carry it as ``session.id``; ragpulse's decorators set
+it), named and identified as span annotations are: a revised conversation, a judge's
+update and a repeated export replace their annotation, one per metric and method.
+
+Requests go with ``sync=false``: Phoenix queues them and retries for spans (and
+sessions) that have not arrived yet, so a result may reach Phoenix before the app's own
+spans do.
 Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
 """
 
@@ -44,16 +51,17 @@ from ragpulse.exporters.support.delivery import (
 )
 from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
 from ragpulse.exporters.support.targets import is_span_id
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 
 API_KEY_ENV = "PHOENIX_API_KEY"
 PER_DOCUMENT_METRICS = frozenset({"context_relevance"})
 """Metrics whose ``details.per_document`` scores each retrieved document."""
 
-_Kind = Literal["span", "document"]
+_Kind = Literal["span", "document", "session"]
 _PATHS: dict[_Kind, str] = {
     "span": "/v1/span_annotations",
     "document": "/v1/document_annotations",
+    "session": "/v1/session_annotations",
 }
 
 
@@ -117,6 +125,31 @@ class PhoenixSink(HttpSink[Annotation]):
             )
             out.extend(self._documents(record, r))
         return out
+
+    def conversation_items(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> list[Annotation]:
+        """One session annotation per result: the session is the conversation id (what
+        the app's spans carry in ``session.id``), identifier ``ragpulse.<method>``, so a
+        revision or a repeat replaces the annotation instead of adding one."""
+        return [
+            Annotation(
+                "session",
+                {
+                    "session_id": conversation.conversation_id,
+                    "name": r.metric,
+                    "annotator_kind": annotator_kind(r.method),
+                    "identifier": f"ragpulse.{r.method}",
+                    "result": _result(r),
+                    "metadata": {
+                        **result_metadata(r),
+                        "conversation_revision": conversation.revision,
+                        "turns": len(conversation.turns),
+                    },
+                },
+            )
+            for r in results
+        ]
 
     def _documents(self, record: RagRecord, result: EvalResult) -> list[Annotation]:
         scores = result.details.get("per_document")

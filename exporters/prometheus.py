@@ -17,6 +17,20 @@ so that the series stay bounded and every replica labels alike. A (service, tool
 pair's series start at 0 the first time the pair is seen, so that the first error or
 injection shows in ``rate()`` / ``increase()``.
 
+Closed conversations (:meth:`PrometheusSink.export_conversation`) count in
+``ragpulse_conversation_records{service,route,closed_by,outcome}`` (outcome ``new`` for a
+conversation's first record, ``revised`` for each revision: a resumed conversation counts
+again, under its own outcome), ``ragpulse_conversation_turns{service,route}`` (turns per
+record, a revision observed again) and
+``ragpulse_conversation_frustrated{service,route,method}`` (records that a
+``user_frustration`` method labelled ``frustrated``; by method, so that a conversation
+judged by rules and by the judge counts once per method). Their conversation metrics'
+scores go into ``ragpulse_eval_score`` like every other metric's (the metric names are
+the conversation metrics' own), with the first turn's trace as exemplar, so that the
+score panels, recording rules and alerts take them as they are. A judge's update
+(``ragpulse.update``) adds its scores and frustration only: the record was counted when
+it came first.
+
 Settings: ``sinks.prometheus`` (:class:`PrometheusSink.Options`).
 """
 
@@ -28,11 +42,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import Field
 
+from ragpulse import semconv as sc
 from ragpulse.config import AgentSettings, RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.prometheus_series import ScoreSeries
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, RagRecord, ToolCall
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord, ToolCall
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import LabelLimiter, PairLimiter
 
@@ -44,6 +59,11 @@ STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128)
 """Steps (tool calls + model calls) per agent turn: a plain answer is 1, a search and an
 answer 3, a runaway loop tens to hundreds."""
 TOOL_OUTCOMES = ("ok", "error", "no_result")
+TURN_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
+"""Turns per conversation record: a record has two turns at least (one turn gets none)."""
+FRUSTRATION = "user_frustration"
+FRUSTRATED = "frustrated"
+"""The label a ``user_frustration`` result carries over its method's threshold."""
 
 
 def tool_outcome(call: ToolCall) -> str:
@@ -158,6 +178,28 @@ class PrometheusSink(Sink):
             registry=registry,
         )
 
+        self.conversation_records = Counter(
+            "ragpulse_conversation_records",
+            "Conversation records exported, by how the conversation closed (idle, end, "
+            "end_of_run, evicted, shutdown) and outcome (new, or revised when a closed "
+            "conversation resumed).",
+            ["service", "route", "closed_by", "outcome"],
+            registry=registry,
+        )
+        self.conversation_turns = Histogram(
+            "ragpulse_conversation_turns",
+            "Turns per conversation record (a revision is observed again).",
+            ["service", "route"],
+            buckets=TURN_BUCKETS,
+            registry=registry,
+        )
+        self.conversation_frustrated = Counter(
+            "ragpulse_conversation_frustrated",
+            "Conversation records a user_frustration method labelled frustrated, by method.",
+            ["service", "route", "method"],
+            registry=registry,
+        )
+
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
         return {
@@ -193,6 +235,25 @@ class PrometheusSink(Sink):
                     self.injections.labels(where).inc()
         if record.kind == "agent":
             self._agent_turn(record, results, service)
+
+    def export_conversation(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> None:
+        service = self._services(self._label(conversation.service))
+        route = self._pairs(service, self._routes(self._label(conversation.route)))
+        if conversation.turns:
+            first = conversation.first
+            exemplar = {"trace_id": first.trace_id, "span_id": first.span_id}
+            self.series.add(results, service, route, exemplar)
+        for method in {
+            r.method for r in results if r.metric == FRUSTRATION and r.label == FRUSTRATED
+        }:
+            self.conversation_frustrated.labels(service, route, method).inc()
+        if sc.RAGPULSE_UPDATE in conversation.attributes:
+            return  # a judge's results for a record counted when it came first
+        outcome = "revised" if conversation.revision > 1 else "new"
+        self.conversation_records.labels(service, route, conversation.closed_by, outcome).inc()
+        self.conversation_turns.labels(service, route).observe(len(conversation.turns))
 
     def _tool(self, name: str) -> str:
         return name if name in self._tools else OTHER_TOOL

@@ -290,6 +290,75 @@ def agents_row(d: dash.Dashboard) -> None:
     )
 
 
+CONVERSATION_METRICS = (
+    "user_frustration|abandonment|conversation_groundedness|conversation_injection|"
+    "conversation_tool_errors|conversation_completeness|knowledge_retention"
+)
+"""The conversation evaluators' metrics (scored once per closed conversation record)."""
+
+
+def conversations_row(d: dash.Dashboard) -> None:
+    """Closed conversations: how many, how long, how many left the user frustrated, and
+    the conversation metrics' scores (exemplars: each conversation's first trace)."""
+    svc = 'service=~"$service"'
+    metrics = f'metric=~"{CONVERSATION_METRICS}", {SEL}'
+    d.with_row(dash.Row("Conversations (closed records, turns, frustration)"))
+    d.with_panel(
+        series_panel(
+            "Conversations closed /s by outcome and why they closed", "reqps", 8
+        ).with_target(
+            query(
+                "sum by (outcome, closed_by) "
+                f"(rate(ragpulse_conversation_records_total{{{SEL}}}[{RATE}]))",
+                "{{outcome}}: {{closed_by}}",
+            )
+        )
+    )
+    d.with_panel(
+        series_panel("Turns per conversation", "short", 8)
+        .with_target(
+            query("histogram_quantile(0.5, sum by (le) "
+                  f"(rate(ragpulse_conversation_turns_bucket{{{SEL}}}[{RATE}])))", "p50", "A")
+        )
+        .with_target(
+            query("histogram_quantile(0.9, sum by (le) "
+                  f"(rate(ragpulse_conversation_turns_bucket{{{SEL}}}[{RATE}])))", "p90", "B")
+        )
+    )  # fmt: skip
+    d.with_panel(
+        score_panel("Share of conversations frustrated (1h) vs 1-day average")
+        .with_target(
+            query(f"service_method:ragpulse_conversation_frustrated:ratio1h{{{svc}}}",
+                  "{{service}} {{method}}", "A")
+        )
+        .with_target(
+            query(f"service_method:ragpulse_conversation_frustrated:ratio1h_avg1d{{{svc}}}",
+                  "{{service}} {{method}} 1-day avg", "B")
+        )
+        .span(8)
+    )  # fmt: skip
+    d.with_panel(
+        score_panel("Conversation metrics: mean and p90 (dots: the conversations' first traces)")
+        .with_target(
+            query(
+                f"sum by (metric, method) (rate(ragpulse_eval_score_sum{{{metrics}}}[{RATE}])) / "
+                f"sum by (metric, method) (rate(ragpulse_eval_score_count{{{metrics}}}[{RATE}]))",
+                "mean {{metric}}/{{method}}",
+                "A",
+            )
+        )
+        .with_target(
+            query(
+                "histogram_quantile(0.9, sum by (le, metric, method) "
+                f"(rate(ragpulse_eval_score_bucket{{{metrics}}}[{RATE}])))",
+                "p90 {{metric}}/{{method}}",
+                "B",
+            ).exemplar(True)
+        )
+        .span(24)
+    )
+
+
 def worst_routes_row(d: dash.Dashboard) -> None:
     d.with_row(dash.Row("Worst routes (last hour)"))
     for metric, title in [("faithfulness", "Faithfulness"), ("context_relevance", "Relevance")]:
@@ -431,6 +500,7 @@ def build() -> dict[str, Any]:
         metric_row(d, metric, title, meaning)
     injection_row(d)
     agents_row(d)
+    conversations_row(d)
     worst_routes_row(d)
     judge_row(d)
     health_row(d)

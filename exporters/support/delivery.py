@@ -41,11 +41,11 @@ from pydantic import Field
 
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
-from ragpulse.exporters.support.results import redact_results
+from ragpulse.exporters.support.results import redact_conversation_results, redact_results
 from ragpulse.exporters.support.targets import EvaluatedSpan, evaluated_span
 from ragpulse.options import PluginOptions
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import CollectorMetrics
 
@@ -171,7 +171,8 @@ class HttpSink(Sink, Generic[Item]):
 
     Subclasses declare their ``Options`` (a :class:`DeliveryOptions`) and fill four
     hooks: :meth:`endpoint` (options -> URL and credentials, at construction),
-    :meth:`items` (results -> items, on the evaluation thread), :meth:`requests` (a
+    :meth:`items` (results -> items, on the evaluation thread; and
+    :meth:`conversation_items` for a conversation's), :meth:`requests` (a
     batch of items -> requests, on a worker thread) and, where the tool answers in its
     own way, :meth:`reply`. ``export`` is called more than once per record when costly
     tiers follow (each call carries only new results), and posts each result it is
@@ -234,6 +235,13 @@ class HttpSink(Sink, Generic[Item]):
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Item]:
         """The items to send for these results of ``record`` (already redacted)."""
 
+    def conversation_items(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> list[Item]:
+        """The items to send for a conversation's results (already redacted); none by
+        default, for a tool with no place for a session's evaluations."""
+        return []
+
     @abstractmethod
     def requests(self, batch: list[Item]) -> list[ApiRequest]:
         """Requests that carry ``batch`` (several per request where the API takes many)."""
@@ -280,6 +288,32 @@ class HttpSink(Sink, Generic[Item]):
             log.exception("%s sink: cannot build items for trace %s", self.name, record.trace_id)
             self.metrics.sink_errors.labels(self.name).inc()
             return
+        self._enqueue(items)
+
+    def export_conversation(
+        self, conversation: ConversationRecord, results: Sequence[EvalResult]
+    ) -> None:
+        """The conversation metrics' results, as the tool files a session's evaluations
+        (:meth:`conversation_items`); a revision, a repeat or a judge's update writes the
+        same items again, which the tool upserts."""
+        if not conversation.turns or not results:
+            return
+        try:
+            if self.redactor.enabled:
+                results = redact_conversation_results(conversation, results, self.redactor)
+            items = self.conversation_items(conversation, results)
+        except Exception:
+            log.exception(
+                "%s sink: cannot build items for conversation %s",
+                self.name,
+                conversation.conversation_id,
+            )
+            self.metrics.sink_errors.labels(self.name).inc()
+            return
+        self._enqueue(items)
+
+    def _enqueue(self, items: list[Item]) -> None:
+        """Queue ``items`` without blocking; what finds no room is dropped and counted."""
         now = time.monotonic()
         with self._cond:
             room = 0 if self._closing else self.settings.max_queue - self._held

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragpulse import semconv as sc
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.redaction import Redactor, scrub_words
 
 MAX_DETAILS_CHARS = 4096
@@ -45,6 +45,19 @@ def redact_results(
     """``results`` with what they quote redacted; themselves (no copy) when the record
     and the results hold nothing to redact, which one quick check tells."""
     texts = record_texts(record)
+    quoted = [[r.explanation, r.error, r.details] for r in results]
+    if not redactor.needs_redaction([texts, quoted]):
+        return results
+    words = redactor.words_of(texts)
+    return [redact_result(r, redactor, words) for r in results]
+
+
+def redact_conversation_results(
+    conversation: ConversationRecord, results: Sequence[EvalResult], redactor: Redactor
+) -> Sequence[EvalResult]:
+    """:func:`redact_results` for a conversation's results: what they can quote is every
+    turn's question and answer."""
+    texts = [text for t in conversation.turns for text in (t.question, t.answer)]
     quoted = [[r.explanation, r.error, r.details] for r in results]
     if not redactor.needs_redaction([texts, quoted]):
         return results

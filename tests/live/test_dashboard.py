@@ -34,7 +34,8 @@ def test_dashboard_covers_the_overview() -> None:
     board = json.loads(DASHBOARD.read_text())
     titles = " | ".join(p["title"] for p in board["panels"]).lower()
     topics = ["spans received", "judge-tier share", "faithfulness", "context relevance",
-              "injection hits", "lowest 1h mean", "judge tokens", "kafka consumer lag"]  # fmt: skip
+              "injection hits", "lowest 1h mean", "judge tokens", "kafka consumer lag",
+              "conversations closed", "share of conversations frustrated"]  # fmt: skip
     for topic in topics:
         assert topic in titles, topic
     exemplar_targets = [

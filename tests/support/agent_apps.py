@@ -22,7 +22,11 @@ from the question, so no LLM runs and nothing leaves the machine.
   model and tool calls, so Haystack is read as pipelines).
 
 Run one app with ``python tests/support/agent_apps.py NAME --otlp-http URL``: it sends its
-traces to an OTLP/HTTP receiver and exits.
+traces to an OTLP/HTTP receiver and exits. With ``--conversation ID`` (``pydantic_ai``:
+``conversation_id``; ``langgraph``: a session id in the run's metadata) it plays
+:data:`CONVERSATION` instead, two turns of one conversation, the second answered from the
+first turn's search result in its history; between the turns it prints ``turn 1 sent``
+and waits for a line on stdin, so that a test decides when the user asks again.
 """
 
 from __future__ import annotations
@@ -106,7 +110,16 @@ TURNS: tuple[Turn, ...] = (
         topic="visitor",
     ),
 )
-BY_QUESTION = {t.question: t for t in TURNS}
+FOLLOW_UP = Turn(
+    "follow_up",
+    "And how tall is it?",
+    (),
+    "It stands 40 metres tall on the north pier of the old port.",
+)
+"""The second turn of a conversation that opened with ``TURNS[0]``: answered, with no tool
+call, from the passage the first turn's search returned (in the conversation's history)."""
+CONVERSATION = (TURNS[0], FOLLOW_UP)
+BY_QUESTION = {t.question: t for t in (*TURNS, FOLLOW_UP)}
 
 
 def search_docs(query: str) -> str:
@@ -133,6 +146,28 @@ def next_move(question: str, results_seen: int) -> tuple[str, dict[str, str]] | 
 
 
 def run_pydantic_ai(tp: TracerProvider) -> None:
+    agent = pydantic_ai_agent(tp)
+    for turn in TURNS:
+        agent.run_sync(turn.question)
+
+
+def converse_pydantic_ai(
+    tp: TracerProvider, conversation_id: str, between: Callable[[], None]
+) -> None:
+    """:data:`CONVERSATION` as one Pydantic AI conversation: ``conversation_id`` (its spans'
+    ``gen_ai.conversation.id``) and the first turn's messages as the second's history."""
+    agent = pydantic_ai_agent(tp)
+    history: list[Any] = []
+    for i, turn in enumerate(CONVERSATION):
+        if i:
+            between()
+        result = agent.run_sync(
+            turn.question, message_history=history, conversation_id=conversation_id
+        )
+        history = result.all_messages()
+
+
+def pydantic_ai_agent(tp: TracerProvider) -> Any:
     from opentelemetry import trace
     from pydantic_ai import Agent
     from pydantic_ai.messages import (
@@ -166,8 +201,7 @@ def run_pydantic_ai(tp: TracerProvider) -> None:
     agent.tool_plain(search_docs)
     agent.tool_plain(send_email)
     Agent.instrument_all()
-    for turn in TURNS:
-        agent.run_sync(turn.question)
+    return agent
 
 
 # --- OpenAI Agents SDK -------------------------------------------------------------------
@@ -250,6 +284,32 @@ def run_openai_agents(tp: TracerProvider) -> None:
 
 
 def run_langgraph(tp: TracerProvider) -> None:
+    agent = langgraph_agent(tp)
+    for i, turn in enumerate(TURNS):
+        agent.invoke(
+            {"messages": [("user", turn.question)]},
+            config={"metadata": {"session_id": f"langgraph-session-{i}"}},
+        )
+
+
+def converse_langgraph(
+    tp: TracerProvider, conversation_id: str, between: Callable[[], None]
+) -> None:
+    """:data:`CONVERSATION` as one LangGraph thread: the session id in the run's metadata
+    (the instrumentation's ``session.id``), the first turn's messages sent with the second."""
+    agent = langgraph_agent(tp)
+    messages: list[Any] = []
+    for i, turn in enumerate(CONVERSATION):
+        if i:
+            between()
+        state = agent.invoke(
+            {"messages": [*messages, ("user", turn.question)]},
+            config={"metadata": {"session_id": conversation_id}},
+        )
+        messages = list(state["messages"])
+
+
+def langgraph_agent(tp: TracerProvider) -> Any:
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
@@ -282,12 +342,7 @@ def run_langgraph(tp: TracerProvider) -> None:
         warnings.simplefilter("ignore")
         from langgraph.prebuilt import create_react_agent
 
-        agent = create_react_agent(ScriptedChat(), [tool(search_docs), tool(send_email)])
-    for i, turn in enumerate(TURNS):
-        agent.invoke(
-            {"messages": [("user", turn.question)]},
-            config={"metadata": {"session_id": f"langgraph-session-{i}"}},
-        )
+        return create_react_agent(ScriptedChat(), [tool(search_docs), tool(send_email)])
 
 
 # --- opentelemetry-instrumentation-openai-v2: tool results only in messages ---------------
@@ -403,6 +458,12 @@ APPS: dict[str, Callable[[TracerProvider], None]] = {
 }
 
 
+CONVERSATIONS: dict[str, Callable[[TracerProvider, str, Callable[[], None]], None]] = {
+    "pydantic_ai": converse_pydantic_ai,
+    "langgraph": converse_langgraph,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -410,10 +471,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("app", choices=sorted(APPS))
     parser.add_argument("--otlp-http", required=True, help="base URL of an OTLP/HTTP receiver")
+    parser.add_argument(
+        "--conversation",
+        metavar="ID",
+        help=f"play {len(CONVERSATION)} turns of one conversation instead "
+        f"({', '.join(sorted(CONVERSATIONS))}): after each turn but the last, print "
+        "'turn N sent' and wait for a line on stdin",
+    )
     args = parser.parse_args(argv)
     tp = TracerProvider(resource=Resource.create({"service.name": f"agent-{args.app}"}))
     tp.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{args.otlp_http}/v1/traces")))
-    APPS[args.app](tp)
+    if args.conversation:
+        sent = iter(range(1, len(CONVERSATION)))
+
+        def between() -> None:
+            print(f"turn {next(sent)} sent", flush=True)
+            sys.stdin.readline()
+
+        CONVERSATIONS[args.app](tp, args.conversation, between)
+    else:
+        APPS[args.app](tp)
     tp.shutdown()
     return 0
 

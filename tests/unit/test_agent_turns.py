@@ -222,3 +222,39 @@ def test_a_rag_chain_is_still_a_rag_record() -> None:
     ]  # fmt: skip
     record = one(spans)
     assert record.kind == "rag" and record.answer == "an answer" and not record.tool_calls
+
+
+def _openinference_chat(trace_id: str, parent: str, messages: list[tuple[str, str]]) -> Span:
+    attrs: dict[str, Any] = {"openinference.span.kind": "LLM"}
+    for i, (role, content) in enumerate(messages[:-1]):
+        attrs[f"llm.input_messages.{i}.message.role"] = role
+        attrs[f"llm.input_messages.{i}.message.content"] = content
+    attrs["llm.output_messages.0.message.role"] = messages[-1][0]
+    attrs["llm.output_messages.0.message.content"] = messages[-1][1]
+    return make_span(trace_id, "ScriptedChat", attrs, parent=parent)
+
+
+def test_a_follow_up_answered_from_earlier_tool_results_is_a_turn() -> None:
+    """A LangGraph thread's second turn: one model call, no tool call of its own, the first
+    turn's tool result in its input. Without a tool result there it is no turn."""
+    t, root = new_trace_id(), new_span_id()
+    chain = {"openinference.span.kind": "CHAIN", "session.id": "thread-1"}
+    history = [
+        ("user", "When does the ferry leave?"),
+        ("tool", json.dumps(PASSAGES)),
+        ("assistant", "At 8 am on weekdays."),
+        ("user", "And what does a ticket cost?"),
+        ("assistant", "Tickets cost 12 euros and are sold on board."),
+    ]
+    record = one([make_span(t, "LangGraph", chain, span_id=root),
+                  _openinference_chat(t, root, history)])  # fmt: skip
+    assert record.kind == "agent" and not record.tool_calls
+    assert record.question == "And what does a ticket cost?"
+    assert "Tickets cost 12 euros" in " ".join(d.content for d in record.documents)
+    plain = [("user", "Hello?"), ("assistant", "Hi.")]
+    t2, root2 = new_trace_id(), new_span_id()
+    records, _ = extract_records(
+        [make_span(t2, "LangGraph", chain, span_id=root2), _openinference_chat(t2, root2, plain)],
+        agents=AgentSettings(),
+    )
+    assert records == []
