@@ -32,12 +32,10 @@ from typing import Any
 import httpx
 
 from ragpulse import semconv as sc
+from ragpulse.backend_client import BackendClient, Credentials, PageTooLarge
 from ragpulse.collector import otlp
 from ragpulse.collector.backends.common import (
-    BackendClient,
-    Credentials,
     Page,
-    PageTooLarge,
     Reader,
     TraceRef,
     as_dict,

@@ -22,10 +22,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ragpulse import semconv as sc
+from ragpulse.backend_client import BackendClient, Credentials
 from ragpulse.collector import otlp
 from ragpulse.collector.backends.common import (
-    BackendClient,
-    Credentials,
     Page,
     Reader,
     TraceRef,

@@ -23,6 +23,7 @@ counted. ``force_flush`` waits for what is held; ``shutdown`` sends what is held
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import logging
@@ -34,11 +35,12 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
 from pydantic import Field
 
+from ragpulse import semconv as sc
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.results import redact_results
@@ -48,6 +50,9 @@ from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import CollectorMetrics
+
+if TYPE_CHECKING:
+    from ragpulse.exporters.support.target_check import TargetCheck
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +203,7 @@ class HttpSink(Sink, Generic[Item]):
             transport=transport,
         )
         self._warn = _WarnEvery()
+        self._check = self.target_check(options, endpoint)
         self._cond = threading.Condition()
         self._queue: deque[tuple[float, Item]] = deque()
         self._ready: deque[_Attempt] = deque()
@@ -237,6 +243,15 @@ class HttpSink(Sink, Generic[Item]):
     @abstractmethod
     def requests(self, batch: list[Item]) -> list[ApiRequest]:
         """Requests that carry ``batch`` (several per request where the API takes many)."""
+
+    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> TargetCheck | None:
+        """The read-back of judged spans (:mod:`ragpulse.exporters.support.target_check`)
+        for a tool that takes results for spans it does not have; None: no read-back."""
+        return None
+
+    def item_span(self, item: Item) -> str | None:
+        """The span ``item`` judges, for the read-back (only asked when there is one)."""
+        return None
 
     def send(self, client: httpx.Client, request: ApiRequest) -> httpx.Response:
         """Send one request (on a worker thread): a POST of its body. A tool without
@@ -287,10 +302,19 @@ class HttpSink(Sink, Generic[Item]):
             self._queue.extend((now, item) for item in taken)
             self._held += len(taken)
             self._cond.notify()
+        if self._check is not None and taken:
+            self._offer_check(record, taken)
         if dropped := len(items) - len(taken):
             self.metrics.sink_items.labels(self.name, "dropped").inc(dropped)
             self.metrics.sink_errors.labels(self.name).inc()
             self._warn("%s sink: queue full, %d items dropped", self.name, dropped)
+
+    def _offer_check(self, record: RagRecord, items: list[Item]) -> None:
+        assert self._check is not None
+        spans = collections.Counter(s for item in items if (s := self.item_span(item)))
+        project = record.attributes.get(sc.OPENINFERENCE_PROJECT_NAME)
+        project = project if isinstance(project, str) and project else None
+        self._check.offer(record.trace_id, project, spans)
 
     # -- workers ------------------------------------------------------------------------
 
@@ -433,6 +457,8 @@ class HttpSink(Sink, Generic[Item]):
                 return
             self._closing = True
             self._cond.notify_all()
+        if self._check is not None:
+            self._check.close()  # read-backs still waiting are not run
         deadline = time.monotonic() + self.settings.flush_timeout_s
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))
