@@ -157,7 +157,7 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
         return Reply(Outcome.DELIVERED, min(refused, request.items), "; ".join(errors)[:300])
 
 
-def observations_in_langfuse(client: BackendClient, judged: SpansToCheck) -> set[str]:
+def observations_in_langfuse(client: BackendClient[Any], judged: SpansToCheck) -> set[str]:
     """The judged observations Langfuse has in the trace (its ids are the spans' ids)."""
     found: set[str] = set()
     cursor: str | None = None

@@ -220,7 +220,7 @@ def document_positions(
     return positions if len(set(positions)) == len(positions) else None
 
 
-def spans_in_phoenix(client: BackendClient, judged: SpansToCheck) -> set[str]:
+def spans_in_phoenix(client: BackendClient[Any], judged: SpansToCheck) -> set[str]:
     """The judged spans Phoenix has, read from the trace's project (``default`` where the
     trace names none); a project Phoenix does not know has none of them."""
     project = quote(judged.project or "default", safe="")

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import httpx
 from prometheus_client import Counter
@@ -39,6 +39,8 @@ class RequestMetrics(Protocol):
     @property
     def requests(self) -> Counter: ...
 
+
+M = TypeVar("M", bound=RequestMetrics)
 
 Tool = Literal["phoenix", "mlflow", "langfuse"]
 
@@ -87,7 +89,7 @@ def retry_after(response: httpx.Response) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class BackendClient:
+class BackendClient(Generic[M]):
     """JSON over HTTP to one tool: bounded answers, retries with backoff, counted
     (``metrics.requests{backend,outcome}``).
 
@@ -100,7 +102,7 @@ class BackendClient:
         url: BackendUrl,
         settings: StoredTracesSettings,
         credentials: Credentials,
-        metrics: RequestMetrics,
+        metrics: M,
         *,
         transport: httpx.BaseTransport | None = None,
         stop: threading.Event | None = None,

@@ -191,7 +191,7 @@ class Reader(ABC):
 
     tool: Tool
 
-    def __init__(self, client: BackendClient) -> None:
+    def __init__(self, client: BackendClient[SourceMetrics]) -> None:
         self.client = client
         self.settings = client.settings
         self.url = client.url

@@ -37,6 +37,7 @@ from ragpulse.collector import otlp
 from ragpulse.collector.backends.common import (
     Page,
     Reader,
+    SourceMetrics,
     TraceRef,
     as_dict,
     as_list,
@@ -93,7 +94,7 @@ def credentials(settings: StoredTracesSettings) -> Credentials:
 class MlflowReader(Reader):
     tool = "mlflow"
 
-    def __init__(self, client: BackendClient) -> None:
+    def __init__(self, client: BackendClient[SourceMetrics]) -> None:
         super().__init__(client)
         self.experiment_id = client.url.target or "0"
         self._experiment_checked = False

@@ -27,6 +27,7 @@ from ragpulse.collector import otlp
 from ragpulse.collector.backends.common import (
     Page,
     Reader,
+    SourceMetrics,
     TraceRef,
     chunks,
     halving,
@@ -49,7 +50,7 @@ def credentials(settings: StoredTracesSettings) -> Credentials:
 class PhoenixReader(Reader):
     tool = "phoenix"
 
-    def __init__(self, client: BackendClient) -> None:
+    def __init__(self, client: BackendClient[SourceMetrics]) -> None:
         super().__init__(client)
         project = client.url.target or "default"
         self.project = project

@@ -23,6 +23,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import Counter
 from pydantic import Field
@@ -66,7 +67,7 @@ class SpansToCheck:
     items: Tally[str]  # span id -> items on it
 
 
-Lookup = Callable[[BackendClient, SpansToCheck], set[str]]
+Lookup = Callable[[BackendClient[Any], SpansToCheck], set[str]]
 """The span ids of ``SpansToCheck.items`` that the tool has (raises BackendError when it did not
 answer)."""
 
@@ -100,7 +101,7 @@ class TargetCheck:
         metrics: CollectorMetrics,
         *,
         fix: str,
-        client: BackendClient | None = None,
+        client: BackendClient[Any] | None = None,
     ) -> None:
         self.sink = sink
         self._after_s = options.verify_after_s
