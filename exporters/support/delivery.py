@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 from pydantic import Field
@@ -50,9 +50,6 @@ from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import CollectorMetrics
-
-if TYPE_CHECKING:
-    from ragpulse.exporters.support.target_check import TargetCheck
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +159,17 @@ class _WarnEvery:
         log.warning(message, *args)
 
 
+class SpanCheck(Protocol):
+    """A read-back of the spans a sink judged
+    (:class:`ragpulse.exporters.support.target_check.TargetCheck`)."""
+
+    def offer(self, trace_id: str, project: str | None, spans: collections.Counter[str]) -> None:
+        """Take these judged spans (span id -> items) for a later check; never blocks."""
+
+    def close(self) -> None:
+        """Stop checking (checks still waiting are not run)."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where a tool's API is and how to authenticate to it."""
@@ -244,7 +252,7 @@ class HttpSink(Sink, Generic[Item]):
     def requests(self, batch: list[Item]) -> list[ApiRequest]:
         """Requests that carry ``batch`` (several per request where the API takes many)."""
 
-    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> TargetCheck | None:
+    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> SpanCheck | None:
         """The read-back of judged spans (:mod:`ragpulse.exporters.support.target_check`)
         for a tool that takes results for spans it does not have; None: no read-back."""
         return None
