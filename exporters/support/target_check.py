@@ -101,7 +101,6 @@ class TargetCheck:
         metrics: CollectorMetrics,
         *,
         fix: str,
-        client: BackendClient[Any] | None = None,
     ) -> None:
         self.sink = sink
         self._after_s = options.verify_after_s
@@ -110,15 +109,15 @@ class TargetCheck:
         self._metrics = metrics
         self._fix = fix
         self._stop = threading.Event()
-        # A read-back is retried for as long as one request of the sink is: it is a sample,
-        # and a tool that stays down counts its items unchecked.
+        # A read-back is retried like the sink's requests, for a minute at most: it is a
+        # sample, and a tool that stays down counts its items unchecked.
         reading = StoredTracesSettings(
             timeout_s=options.timeout_s,
             retry_for_s=min(options.retry_for_s, 60.0),
             backoff_s=options.backoff_s,
             max_backoff_s=options.max_backoff_s,
         )
-        self._client = client or BackendClient(
+        self._client = BackendClient(
             BackendUrl(tool, base_url.rstrip("/")),
             reading,
             credentials,
