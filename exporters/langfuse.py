@@ -17,6 +17,11 @@ is the conversation id (what Langfuse groups the app's traces by, ``session.id``
 derived from the conversation's identifier, metric and method, so a revised conversation,
 a judge's update or a repeated export updates its score (one per metric and method).
 
+Langfuse stores a score whatever its ids name, so ``verify_after_s`` later a sample of
+the judged observations is read back (``GET /api/public/v2/observations`` by trace) and
+the scores of observations Langfuse does not have are counted as ``no_target``
+(:mod:`ragpulse.exporters.support.target_check`).
+
 ``batch_scores: true`` (the default) sends a list of scores per request, as the
 current API takes them (202, or 207 with the refused ones counted); ``false`` sends one
 score per request, for Langfuse servers that take only that. Batching, retries and
@@ -33,7 +38,8 @@ from typing import Any
 import httpx
 from pydantic import Field, SecretStr
 
-from ragpulse.errors import ConfigError
+from ragpulse.backend_client import BackendClient, Credentials
+from ragpulse.errors import BackendRefused, ConfigError
 from ragpulse.exporters.support.delivery import (
     ApiRequest,
     DeliveryOptions,
@@ -44,12 +50,19 @@ from ragpulse.exporters.support.delivery import (
     Reply,
 )
 from ragpulse.exporters.support.results import error_label, result_metadata
+from ragpulse.exporters.support.target_check import SpansToCheck, TargetCheck, TargetCheckOptions
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 
 HOST_ENV = "LANGFUSE_HOST"
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
 SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
 SCORES_PATH = "/api/public/scores"
+OBSERVATIONS_PATH = "/api/public/v2/observations"
+FIX = (
+    "the app's spans reach ragpulse but not Langfuse; send them to Langfuse's OpenTelemetry "
+    "intake too (a second exporter to https://LANGFUSE/api/public/otel/v1/traces, or an "
+    "OpenTelemetry Collector that sends them to both)"
+)
 _IDS = uuid.UUID("5c0f3a4e-2b7d-4f39-9d0e-7a1c6b8e4d21")
 """Namespace of the score ids (uuid5): stable per trace, span, metric and method."""
 
@@ -91,7 +104,7 @@ def _score(result: EvalResult, id_: str) -> dict[str, Any]:
 class LangfuseSink(HttpSink[dict[str, Any]]):
     name = "langfuse"
 
-    class Options(DeliveryOptions):
+    class Options(TargetCheckOptions):
         host: str | None = Field(
             None, description=f"Langfuse's base URL; falls back to {HOST_ENV}."
         )
@@ -118,6 +131,18 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
                 "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY)"
             )
         return Endpoint(host, auth=httpx.BasicAuth(public, secret))
+
+    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> TargetCheck | None:
+        assert isinstance(options, self.Options)
+        credentials = Credentials({**options.headers, **endpoint.headers}, endpoint.auth)
+        return TargetCheck(
+            self.name, "langfuse", endpoint.base_url, credentials, options,
+            observations_in_langfuse, self.metrics, fix=FIX,
+        )  # fmt: skip
+
+    def item_span(self, item: dict[str, Any]) -> str | None:
+        span_id = item.get("observationId")
+        return span_id if isinstance(span_id, str) else None
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[dict[str, Any]]:
         out = []
@@ -160,3 +185,21 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
         except (ValueError, AttributeError, TypeError):
             refused, errors = request.items, ["unreadable 207 answer"]
         return Reply(Outcome.DELIVERED, min(refused, request.items), "; ".join(errors)[:300])
+
+
+def observations_in_langfuse(client: BackendClient[Any], judged: SpansToCheck) -> set[str]:
+    """The judged observations Langfuse has in the trace (its ids are the spans' ids)."""
+    found: set[str] = set()
+    cursor: str | None = None
+    for _ in range(10):  # bounded: a trace of up to 10 000 observations
+        params = [("traceId", judged.trace_id), ("fields", "core"), ("limit", 1000)]
+        answer, _ = client.get(OBSERVATIONS_PATH, [*params, ("cursor", cursor)])
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list):
+            raise BackendRefused("langfuse: unexpected answer shape", 200)
+        found.update(str(d["id"]).lower() for d in data if isinstance(d, dict) and d.get("id"))
+        meta = answer.get("meta")
+        cursor = meta.get("cursor") if isinstance(meta, dict) else None
+        if not cursor or not data or found >= set(judged.items):
+            break
+    return found

@@ -28,7 +28,12 @@ update and a repeated export replace their annotation, one per metric and method
 
 Requests go with ``sync=false``: Phoenix queues them and retries for spans (and
 sessions) that have not arrived yet, so a result may reach Phoenix before the app's own
-spans do.
+spans do. Phoenix also takes annotations for spans it never gets, so ``verify_after_s``
+later a sample of the judged spans is read back
+(``GET /v1/projects/{project}/spans/otlpv1`` by trace and span id, in the evaluated
+trace's ``openinference.project.name`` or ``default``) and the annotations on spans
+Phoenix does not have are counted as ``no_target``
+(:mod:`ragpulse.exporters.support.target_check`).
 Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
 """
 
@@ -38,10 +43,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from pydantic import Field, SecretStr
 
 from ragpulse import semconv as sc
+from ragpulse.backend_client import BackendClient, Credentials
+from ragpulse.errors import BackendRefused
 from ragpulse.exporters.support.delivery import (
     ApiRequest,
     DeliveryOptions,
@@ -50,12 +58,19 @@ from ragpulse.exporters.support.delivery import (
     Judged,
 )
 from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
+from ragpulse.exporters.support.target_check import SpansToCheck, TargetCheck, TargetCheckOptions
 from ragpulse.exporters.support.targets import is_span_id
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 
 API_KEY_ENV = "PHOENIX_API_KEY"
 PER_DOCUMENT_METRICS = frozenset({"context_relevance"})
 """Metrics whose ``details.per_document`` scores each retrieved document."""
+
+FIX = (
+    "the app's spans reach ragpulse but not Phoenix; send them to Phoenix too (a second "
+    "exporter to http://PHOENIX:6006/v1/traces, or an OpenTelemetry Collector that sends "
+    "them to both), in the project the app names with openinference.project.name"
+)
 
 _Kind = Literal["span", "document", "session"]
 _PATHS: dict[_Kind, str] = {
@@ -95,7 +110,7 @@ def _per_document(entry: object) -> dict[str, Any] | None:
 class PhoenixSink(HttpSink[Annotation]):
     name = "phoenix"
 
-    class Options(DeliveryOptions):
+    class Options(TargetCheckOptions):
         endpoint: str = Field(description="Phoenix's base URL, e.g. http://127.0.0.1:6006")
         api_key: SecretStr | None = Field(
             None, description=f"Sent as a Bearer token; falls back to {API_KEY_ENV}."
@@ -105,6 +120,18 @@ class PhoenixSink(HttpSink[Annotation]):
         assert isinstance(options, self.Options)
         key = options.api_key.get_secret_value() if options.api_key else os.environ.get(API_KEY_ENV)
         return Endpoint(options.endpoint, {"Authorization": f"Bearer {key}"} if key else {})
+
+    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> TargetCheck | None:
+        assert isinstance(options, self.Options)
+        credentials = Credentials({**options.headers, **endpoint.headers})
+        return TargetCheck(
+            self.name, "phoenix", endpoint.base_url, credentials, options, spans_in_phoenix,
+            self.metrics, fix=FIX,
+        )  # fmt: skip
+
+    def item_span(self, item: Annotation) -> str | None:
+        span_id = item.body.get("span_id")
+        return span_id if isinstance(span_id, str) else None
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Annotation]:
         out = []
@@ -224,3 +251,22 @@ def document_positions(
         else:
             return None
     return positions if len(set(positions)) == len(positions) else None
+
+
+def spans_in_phoenix(client: BackendClient[Any], judged: SpansToCheck) -> set[str]:
+    """The judged spans Phoenix has, read from the trace's project (``default`` where the
+    trace names none); a project Phoenix does not know has none of them."""
+    project = quote(judged.project or "default", safe="")
+    params = [("trace_id", judged.trace_id), *(("span_id", s) for s in judged.items)]
+    try:
+        answer, _ = client.get(
+            f"/v1/projects/{project}/spans/otlpv1", [*params, ("limit", len(judged.items))]
+        )
+    except BackendRefused as exc:
+        if exc.status == 404:
+            return set()  # no such project: nothing of the app's reached Phoenix there
+        raise
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list):
+        raise BackendRefused("phoenix: unexpected answer shape", 200)
+    return {d["span_id"] for d in data if isinstance(d, dict) and isinstance(d.get("span_id"), str)}

@@ -63,6 +63,15 @@ class BackendUnreachable(BackendError):
     were allowed; ``ragpulse eval --from`` exits 2, follow mode counts it and polls again."""
 
 
+class BackendRefused(BackendError):
+    """The tool answered a request with a refusal that retrying cannot fix (4xx other than
+    408, 425, 429); ``status`` is its HTTP status (404: the project or trace is not there)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ModelUnavailable(RagpulseError):
     """A model (or the extra it needs) cannot be loaded; the message says the fix."""
 

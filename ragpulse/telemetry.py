@@ -228,7 +228,16 @@ class CollectorMetrics:
         self.sink_items = Counter(
             "ragpulse_sink_items",
             "Items (annotations, assessments, scores) a tracing-tool sink handled, by outcome "
-            "(delivered, failed, dropped: the sink's queue was full).",
+            "(delivered, failed, dropped: the sink's queue was full; and of the delivered "
+            "items whose span was read back, no_target: the tool does not have the span they "
+            "judge, unchecked: the tool did not answer the read-back).",
+            ["sink", "outcome"],
+            registry=r,
+        )
+        self.sink_checks = Counter(
+            "ragpulse_sink_checks",
+            "Requests a tracing-tool sink sent to read back the spans it judged (verify_after_s), "
+            "by outcome (ok; retried: network error, 408, 425, 429, 5xx; too_large; failed).",
             ["sink", "outcome"],
             registry=r,
         )

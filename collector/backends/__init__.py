@@ -16,10 +16,8 @@ import threading
 
 import httpx
 
+from ragpulse.backend_client import BackendClient, BackendUrl, Credentials
 from ragpulse.collector.backends.common import (
-    BackendClient,
-    BackendUrl,
-    Credentials,
     Reader,
     SourceMetrics,
     parse_backend_url,

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from ragpulse.backend_client import BackendUrl
 from ragpulse.collector.assembly import Ack
 from ragpulse.collector.backends import open_reader, parse_backend_url
-from ragpulse.collector.backends.common import BackendUrl, Reader, SourceMetrics
+from ragpulse.collector.backends.common import Reader, SourceMetrics
 from ragpulse.collector.source import Intake, Source
 from ragpulse.config import Settings
 from ragpulse.disk_cache import cache_root, digest

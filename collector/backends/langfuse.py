@@ -36,8 +36,8 @@ import httpx
 from pydantic import ValidationError
 
 from ragpulse import semconv as sc
+from ragpulse.backend_client import Credentials
 from ragpulse.collector.backends.common import (
-    Credentials,
     Page,
     Reader,
     TraceRef,

@@ -32,13 +32,12 @@ from typing import Any
 import httpx
 
 from ragpulse import semconv as sc
+from ragpulse.backend_client import BackendClient, Credentials, PageTooLarge
 from ragpulse.collector import otlp
 from ragpulse.collector.backends.common import (
-    BackendClient,
-    Credentials,
     Page,
-    PageTooLarge,
     Reader,
+    SourceMetrics,
     TraceRef,
     as_dict,
     as_list,
@@ -95,7 +94,7 @@ def credentials(settings: StoredTracesSettings) -> Credentials:
 class MlflowReader(Reader):
     tool = "mlflow"
 
-    def __init__(self, client: BackendClient) -> None:
+    def __init__(self, client: BackendClient[SourceMetrics]) -> None:
         super().__init__(client)
         self.experiment_id = client.url.target or "0"
         self._experiment_checked = False

@@ -22,12 +22,12 @@ from typing import Any
 from urllib.parse import quote
 
 from ragpulse import semconv as sc
+from ragpulse.backend_client import BackendClient, Credentials
 from ragpulse.collector import otlp
 from ragpulse.collector.backends.common import (
-    BackendClient,
-    Credentials,
     Page,
     Reader,
+    SourceMetrics,
     TraceRef,
     chunks,
     halving,
@@ -50,7 +50,7 @@ def credentials(settings: StoredTracesSettings) -> Credentials:
 class PhoenixReader(Reader):
     tool = "phoenix"
 
-    def __init__(self, client: BackendClient) -> None:
+    def __init__(self, client: BackendClient[SourceMetrics]) -> None:
         super().__init__(client)
         project = client.url.target or "default"
         self.project = project

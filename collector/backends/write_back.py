@@ -19,7 +19,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ragpulse.collector.backends.common import BackendUrl, parse_backend_url
+from ragpulse.backend_client import BackendUrl
+from ragpulse.collector.backends.common import parse_backend_url
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink

@@ -23,6 +23,7 @@ counted. ``force_flush`` waits for what is held; ``shutdown`` sends what is held
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import logging
@@ -34,11 +35,12 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 from pydantic import Field
 
+from ragpulse import semconv as sc
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.results import redact_conversation_results, redact_results
@@ -157,6 +159,17 @@ class _WarnEvery:
         log.warning(message, *args)
 
 
+class SpanCheck(Protocol):
+    """A read-back of the spans a sink judged
+    (:class:`ragpulse.exporters.support.target_check.TargetCheck`)."""
+
+    def offer(self, trace_id: str, project: str | None, spans: collections.Counter[str]) -> None:
+        """Take these judged spans (span id -> items) for a later check; never blocks."""
+
+    def close(self) -> None:
+        """Stop checking (checks still waiting are not run)."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where a tool's API is and how to authenticate to it."""
@@ -199,6 +212,7 @@ class HttpSink(Sink, Generic[Item]):
             transport=transport,
         )
         self._warn = _WarnEvery()
+        self._check = self.target_check(options, endpoint)
         self._cond = threading.Condition()
         self._queue: deque[tuple[float, Item]] = deque()
         self._ready: deque[_Attempt] = deque()
@@ -246,6 +260,15 @@ class HttpSink(Sink, Generic[Item]):
     def requests(self, batch: list[Item]) -> list[ApiRequest]:
         """Requests that carry ``batch`` (several per request where the API takes many)."""
 
+    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> SpanCheck | None:
+        """The read-back of judged spans (:mod:`ragpulse.exporters.support.target_check`)
+        for a tool that takes results for spans it does not have; None: no read-back."""
+        return None
+
+    def item_span(self, item: Item) -> str | None:
+        """The span ``item`` judges, for the read-back (only asked when there is one)."""
+        return None
+
     def send(self, client: httpx.Client, request: ApiRequest) -> httpx.Response:
         """Send one request (on a worker thread): a POST of its body. A tool without
         upserts overrides this to find and replace what ragpulse wrote before; httpx
@@ -288,7 +311,9 @@ class HttpSink(Sink, Generic[Item]):
             log.exception("%s sink: cannot build items for trace %s", self.name, record.trace_id)
             self.metrics.sink_errors.labels(self.name).inc()
             return
-        self._enqueue(items)
+        taken = self._enqueue(items)
+        if self._check is not None and taken:
+            self._offer_check(record, taken)
 
     def export_conversation(
         self, conversation: ConversationRecord, results: Sequence[EvalResult]
@@ -312,8 +337,9 @@ class HttpSink(Sink, Generic[Item]):
             return
         self._enqueue(items)
 
-    def _enqueue(self, items: list[Item]) -> None:
-        """Queue ``items`` without blocking; what finds no room is dropped and counted."""
+    def _enqueue(self, items: list[Item]) -> list[Item]:
+        """Queue ``items`` without blocking; what finds no room is dropped and counted.
+        Returns the items taken."""
         now = time.monotonic()
         with self._cond:
             room = 0 if self._closing else self.settings.max_queue - self._held
@@ -325,6 +351,14 @@ class HttpSink(Sink, Generic[Item]):
             self.metrics.sink_items.labels(self.name, "dropped").inc(dropped)
             self.metrics.sink_errors.labels(self.name).inc()
             self._warn("%s sink: queue full, %d items dropped", self.name, dropped)
+        return taken
+
+    def _offer_check(self, record: RagRecord, items: list[Item]) -> None:
+        assert self._check is not None
+        spans = collections.Counter(s for item in items if (s := self.item_span(item)))
+        project = record.attributes.get(sc.OPENINFERENCE_PROJECT_NAME)
+        project = project if isinstance(project, str) and project else None
+        self._check.offer(record.trace_id, project, spans)
 
     # -- workers ------------------------------------------------------------------------
 
@@ -467,6 +501,8 @@ class HttpSink(Sink, Generic[Item]):
                 return
             self._closing = True
             self._cond.notify_all()
+        if self._check is not None:
+            self._check.close()  # read-backs still waiting are not run
         deadline = time.monotonic() + self.settings.flush_timeout_s
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))

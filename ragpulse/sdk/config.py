@@ -8,7 +8,7 @@ OpenTelemetry's globals; :mod:`ragpulse.sdk.provider` does that.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +93,13 @@ class InstrumentConfig:
     resource_attributes: dict[str, Any] = field(default_factory=dict, hash=False)
     """Extra resource attributes for a provider ragpulse creates. No env var
     (OTel's own ``OTEL_RESOURCE_ATTRIBUTES`` is honoured too)."""
+    also_to: tuple[str | SpanExporter, ...] = field(default=(), hash=False)
+    """More places the same spans go, each through a BatchSpanProcessor of its own:
+    the tracing tool that shows ragpulse's evaluations must have the app's spans too.
+    An OTLP/HTTP URL (a base URL, or the full traces URL: Phoenix's
+    ``http://HOST:6006``), sent without ragpulse's ``headers``; or a ``SpanExporter``
+    instance, for a tool that needs headers of its own (MLflow's
+    ``x-mlflow-experiment-id``, Langfuse's Basic auth). No env var."""
 
 
 def _env(name: str) -> str | None:
@@ -143,6 +150,7 @@ def _resolve_config(
     resource_attributes: dict[str, Any] | None = None,
     kafka_bootstrap: str | None = None,
     kafka_topic: str | None = None,
+    also_to: Sequence[str | SpanExporter] | None = None,
 ) -> InstrumentConfig:
     """Explicit argument, then environment variable, then default; raises ConfigError."""
     if service_name is None:
@@ -197,6 +205,19 @@ def _resolve_config(
             raise ConfigError(f"{name}={number!r} must be greater than 0")
     if redact is not None and not callable(redact):
         raise ConfigError("redact must be a callable taking and returning a str")
+    if isinstance(also_to, str | bytes):
+        raise ConfigError("also_to takes a list of URLs or exporters, e.g. also_to=[url]")
+    destinations: list[str | SpanExporter] = []
+    for where in also_to or ():
+        if isinstance(where, str):
+            destinations.append(_traces_url(where))
+        elif isinstance(where, _span_exporter()):
+            destinations.append(where)
+        else:
+            raise ConfigError(
+                "also_to takes OTLP/HTTP URLs or opentelemetry SpanExporter instances, "
+                f"got {type(where)!r}"
+            )
 
     return InstrumentConfig(
         service_name=service_name,
@@ -211,6 +232,7 @@ def _resolve_config(
         resource_attributes=dict(resource_attributes or {}),
         kafka_bootstrap=kafka_bootstrap or _env(ENV_KAFKA_BOOTSTRAP) or DEFAULT_KAFKA_BOOTSTRAP,
         kafka_topic=kafka_topic or _env(ENV_KAFKA_TOPIC) or DEFAULT_KAFKA_TOPIC,
+        also_to=tuple(destinations),
     )
 
 

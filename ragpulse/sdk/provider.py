@@ -11,8 +11,8 @@ import atexit
 import logging
 import threading
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -87,7 +87,68 @@ _EXPORTER_FACTORIES: dict[str, Callable[[InstrumentConfig], tuple[SpanExporter, 
 a new transport is one more entry here."""
 
 
+def _also_to(config: InstrumentConfig) -> tuple[list[SpanProcessor], list[GuardedExporter]]:
+    """A BatchSpanProcessor per ``also_to`` destination; a URL's exporter goes behind a
+    guard (one warning when the tool is down, not one per batch)."""
+    processors: list[SpanProcessor] = []
+    guards: list[GuardedExporter] = []
+    for where in config.also_to:
+        if isinstance(where, SpanExporter):
+            processors.append(BatchSpanProcessor(where))
+            continue
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        from ragpulse.sdk.export_guard import BoundedSession, GuardedExporter
+
+        session = BoundedSession()
+        exporter = OTLPSpanExporter(
+            endpoint=where, timeout=config.export_timeout_s, session=session
+        )
+        guard = GuardedExporter(exporter, where, session, fix="is the tool running there?")
+        processors.append(BatchSpanProcessor(guard))
+        guards.append(guard)
+    return processors, guards
+
+
 def _build_processor(
+    config: InstrumentConfig,
+) -> tuple[SpanProcessor | None, list[GuardedExporter]]:
+    """ragpulse's processor and the ``also_to`` ones, as one (None when there is none),
+    and the guards of their network exporters, told when ragpulse shuts down."""
+    main, guard = _ragpulse_processor(config)
+    extra, guards = _also_to(config)
+    if guard is not None:
+        guards.insert(0, guard)
+    processors = [p for p in (main, *extra) if p is not None]
+    if len(processors) <= 1:
+        return (processors[0] if processors else None), guards
+    return _FanOut(processors), guards
+
+
+class _FanOut(SpanProcessor):
+    """Every span to each processor in turn (ragpulse's, then the ``also_to`` ones);
+    each batches, so none waits on the network."""
+
+    def __init__(self, processors: Sequence[SpanProcessor]) -> None:
+        self._processors = tuple(processors)
+
+    def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
+        for processor in self._processors:
+            processor.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for processor in self._processors:
+            processor.on_end(span)
+
+    def shutdown(self) -> None:
+        for processor in self._processors:
+            processor.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all([p.force_flush(timeout_millis) for p in self._processors])
+
+
+def _ragpulse_processor(
     config: InstrumentConfig,
 ) -> tuple[SpanProcessor | None, GuardedExporter | None]:
     """The processor for ``config.exporter`` (None for ``none``), and the guard of its
@@ -150,7 +211,7 @@ class _Installed:
     owns_provider: bool
     processor: _DetachableProcessor | None
     tracer: Tracer
-    guard: GuardedExporter | None = None
+    guards: list[GuardedExporter] = field(default_factory=list)
 
 
 _lock = threading.RLock()
@@ -177,6 +238,7 @@ def configure(
     resource_attributes: dict[str, Any] | None = None,
     kafka_bootstrap: str | None = None,
     kafka_topic: str | None = None,
+    also_to: Sequence[str | SpanExporter] | None = None,
 ) -> InstrumentConfig:
     """Send ragpulse spans somewhere; returns the resolved configuration.
 
@@ -192,6 +254,12 @@ def configure(
     ``resource_attributes``) and makes it the global provider if none is set.
     ``exporter="none"`` adds no processor, for apps that already export; an
     exporter instance is shut down along with this configuration.
+
+    ``also_to`` sends the same spans to more places, the tracing tool that shows
+    ragpulse's evaluations above all (it must have the spans they judge): OTLP/HTTP
+    URLs (``["http://127.0.0.1:6006"]`` for Phoenix) or ``SpanExporter`` instances,
+    each through a BatchSpanProcessor of its own, on the provider ragpulse joins or
+    creates.
 
     Calling it again reconfigures cleanly: the previous processor is flushed and
     detached first. Thread-safe; blocks at most about ``export_timeout_s`` while
@@ -212,6 +280,7 @@ def configure(
         resource_attributes=resource_attributes,
         kafka_bootstrap=kafka_bootstrap,
         kafka_topic=kafka_topic,
+        also_to=also_to,
     )
     if (
         tracer_provider is not None
@@ -222,7 +291,7 @@ def configure(
             "tracer_provider is not an opentelemetry.sdk.trace.TracerProvider, so ragpulse "
             "cannot add its exporter to it: pass an SDK provider, or exporter='none'"
         )
-    processor, guard = _build_processor(config)
+    processor, guards = _build_processor(config)
     with _lock:
         _shutdown_locked()
         provider, owns = _choose_provider(tracer_provider, config)
@@ -231,7 +300,7 @@ def configure(
             held = _DetachableProcessor(processor)
             provider.add_span_processor(held)
         tracer = provider.get_tracer(_TRACER_NAME, _TRACER_VERSION)
-        _installed = _Installed(config, provider, owns, held, tracer, guard)
+        _installed = _Installed(config, provider, owns, held, tracer, guards)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
@@ -290,8 +359,8 @@ def _shutdown_locked() -> None:
         return
     timeout_ms = int(installed.config.export_timeout_s * 1000) + 1000
     provider = installed.provider
-    if installed.guard is not None:
-        installed.guard.closing()  # the last batches: one attempt each, no retries
+    for guard in installed.guards:
+        guard.closing()  # the last batches: one attempt each, no retries
     try:
         if installed.processor is not None:
             installed.processor.force_flush(timeout_ms)

@@ -24,6 +24,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 import ragpulse
+from ragpulse.errors import ConfigError
 from ragpulse.sdk import export_guard
 from ragpulse.sdk import provider as _provider
 from ragpulse.sdk.export_guard import CONNECT_TIMEOUT_S, BoundedSession, GuardedExporter, Once
@@ -88,8 +89,8 @@ def collector() -> Iterator[Collector]:
 
 def guard() -> GuardedExporter:
     installed = _provider._installed
-    assert installed is not None and installed.guard is not None
-    return installed.guard
+    assert installed is not None and installed.guards
+    return installed.guards[0]
 
 
 def warnings_and_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -268,3 +269,51 @@ def test_export_on_when_asked_one_line_when_nothing_listens(
     done = run_harness(tmp_path, closed_port, RAGPULSE_EXPORTER="console")
     assert done.returncode == 0, done.stderr
     assert answers(tmp_path) == {"exporter console"}
+
+
+# --- also_to: the app's spans to its tracing tool too ---------------------------------
+
+
+def test_also_to_sends_the_same_spans_to_the_tracing_tool(collector: Collector) -> None:
+    """ragpulse's exporter and an ``also_to`` URL (the tool) both get every span; the
+    tool's requests carry none of ragpulse's headers."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    to_ragpulse = InMemorySpanExporter()
+    ragpulse.configure(
+        "app",
+        exporter=to_ragpulse,
+        tracer_provider=TracerProvider(),
+        also_to=[collector.url],
+    )
+
+    @ragpulse.pipeline
+    def answer(question: str) -> str:
+        return "a"
+
+    answer("q")
+    ragpulse.shutdown()  # flushes the tool's batch
+    assert [s.name for s in to_ragpulse.get_finished_spans()] == ["answer"]
+    assert collector.requests == 1
+
+
+def test_also_to_takes_exporters_for_tools_that_need_headers() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    to_ragpulse, to_tool = InMemorySpanExporter(), InMemorySpanExporter()
+    ragpulse.configure(exporter=to_ragpulse, tracer_provider=TracerProvider(), also_to=[to_tool])
+
+    @ragpulse.retrieval
+    def search(question: str) -> list[str]:
+        return ["d"]
+
+    search("q")
+    ragpulse.shutdown()
+    assert [s.name for s in to_tool.get_finished_spans()] == ["retrieval"]
+    assert to_tool.get_finished_spans()[0].context == to_ragpulse.get_finished_spans()[0].context
+
+
+@pytest.mark.parametrize("bad", ["http://127.0.0.1:6006", [3], ["ftp://host"]])
+def test_also_to_refuses_what_it_cannot_send_to(bad: Any) -> None:
+    with pytest.raises(ConfigError, match=r"also_to|endpoint"):
+        ragpulse.configure(exporter="none", also_to=bad)
