@@ -15,14 +15,12 @@ which the live tests compare with what the tool shows.
 
 from __future__ import annotations
 
-import argparse
 import json
 
+from backend_app import app_arguments, tool_provider
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 QUESTION = "How long do I have to return an item?"
 PASSAGES = [
@@ -71,25 +69,10 @@ def run_agent(provider: TracerProvider, turns: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ragpulse", required=True, help="ragpulse's OTLP/HTTP base URL")
-    parser.add_argument("--backend", required=True, help="the tool's OTLP/HTTP base URL")
-    parser.add_argument("--header", action="append", default=[], help="K=V to the tool")
-    parser.add_argument("--count", type=int, default=1, help="agent turns (one trace each)")
-    parser.add_argument("--service", default="rag-app")
-    parser.add_argument("--project", default="rag-app", help="openinference.project.name")
-    args = parser.parse_args()
-
-    resource = Resource.create(
-        {"service.name": args.service, "openinference.project.name": args.project}
-    )
-    provider = TracerProvider(resource=resource)
-    headers = dict(h.split("=", 1) for h in args.header)
-    for endpoint, extra in ((args.backend, headers), (args.ragpulse, {})):
-        exporter = OTLPSpanExporter(f"{endpoint.rstrip('/')}/v1/traces", headers=extra)
-        provider.add_span_processor(BatchSpanProcessor(exporter))
-    recorded = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(recorded))
+    args = app_arguments(__doc__, "ragpulse's OTLP/HTTP base URL", 1, ragpulse_required=True)
+    provider, recorded = tool_provider(args)  # --count: agent turns, one trace each
+    exporter = OTLPSpanExporter(f"{args.ragpulse.rstrip('/')}/v1/traces")
+    provider.add_span_processor(BatchSpanProcessor(exporter))
     run_agent(provider, args.count)
     provider.shutdown()  # flushes both exports
 

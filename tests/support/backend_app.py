@@ -25,16 +25,23 @@ import ragpulse
 from ragpulse.cli import demo_app
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ragpulse", help="ragpulse's OTLP/HTTP base URL; unset: the tool only")
+def app_arguments(
+    description: str | None, ragpulse_help: str, count: int, *, ragpulse_required: bool = False
+) -> argparse.Namespace:
+    """The flags both test apps take (this one and agent_backend_app.py)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--ragpulse", required=ragpulse_required, help=ragpulse_help)
     parser.add_argument("--backend", required=True, help="the tool's OTLP/HTTP base URL")
     parser.add_argument("--header", action="append", default=[], help="K=V to the tool")
-    parser.add_argument("--count", type=int, default=20)
+    parser.add_argument("--count", type=int, default=count)
     parser.add_argument("--service", default="rag-app")
     parser.add_argument("--project", default="rag-app", help="openinference.project.name")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def tool_provider(args: argparse.Namespace) -> tuple[TracerProvider, InMemorySpanExporter]:
+    """A provider exporting to the tool (with ``--header``s), and a recorder of its spans
+    (the ids the apps print)."""
     resource = Resource.create(
         {"service.name": args.service, "openinference.project.name": args.project}
     )
@@ -44,6 +51,12 @@ def main() -> None:
     provider.add_span_processor(BatchSpanProcessor(backend))
     recorded = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(recorded))
+    return provider, recorded
+
+
+def main() -> None:
+    args = app_arguments(__doc__, "ragpulse's OTLP/HTTP base URL; unset: the tool only", 20)
+    provider, recorded = tool_provider(args)
     if args.ragpulse:
         ragpulse.configure(endpoint=args.ragpulse, tracer_provider=provider)
     else:  # the decorators' spans, exported by the app's own processor only
