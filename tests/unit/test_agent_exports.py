@@ -8,37 +8,16 @@ no documents) is checked without starting Phoenix or MLflow.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from support.agent_records import agent_results, agent_turn, expected_spans
-from support.helpers import LocalServer, Reply
+from support.sink_recorder import Recorder, delivered, sink_posting_to
 
-from ragpulse.config import Settings
-from ragpulse.exporters.mlflow import MlflowSink
-from ragpulse.exporters.phoenix import PhoenixSink, document_positions
+from ragpulse.exporters.phoenix import document_positions
 from ragpulse.exporters.support.targets import Target, evaluated_span
-from ragpulse.plugin_context import PluginContext
 from ragpulse.record import Document, DocumentSource, EvalResult, RagRecord
-
-
-class Recorder(LocalServer):
-    """Keeps each POST's path and JSON body; answers 200 ``{}``. A GET is the MLflow sink
-    reading the trace's earlier assessments (to update rather than add): it has none."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.posts: list[tuple[str, Any]] = []
-
-    def respond(self, path: str, headers: Any, body: bytes) -> Reply:
-        self.posts.append((path.split("?")[0], json.loads(body)))
-        return 200, {"Content-Type": "application/json"}, b"{}"
-
-    def respond_get(self, path: str, headers: Any) -> Reply:
-        trace = {"trace": {"trace_info": {"assessments": []}}}
-        return 200, {"Content-Type": "application/json"}, json.dumps(trace).encode()
 
 
 @pytest.fixture
@@ -48,18 +27,11 @@ def recorder() -> Iterator[Recorder]:
 
 
 def export(sink_name: str, url: str, record: RagRecord, results: list[EvalResult]) -> None:
-    options = {"endpoint": url} if sink_name == "phoenix" else {"tracking_uri": url}
-    settings = Settings(sinks={sink_name: {**options, "max_wait_s": 0}})
-    context = PluginContext(settings)
-    cls = PhoenixSink if sink_name == "phoenix" else MlflowSink
-    sink = cls.from_settings(settings, context)
-    assert sink is not None
+    sink, context = sink_posting_to(sink_name, url)
     sink.export(record, results)
     sink.shutdown()
-    delivered = context.metrics.registry.get_sample_value(
-        "ragpulse_sink_items_total", {"sink": sink_name, "outcome": "delivered"}
-    )
-    assert delivered and delivered > 0
+    count = delivered(context, sink_name)
+    assert count and count > 0
 
 
 def posted(recorder: Recorder, path: str) -> list[dict[str, Any]]:

@@ -16,16 +16,15 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from support.helpers import LocalServer, Reply, new_span_id, new_trace_id
+from support.helpers import new_span_id, new_trace_id
 from support.langfuse_double import LangfuseDouble
+from support.sink_recorder import Recorder, delivered, sink_posting_to
 
 from ragpulse import semconv as sc
 from ragpulse.config import Settings
 from ragpulse.exporters.langfuse import LangfuseSink, session_score_id
-from ragpulse.exporters.mlflow import MlflowSink
 from ragpulse.exporters.phoenix import PhoenixSink
 from ragpulse.exporters.prometheus import PrometheusSink
-from ragpulse.plugin_context import PluginContext
 from ragpulse.record import ConversationRecord, EvalResult, TurnSummary
 
 
@@ -115,23 +114,6 @@ def test_prometheus_conversation_labels_are_bounded_and_never_ids() -> None:
 # -- Phoenix and MLflow: what their sinks post --------------------------------------------
 
 
-class Recorder(LocalServer):
-    """Keeps each POST's path and JSON body; answers 200 ``{}``; a GET (the MLflow sink
-    reading a trace's earlier assessments) finds none."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.posts: list[tuple[str, Any]] = []
-
-    def respond(self, path: str, headers: Any, body: bytes) -> Reply:
-        self.posts.append((path.split("?")[0], json.loads(body)))
-        return 200, {"Content-Type": "application/json"}, b"{}"
-
-    def respond_get(self, path: str, headers: Any) -> Reply:
-        trace = {"trace": {"trace_info": {"assessments": []}}}
-        return 200, {"Content-Type": "application/json"}, json.dumps(trace).encode()
-
-
 @pytest.fixture
 def recorder() -> Iterator[Recorder]:
     with Recorder() as server:
@@ -139,18 +121,11 @@ def recorder() -> Iterator[Recorder]:
 
 
 def export(sink_name: str, url: str, record: ConversationRecord, results: list[EvalResult]) -> None:
-    options = {"endpoint": url} if sink_name == "phoenix" else {"tracking_uri": url}
-    settings = Settings(sinks={sink_name: {**options, "max_wait_s": 0}})
-    context = PluginContext(settings)
-    cls = PhoenixSink if sink_name == "phoenix" else MlflowSink
-    sink = cls.from_settings(settings, context)
-    assert sink is not None
+    sink, context = sink_posting_to(sink_name, url)
     sink.export_conversation(record, results)
     sink.shutdown()
-    delivered = context.metrics.registry.get_sample_value(
-        "ragpulse_sink_items_total", {"sink": sink_name, "outcome": "delivered"}
-    )
-    assert delivered == len(results)
+    count = delivered(context, sink_name)
+    assert count == len(results)
 
 
 def test_phoenix_session_annotations_one_per_metric_and_method(recorder: Recorder) -> None:
