@@ -19,6 +19,7 @@ import json
 import logging
 import threading
 import time
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -93,26 +94,73 @@ class KafkaMetrics:
         )
 
 
-def connect_until_stopped(
-    connect: Callable[[], KafkaConsumer],
-    settings: KafkaSettings,
-    stopping: threading.Event,
-    ready: threading.Event,
-) -> KafkaConsumer | None:
-    """A consumer from ``connect``, tried every 2 s while the broker is not up yet (each
-    failure logged, ``ready`` set so that a caller waiting for start-up goes on); None
-    when ``stopping`` is set first."""
-    while not stopping.is_set():
+class ConsumerThread(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # kafka: untyped
+    """A Kafka group member reading on a thread of its own: the span group
+    (:class:`KafkaSource`) and the conversation group (``TurnConsumer``) alike.
+
+    ``start`` returns once the broker answered (or the first attempt failed: the thread
+    keeps trying, every 2 s, until stopped). ``stop`` stops reading: what is held stays
+    uncommitted and is read again after a restart or by the next owner; while the broker
+    was never reached there is nothing to wait for (the daemon thread may sit in a
+    bootstrap attempt, holding no messages). ``close``, after the collector drained, lets
+    the thread make its last commits and leave. Subclasses give ``_connect`` and
+    ``_consume``, which returns once ``_drained`` is set."""
+
+    _thread_name = "ragpulse-kafka"
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._stopping = threading.Event()
+        self._drained = threading.Event()
+        self._reading_stopped = threading.Event()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: KafkaConsumer | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None and self._consumer is not None:
+            self._reading_stopped.wait(30)
+
+    def close(self) -> None:
+        self._drained.set()
+        if self._thread is not None and self._consumer is not None:
+            self._thread.join(30)
+        self._thread = None
+
+    def _run(self) -> None:
+        consumer = self._connect_until_stopped()
+        self._consumer = consumer
+        self._ready.set()
         try:
-            return connect()
-        except KafkaError as exc:
-            log.warning("Kafka at %s unreachable (%r); retrying", settings.bootstrap, exc)
-            ready.set()
-            stopping.wait(2.0)
-    return None
+            if consumer is not None:
+                self._consume(consumer)
+        finally:
+            self._reading_stopped.set()
+
+    def _connect_until_stopped(self) -> KafkaConsumer | None:
+        while not self._stopping.is_set():
+            try:
+                return self._connect()
+            except KafkaError as exc:  # broker not up yet: keep trying until stopped
+                log.warning("Kafka at %s unreachable (%r); retrying", self._settings.bootstrap, exc)
+                self._ready.set()
+                self._stopping.wait(2.0)
+        return None
+
+    @abstractmethod
+    def _connect(self) -> KafkaConsumer: ...
+
+    @abstractmethod
+    def _consume(self, consumer: KafkaConsumer) -> None: ...
 
 
-class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # kafka: untyped
+class KafkaSource(ConsumerThread):
     """Consumes ``settings.topic`` in group ``settings.group`` into an :class:`Intake`."""
 
     name = "kafka"
@@ -128,7 +176,7 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
     ) -> None:
         """``before_commit(timeout_s)``: whether what the finished messages gave on is
         delivered (the conversation topic's turns); False defers the commit."""
-        self._settings = settings
+        super().__init__(settings)
         self._intake = intake
         self._before_commit = before_commit
         self._metrics = metrics
@@ -138,54 +186,15 @@ class KafkaSource(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # k
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
         self._redelivery_marks: dict[TopicPartition, int] = {}  # fetched lazily
         self._rewind: dict[TopicPartition, int] = {}  # revoked: where to read again from
-        self._stopping = threading.Event()
-        self._drained = threading.Event()
-        self._reading_stopped = threading.Event()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._consumer: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
         self._paused = False
         self._last_commit = self._last_lag = 0.0
-
-    # -- lifecycle ------------------------------------------------------------
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="ragpulse-kafka", daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-
-    def stop(self) -> None:
-        """Stop reading. Open traces are abandoned, not evaluated half-assembled:
-        their messages stay uncommitted and are read again after a restart.
-
-        While the broker was never reached there is nothing to wait for: the
-        (daemon) thread may sit in a bootstrap attempt, but it holds no messages.
-        """
-        self._stopping.set()
-        if self._thread is not None and self._consumer is not None:
-            self._reading_stopped.wait(30)
-
-    def close(self) -> None:
-        self._drained.set()
-        if self._thread is not None and self._consumer is not None:
-            self._thread.join(30)
-        self._thread = None
 
     @property
     def assignment(self) -> set[TopicPartition]:
         return set(self._offsets)
 
     # -- consumer thread ---------------------------------------------------------
-    def _run(self) -> None:
-        consumer = connect_until_stopped(self._connect, self._settings, self._stopping, self._ready)
-        self._consumer = consumer
-        self._ready.set()
-        try:
-            if consumer is not None:
-                self._consume(consumer)
-        finally:
-            self._reading_stopped.set()
-
     def _connect(self) -> KafkaConsumer:
         s = self._settings
         consumer = self._consumer_factory(**s.consumer_config(s.group))

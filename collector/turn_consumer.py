@@ -30,13 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from ragpulse.collector.conversations import ConversationStage
-from ragpulse.collector.kafka_source import connect_until_stopped
-from ragpulse.collector.source import Source
+from ragpulse.collector.kafka_source import ConsumerThread
 from ragpulse.collector.turn_messages import (
     CaughtUpMessage,
     ClosedMessage,
@@ -108,10 +107,11 @@ class _Partition:
         return min(self.pins.values(), default=self.next)
 
 
-class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # kafka: untyped
+class TurnConsumer(ConsumerThread):
     """Consumes ``settings.turn_topic()`` in ``settings.turn_group()`` into ``stage``."""
 
     name = "kafka_turns"
+    _thread_name = "ragpulse-turn-topic"
 
     def __init__(
         self,
@@ -124,7 +124,8 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
     ) -> None:
         topic = settings.turn_topic()
         assert topic, "no conversation topic"
-        self._settings, self._topic = settings, topic
+        super().__init__(settings)
+        self._topic = topic
         self._stage = stage
         self._metrics = metrics
         self._consumer_factory = consumer_factory
@@ -136,46 +137,10 @@ class TurnConsumer(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # 
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._revoked: list[str] = []  # conversations of revoked partitions, to drop
         self._rewind: dict[TopicPartition, int] = {}  # revoked here: where to read from
-        self._stopping = threading.Event()
-        self._drained = threading.Event()
-        self._reading_stopped = threading.Event()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._consumer: KafkaConsumer | None = None
         self._producer: KafkaProducer | None = None
         self._last_commit = 0.0
 
-    # -- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="ragpulse-turn-topic", daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-
-    def stop(self) -> None:
-        """Stop reading; open conversations stay open and uncommitted, for the next owner."""
-        self._stopping.set()
-        if self._thread is not None and self._consumer is not None:
-            self._reading_stopped.wait(30)
-
-    def close(self) -> None:
-        """After the collector drained: commit what the stage no longer needs, leave."""
-        self._drained.set()
-        if self._thread is not None and self._consumer is not None:
-            self._thread.join(30)
-        self._thread = None
-
     # -- the consumer thread ----------------------------------------------------------------
-
-    def _run(self) -> None:
-        consumer = connect_until_stopped(self._connect, self._settings, self._stopping, self._ready)
-        self._consumer = consumer
-        self._ready.set()
-        try:
-            if consumer is not None:
-                self._consume(consumer)
-        finally:
-            self._reading_stopped.set()
 
     def _connect(self) -> KafkaConsumer:
         s = self._settings
