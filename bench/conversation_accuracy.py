@@ -66,7 +66,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the judge double and the llama.cpp se
 
 from support.judge_server import JudgeServer  # noqa: E402
 
-from ragpulse.collector.conversations import ConversationStage  # noqa: E402
+from ragpulse.collector.conversations.stage import ConversationStage  # noqa: E402
 from ragpulse.config import ConversationSettings, EvaluationSettings, JudgeSettings, Settings  # noqa: E402
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely  # noqa: E402
 from ragpulse.evaluators.base import ConversationEvaluator, Tier  # noqa: E402

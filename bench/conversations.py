@@ -1,6 +1,6 @@
 """Conversations at scale: memory per open conversation, turns/s with 100,000 open.
 
-The conversation stage (collector/conversations.py) in this process, driven as the
+The conversation stage (collector/conversations/stage.py) in this process, driven as the
 pipeline drives it: for every turn record ``prepare`` (its number, and the earlier turns
 joined as its history when its spans carried none, as for apps traced by ragpulse's
 decorators: the costly case) then ``observe`` (the turn kept with its results), the
@@ -41,7 +41,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from ragpulse.collector.conversations import ConversationStage
+from ragpulse.collector.conversations.stage import ConversationStage
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator

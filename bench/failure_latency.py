@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from opentelemetry.sdk.trace import TracerProvider
 
 import ragpulse
-from ragpulse.collector.kafka_source import KafkaSource
+from ragpulse.collector.intake.kafka import KafkaSource
 from ragpulse.collector.service import Collector
 from ragpulse.config import EvaluationSettings, JudgeSettings, Settings, load_settings
 from ragpulse.evaluation import load_evaluators_safely

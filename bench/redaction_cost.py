@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ragpulse.collector import otlp
+from ragpulse.collector.intake import otlp
 from ragpulse.collector.service import Collector
 from ragpulse.config import RedactionSettings, load_settings
 from ragpulse.evaluation import evaluate_records

@@ -11,12 +11,12 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from ragpulse.collector.assembly import Ack, Assembler
-from ragpulse.collector.feedback import FeedbackJoiner
-from ragpulse.collector.grpc_receiver import OtlpGrpcReceiver
-from ragpulse.collector.pipeline import Pipeline
-from ragpulse.collector.receiver import OtlpHttpReceiver
-from ragpulse.collector.source import Source
+from ragpulse.collector.assembly.assembler import Ack, Assembler
+from ragpulse.collector.evaluate.feedback import FeedbackJoiner
+from ragpulse.collector.evaluate.pipeline import Pipeline
+from ragpulse.collector.intake.otlp_grpc import OtlpGrpcReceiver
+from ragpulse.collector.intake.otlp_http import OtlpHttpReceiver
+from ragpulse.collector.intake.source import Source
 from ragpulse.config import BACKEND_SOURCES, Settings
 from ragpulse.errors import CollectorFull, PortUnavailable
 from ragpulse.evaluators.base import Evaluator
@@ -84,7 +84,7 @@ class Collector:
         # they meet in the member of the conversation group that owns their partition.
         turns = None
         if receiver and settings.source == "kafka" and settings.kafka.turn_topic():
-            from ragpulse.collector.turn_writer import TurnTopicMetrics, TurnWriter
+            from ragpulse.collector.conversations.turn_writer import TurnTopicMetrics, TurnWriter
 
             turn_metrics = TurnTopicMetrics(self.metrics.registry)
             turns = TurnWriter(
@@ -122,20 +122,20 @@ class Collector:
                 self.grpc_receiver = otlp_receiver(OtlpGrpcReceiver, settings.otlp_grpc_port)
                 self.sources.append(self.grpc_receiver)
         elif receiver and settings.source == "kafka":
-            from ragpulse.collector.kafka_source import KafkaSource
+            from ragpulse.collector.intake.kafka import KafkaSource
 
             delivered = turns.delivered if turns is not None else None
             self.sources.append(
                 KafkaSource(settings.kafka, self, self.metrics, before_commit=delivered)
             )
             if turns is not None:
-                from ragpulse.collector.turn_consumer import TurnConsumer
+                from ragpulse.collector.conversations.turn_consumer import TurnConsumer
 
                 self.sources.append(
                     TurnConsumer(settings.kafka, self.pipeline.conversations, turn_metrics)
                 )
         elif receiver and settings.source in BACKEND_SOURCES:
-            from ragpulse.collector.backends.follow import FollowSource
+            from ragpulse.collector.stored.follow import FollowSource
 
             self.sources.append(FollowSource(settings, self, self.metrics, settle=self.settle))
         self._want_metrics_server = metrics_server

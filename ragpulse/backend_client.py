@@ -1,6 +1,6 @@
 """JSON over HTTP to a tracing tool's API, for everything that reads from one.
 
-The stored-trace readers (:mod:`ragpulse.collector.backends`) page through a tool's
+The stored-trace readers (:mod:`ragpulse.collector.stored`) page through a tool's
 traces with it, and the Phoenix and Langfuse sinks read back a sample of the spans they
 annotated (:mod:`ragpulse.exporters.support.target_check`): one client, so both bound
 what they read, retry and count the same way. Requests are bounded in what is read back

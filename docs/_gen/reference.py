@@ -359,10 +359,10 @@ def metrics_page() -> str:
 
 def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     """(exposed name, type, help, labels, where) for every series ragpulse declares."""
-    from ragpulse.collector.backends.common import SourceMetrics
-    from ragpulse.collector.kafka_source import KafkaMetrics
-    from ragpulse.collector.rekey import Rekeyer
-    from ragpulse.collector.turn_writer import TurnTopicMetrics
+    from ragpulse.collector.conversations.turn_writer import TurnTopicMetrics
+    from ragpulse.collector.intake.kafka import KafkaMetrics
+    from ragpulse.collector.intake.rekey import Rekeyer
+    from ragpulse.collector.stored.common import SourceMetrics
     from ragpulse.config import KafkaSettings
 
     found: list[tuple[str, str, str, tuple[str, ...], str]] = []

@@ -31,7 +31,7 @@ def load_settings(config: Path | None, **overrides: Any) -> Settings:
     def plugins_as_run(settings: Settings) -> list[tuple[tuple[str, ...], str, str]]:
         # A source URL fills in its tool's sink (sinks.phoenix without an endpoint is fine).
         if settings.stored_traces.url:
-            from ragpulse.collector.backends.write_back import stored_write_back
+            from ragpulse.collector.stored.write_back import stored_write_back
 
             settings = stored_write_back(settings)
         return plugin_problems(settings)

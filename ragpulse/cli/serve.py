@@ -167,8 +167,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config, **serve_overrides(args))
     if settings.source in BACKEND_SOURCES and settings.stored_traces.url:
-        from ragpulse.collector.backends import parse_backend_url
-        from ragpulse.collector.backends.write_back import with_write_back
+        from ragpulse.collector.stored import parse_backend_url
+        from ragpulse.collector.stored.write_back import with_write_back
 
         settings = with_write_back(settings, parse_backend_url(settings.stored_traces.url))
     collector = Collector(settings)
@@ -199,7 +199,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_rekey(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
-    from ragpulse.collector.rekey import Rekeyer
+    from ragpulse.collector.intake.rekey import Rekeyer
     from ragpulse.collector.service import start_metrics_server
 
     settings = load_settings(

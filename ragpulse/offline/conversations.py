@@ -2,7 +2,7 @@
 conversation record per conversation at the end of the run.
 
 The turns of a file's conversations go through the collector's own conversation stage
-(:class:`~ragpulse.collector.conversations.ConversationStage`), so that an offline
+(:class:`~ragpulse.collector.conversations.stage.ConversationStage`), so that an offline
 conversation is what a live one is: a turn whose row shows no history is numbered in
 file order and given the earlier turns as its history and evidence; each turn is kept
 with its results; :meth:`OfflineConversations.close` closes every conversation at the end
@@ -22,8 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ragpulse.collector.conversations import ConversationStage
-from ragpulse.collector.history import joined_history, standalone
+from ragpulse.collector.conversations.stage import ConversationStage
+from ragpulse.collector.extract.history import joined_history, standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import evaluate_records
 from ragpulse.evaluators.base import ConversationEvaluator, Evaluator

@@ -35,7 +35,7 @@ from typing import Any
 
 from ragpulse import safe_json
 from ragpulse import semconv as sc
-from ragpulse.collector.history import standalone
+from ragpulse.collector.extract.history import standalone
 from ragpulse.config import AgentSettings, ConversationSettings
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
 from ragpulse.evaluators.base import Evaluator

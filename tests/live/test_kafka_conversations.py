@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.helpers import rag_request
 from support.kafka_env import FAST_GROUP_CONFIG, Broker, free_port, wait_until
 
-from ragpulse.collector.conversations import END_MARKER
+from ragpulse.collector.conversations.stage import END_MARKER
 from ragpulse.collector.service import Collector
 from ragpulse.config import Settings, load_settings
 from ragpulse.exporters.memory import InMemorySink

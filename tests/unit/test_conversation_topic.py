@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from support.helpers import new_span_id, new_trace_id
 
-from ragpulse.collector.conversations import ConversationStage, summarize
-from ragpulse.collector.turn_consumer import _Replayed
-from ragpulse.collector.turn_messages import (
+from ragpulse.collector.conversations.stage import ConversationStage, summarize
+from ragpulse.collector.conversations.turn_consumer import _Replayed
+from ragpulse.collector.conversations.turn_messages import (
     CaughtUpMessage,
     ClosedMessage,
     TurnMessage,
@@ -164,8 +164,8 @@ def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own
     add them, and a stop leaves what is open for the next owner (nothing closed half-way)."""
     from support.helpers import make_span
 
-    from ragpulse.collector.assembly import CompletedTrace
-    from ragpulse.collector.pipeline import Pipeline
+    from ragpulse.collector.assembly.assembler import CompletedTrace
+    from ragpulse.collector.evaluate.pipeline import Pipeline
     from ragpulse.exporters.memory import InMemorySink
     from ragpulse.telemetry import CollectorMetrics
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from support.helpers import make_span, new_span_id, new_trace_id
 
-from ragpulse.collector.conversations import END_MARKER, ConversationStage
-from ragpulse.collector.extract import extract_records
+from ragpulse.collector.conversations.stage import END_MARKER, ConversationStage
+from ragpulse.collector.extract.records import extract_records
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluators.conversation_groundedness.rules import ConversationGroundedness
 from ragpulse.evaluators.user_frustration.rules import UserFrustration

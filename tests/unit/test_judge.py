@@ -15,8 +15,8 @@ from support.helpers import make_span, new_span_id, new_trace_id
 from support.judge_server import Behaviour, JudgeServer
 
 from ragpulse.cli import main
-from ragpulse.collector.assembly import CompletedTrace
-from ragpulse.collector.pipeline import Pipeline
+from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.evaluate.pipeline import Pipeline
 from ragpulse.config import EvaluationSettings, JudgeSettings, Settings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.answer_relevance.llm_judge import JudgeAnswerRelevance

@@ -20,9 +20,9 @@ from support.judge_server import JudgeServer
 from support.kafka_env import wait_until
 
 from ragpulse import semconv as sc
-from ragpulse.collector.assembly import CompletedTrace
-from ragpulse.collector.conversations import END_MARKER, ConversationStage
-from ragpulse.collector.pipeline import Pipeline
+from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.conversations.stage import END_MARKER, ConversationStage
+from ragpulse.collector.evaluate.pipeline import Pipeline
 from ragpulse.config import (
     ConversationSettings,
     EvaluationSettings,

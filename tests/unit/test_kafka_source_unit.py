@@ -17,7 +17,7 @@ import pytest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from support.helpers import Message, rag_request
 
-from ragpulse.collector.kafka_source import KafkaSource
+from ragpulse.collector.intake.kafka import KafkaSource
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from support.helpers import make_span, new_trace_id
 from support.kafka_env import wait_until
 
-from ragpulse.collector.assembly import Ack, CompletedTrace
-from ragpulse.collector.pipeline import Pipeline
+from ragpulse.collector.assembly.assembler import Ack, CompletedTrace
+from ragpulse.collector.evaluate.pipeline import Pipeline
 from ragpulse.config import (
     EvaluationSettings,
     JudgeSettings,

@@ -12,8 +12,8 @@ from support.helpers import Message
 
 from ragpulse import safe_json, safe_yaml
 from ragpulse.cli import main
-from ragpulse.collector import otlp
-from ragpulse.collector.kafka_source import KafkaSource
+from ragpulse.collector.intake import otlp
+from ragpulse.collector.intake.kafka import KafkaSource
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings, read_config_file
 from ragpulse.errors import ConfigError, DecodeError

@@ -13,7 +13,7 @@ from support.kafka_env import wait_until
 
 import ragpulse
 from ragpulse import semconv as sc
-from ragpulse.collector.sampling import SamplingPolicy
+from ragpulse.collector.evaluate.sampling import SamplingPolicy
 from ragpulse.collector.service import Collector
 from ragpulse.config import EvaluationSettings, JudgeSettings, ModelTierSettings, load_settings
 from ragpulse.evaluators.base import Tier
@@ -35,7 +35,7 @@ def test_same_trace_same_decision_in_another_process() -> None:
     ]
     code = (
         "import json, sys\n"
-        "from ragpulse.collector.sampling import SamplingPolicy\n"
+        "from ragpulse.collector.evaluate.sampling import SamplingPolicy\n"
         "from ragpulse.config import EvaluationSettings, ModelTierSettings\n"
         "from ragpulse.evaluators.base import Tier\n"
         "from ragpulse.record import RagRecord\n"

@@ -27,11 +27,11 @@ from support.langfuse_double import LangfuseDouble
 
 import ragpulse
 from ragpulse.cli import demo_app, main
-from ragpulse.collector.backends import SourceMetrics, open_reader, parse_backend_url
-from ragpulse.collector.backends.common import parse_time
-from ragpulse.collector.backends.follow import FollowSource
-from ragpulse.collector.backends.write_back import with_write_back
 from ragpulse.collector.service import Collector
+from ragpulse.collector.stored import SourceMetrics, open_reader, parse_backend_url
+from ragpulse.collector.stored.common import parse_time
+from ragpulse.collector.stored.follow import FollowSource
+from ragpulse.collector.stored.write_back import with_write_back
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, BackendUnreachable, ConfigError
 from ragpulse.exporters.memory import InMemorySink

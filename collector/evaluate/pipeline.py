@@ -4,7 +4,7 @@ Intake never waits for evaluation: completed traces queue here, and the
 receivers answer 503 / UNAVAILABLE (retryable) when the backlog passes its bound
 instead of growing memory. The cheap tier runs on one worker thread over every
 record; records the sampler picks for a costly tier then queue for that tier's
-stage (:mod:`ragpulse.collector.tier_stage`: its own worker, bounded queue,
+stage (:mod:`ragpulse.collector.evaluate.tier_stage`: its own worker, bounded queue,
 deadline, batched inference).
 
 Cheap results never wait for a costly tier. A record sampled for one is held at
@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragpulse import semconv as sc
-from ragpulse.collector.assembly import CompletedTrace
-from ragpulse.collector.conversations import ConversationStage
-from ragpulse.collector.extract import extract_records
-from ragpulse.collector.feedback import feedback_result
-from ragpulse.collector.sampling import SamplingPolicy, sampled_attributes
-from ragpulse.collector.tier_stage import TierStage
+from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.conversations.stage import ConversationStage
+from ragpulse.collector.evaluate.feedback import feedback_result
+from ragpulse.collector.evaluate.sampling import SamplingPolicy, sampled_attributes
+from ragpulse.collector.evaluate.tier_stage import TierStage
+from ragpulse.collector.extract.records import extract_records
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator, Evaluator, Tier

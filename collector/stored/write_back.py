@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ragpulse.backend_client import BackendUrl
-from ragpulse.collector.backends.common import parse_backend_url
+from ragpulse.collector.stored.common import parse_backend_url
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink

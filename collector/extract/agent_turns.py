@@ -24,7 +24,7 @@ AGENT) or chain above the turn's model calls, else at the trace root:
 Bounds: at most ``agents.max_tool_calls`` calls per turn and ``agents.max_result_chars``
 per result (cut, not parsed as JSON); what is cut or left out is noted in the record's
 ``ragpulse.coerced`` attribute. Each model call's messages are parsed once
-(:class:`~ragpulse.collector.messages.MessageCache`).
+(:class:`~ragpulse.collector.extract.messages.MessageCache`).
 """
 
 from __future__ import annotations
@@ -33,17 +33,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragpulse import semconv as sc
-from ragpulse.collector.conventions import read
-from ragpulse.collector.history import place
-from ragpulse.collector.messages import (
+from ragpulse.collector.extract.conventions import read
+from ragpulse.collector.extract.history import place
+from ragpulse.collector.extract.messages import (
     Message,
     MessageCache,
     ToolRequest,
     arguments_text,
     final_text,
 )
-from ragpulse.collector.readers import loads
-from ragpulse.collector.spans import (
+from ragpulse.collector.extract.readers import loads
+from ragpulse.collector.extract.spans import (
     TraceTree,
     answer_text,
     documents,

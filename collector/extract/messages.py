@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from ragpulse import semconv as sc
-from ragpulse.collector.readers import loads
+from ragpulse.collector.extract.readers import loads
 from ragpulse.record import Span
 
 Role = Literal["system", "user", "assistant", "tool"]

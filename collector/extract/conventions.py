@@ -1,6 +1,6 @@
 """One table: which attributes and events say what, per instrumentation.
 
-Extraction (collector/extract.py) asks two things of a span: its role (pipeline,
+Extraction (collector/extract/records.py) asks two things of a span: its role (pipeline,
 retriever, reranker, llm, agent) and a field (the question, the documents, the
 answer, the model...). Both are answered from this table, in order: the first rule
 that matches gives the role, the first reader that finds a value gives the field.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragpulse import semconv as sc
-from ragpulse.collector.readers import (
+from ragpulse.collector.extract.readers import (
     Read,
     attr_int,
     attr_messages,

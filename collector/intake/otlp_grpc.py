@@ -1,6 +1,6 @@
 """OTLP/gRPC receiver: ``TraceService/Export`` and ``LogsService/Export``.
 
-The same rules as the OTLP/HTTP receiver (:mod:`ragpulse.collector.receiver`), in
+The same rules as the OTLP/HTTP receiver (:mod:`ragpulse.collector.intake.otlp_http`), in
 gRPC status codes: UNAUTHENTICATED without the bearer token (``authorization``
 metadata), RESOURCE_EXHAUSTED over the size limit, INVALID_ARGUMENT for bodies
 that do not decode, UNAVAILABLE with a ``google.rpc.RetryInfo`` when the collector
@@ -11,7 +11,7 @@ Every refusal is counted under the same ``ragpulse_dropped_total`` reasons.
 Two choices make the counting exact:
 
 * grpc's own decompression is turned off (``grpc.per_message_decompression``):
-  messages arrive as sent and :class:`ragpulse.collector.otlp.BodyReader` inflates
+  messages arrive as sent and :class:`ragpulse.collector.intake.otlp.BodyReader` inflates
   them, bounded, exactly as HTTP bodies are, so a gzip bomb stops at the limit
   and a broken gzip stream is counted as ``malformed_body``.
 * grpc's own size limit is twice ours, so a message over our limit reaches
@@ -40,8 +40,8 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ragpulse.collector import otlp
-from ragpulse.collector.receiver import (
+from ragpulse.collector.intake import otlp
+from ragpulse.collector.intake.otlp_http import (
     Ingest,
     IngestLogs,
     Overloaded,
@@ -49,7 +49,7 @@ from ragpulse.collector.receiver import (
     accept_traces,
     refuse_nothing,
 )
-from ragpulse.collector.source import Source
+from ragpulse.collector.intake.source import Source
 from ragpulse.errors import CollectorFull, DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.telemetry import (
     DROP_MALFORMED,

@@ -37,7 +37,8 @@ from pydantic import ValidationError
 
 from ragpulse import semconv as sc
 from ragpulse.backend_client import Credentials
-from ragpulse.collector.backends.common import (
+from ragpulse.collector.extract.readers import loads
+from ragpulse.collector.stored.common import (
     Page,
     Reader,
     TraceRef,
@@ -45,7 +46,6 @@ from ragpulse.collector.backends.common import (
     halving,
     iso,
 )
-from ragpulse.collector.readers import loads
 from ragpulse.config import StoredTracesSettings
 from ragpulse.errors import BackendError, ConfigError
 from ragpulse.record import AttributeValue, Span, SpanStatus

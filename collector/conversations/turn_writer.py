@@ -1,10 +1,10 @@
 """The replica's side of the Kafka turn topic: every exported turn of a conversation, and
 every conversation record exported, written to ``kafka.conversation_topic`` keyed by
-conversation id (see :mod:`ragpulse.collector.turn_messages`).
+conversation id (see :mod:`ragpulse.collector.conversations.turn_messages`).
 
 A span topic is keyed by trace id, so one conversation's turns reach different replicas;
 re-keyed by conversation id, they meet again in the one member of the conversation group
-that owns their partition (:mod:`ragpulse.collector.turn_consumer`).
+that owns their partition (:mod:`ragpulse.collector.conversations.turn_consumer`).
 
 It is a sink: the pipeline hands it each export of a turn record (the first, then each
 costly tier's update) and each conversation record, after the other sinks. ``export``
@@ -26,9 +26,9 @@ from typing import Any
 from kafka import KafkaProducer
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ragpulse.collector.conversations import END_MARKER, kept_documents, summarize
-from ragpulse.collector.offsets import PartitionOffsets
-from ragpulse.collector.turn_messages import ClosedMessage, TurnMessage, encode
+from ragpulse.collector.conversations.stage import END_MARKER, kept_documents, summarize
+from ragpulse.collector.conversations.turn_messages import ClosedMessage, TurnMessage, encode
+from ragpulse.collector.intake.offsets import PartitionOffsets
 from ragpulse.config import KafkaSettings
 from ragpulse.exporters.base import Sink
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord

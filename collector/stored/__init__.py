@@ -1,9 +1,9 @@
-"""Traces that teams already store in a tracing tool, read back and scored.
+"""Stored traces: what teams already keep in a tracing tool, read back and scored.
 
 ``ragpulse eval --from phoenix://HOST:PORT/PROJECT`` (or ``mlflow://HOST:PORT/ID``,
 ``langfuse://HOST:PORT``) reads the traces of a time window once
-(:mod:`~ragpulse.collector.backends.backfill`); ``ragpulse serve --source phoenix``
-follows new ones (:mod:`~ragpulse.collector.backends.follow`). One module per tool maps
+(:mod:`~ragpulse.collector.stored.backfill`); ``ragpulse serve --source phoenix``
+follows new ones (:mod:`~ragpulse.collector.stored.follow`). One module per tool maps
 its API and span shape to ragpulse spans (:mod:`.phoenix`, :mod:`.mlflow`,
 :mod:`.langfuse`); :mod:`.common` holds what they share. From there on a stored trace
 takes the live path: assembly, extraction, sampling, evaluation and every sink, the
@@ -17,7 +17,7 @@ import threading
 import httpx
 
 from ragpulse.backend_client import BackendClient, BackendUrl, Credentials
-from ragpulse.collector.backends.common import (
+from ragpulse.collector.stored.common import (
     Reader,
     SourceMetrics,
     parse_backend_url,
@@ -37,14 +37,14 @@ __all__ = [
 def credentials(url: BackendUrl, settings: StoredTracesSettings) -> Credentials:
     """The tool's credentials from ``stored_traces`` or its own environment variables."""
     if url.tool == "phoenix":
-        from ragpulse.collector.backends import phoenix
+        from ragpulse.collector.stored import phoenix
 
         return phoenix.credentials(settings)
     if url.tool == "mlflow":
-        from ragpulse.collector.backends import mlflow
+        from ragpulse.collector.stored import mlflow
 
         return mlflow.credentials(settings)
-    from ragpulse.collector.backends import langfuse
+    from ragpulse.collector.stored import langfuse
 
     return langfuse.credentials(settings)
 
@@ -62,13 +62,13 @@ def open_reader(
         url, settings, credentials(url, settings), metrics, transport=transport, stop=stop
     )
     if url.tool == "phoenix":
-        from ragpulse.collector.backends.phoenix import PhoenixReader
+        from ragpulse.collector.stored.phoenix import PhoenixReader
 
         return PhoenixReader(client)
     if url.tool == "mlflow":
-        from ragpulse.collector.backends.mlflow import MlflowReader
+        from ragpulse.collector.stored.mlflow import MlflowReader
 
         return MlflowReader(client)
-    from ragpulse.collector.backends.langfuse import LangfuseReader
+    from ragpulse.collector.stored.langfuse import LangfuseReader
 
     return LangfuseReader(client)

@@ -27,8 +27,8 @@ from typing import Protocol
 
 from aiohttp import web
 
-from ragpulse.collector import otlp
-from ragpulse.collector.source import Source
+from ragpulse.collector.intake import otlp
+from ragpulse.collector.intake.source import Source
 from ragpulse.errors import CollectorFull, DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.record import LogEvent, Span
 from ragpulse.telemetry import (

@@ -20,7 +20,7 @@ With Kafka (``source: kafka``), a conversation's turns pass through different re
 the pipeline writes them to the conversation topic instead of keeping them here, and the
 member of the conversation group that owns their partition feeds them to its stage with
 :meth:`ConversationStage.add_turn`, rebuilding conversations read again after a restart
-with :meth:`ConversationStage.restore` (see :mod:`ragpulse.collector.turn_consumer`).
+with :meth:`ConversationStage.restore` (see :mod:`ragpulse.collector.conversations.turn_consumer`).
 
 State is bounded: at most ``conversations.max_open`` conversations (open and kept closed;
 past it the least recently active one is closed early, ``evicted``), at most
@@ -30,7 +30,7 @@ Costly conversation metrics (the judges) never hold the ticker: a closed convers
 sampled for the judge (its rate drawn from the conversation id, priority rules) is
 exported with its cheap results and ``ragpulse.pending``, and the judge's results follow
 as an update of the same record from a worker of their own
-(:mod:`ragpulse.collector.conversation_tiers`). A stage that was not started (an offline
+(:mod:`ragpulse.collector.conversations.tiers`). A stage that was not started (an offline
 run, a test driving ``tick``) judges inline instead: one export with every result.
 """
 
@@ -47,15 +47,15 @@ from functools import partial
 from typing import Any, Literal
 
 from ragpulse import semconv as sc
-from ragpulse.collector.conversation_tiers import (
+from ragpulse.collector.conversations.tiers import (
     ConversationJob,
     CostlyConversations,
     evaluate,
     loaded,
     tier_attributes,
 )
-from ragpulse.collector.history import joined_history, standalone
-from ragpulse.collector.sampling import SamplingPolicy
+from ragpulse.collector.evaluate.sampling import SamplingPolicy
+from ragpulse.collector.extract.history import joined_history, standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluators.base import ConversationEvaluator, Tier
 from ragpulse.plugin_context import PluginContext

@@ -2,12 +2,12 @@
 GenAI, OpenLLMetry or OpenLIT instrumentation (LlamaIndex, LangChain, LangGraph,
 Haystack, openai-v2, Pydantic AI, the OpenAI Agents SDK, ...).
 
-What each attribute or event means is in one table (collector/conventions.py); this
+What each attribute or event means is in one table (collector/extract/conventions.py); this
 module only walks the trace: which spans make a record, and of which shape.
 
 A record is rooted at a ragpulse pipeline span, else at the top-most CHAIN or AGENT
 span above a retriever, a model call or a tool call, else (no chain) at the trace root.
-A root is an *agent turn* (collector/agent_turns.py) when it is an agent
+A root is an *agent turn* (collector/extract/agent_turns.py) when it is an agent
 (``invoke_agent``, OpenInference AGENT) with model calls, or when its model calls used
 tools; otherwise it is a RAG record when it holds a retriever: a retrieval, then a
 generation (or a retrieval alone, with no answer). A trace with neither shape is
@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ragpulse import semconv as sc
-from ragpulse.collector import agent_turns
-from ragpulse.collector.conventions import read
-from ragpulse.collector.history import place
-from ragpulse.collector.messages import MessageCache
-from ragpulse.collector.spans import (
+from ragpulse.collector.extract import agent_turns
+from ragpulse.collector.extract.conventions import read
+from ragpulse.collector.extract.history import place
+from ragpulse.collector.extract.messages import MessageCache
+from ragpulse.collector.extract.spans import (
     TraceTree,
     answer_text,
     documents,

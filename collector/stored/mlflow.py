@@ -4,7 +4,7 @@
 experiment's traces by ``trace.timestamp_ms`` (the root span's start), at most 500 per
 page, paged by a token; ``GET /api/3.0/mlflow/traces/batchGet`` returns whole traces
 with their spans as OTLP protobuf JSON (base64 ids). Those go through the OTLP
-receiver's decoder (:mod:`ragpulse.collector.otlp`); the trace's tags stand in for the
+receiver's decoder (:mod:`ragpulse.collector.intake.otlp`); the trace's tags stand in for the
 resource (MLflow keeps resource attributes such as ``service.name`` as tags).
 
 MLflow's own span shape is mapped here, once, to OpenInference: ``mlflow.spanType``
@@ -33,8 +33,8 @@ import httpx
 
 from ragpulse import semconv as sc
 from ragpulse.backend_client import BackendClient, Credentials, PageTooLarge
-from ragpulse.collector import otlp
-from ragpulse.collector.backends.common import (
+from ragpulse.collector.intake import otlp
+from ragpulse.collector.stored.common import (
     Page,
     Reader,
     SourceMetrics,

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from ragpulse.collector.assembly import Ack
+from ragpulse.collector.assembly.assembler import Ack
 from ragpulse.record import Span
 
 

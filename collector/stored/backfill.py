@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ragpulse.collector.backends.common import Reader, TraceRef
 from ragpulse.collector.service import Collector
+from ragpulse.collector.stored.common import Reader, TraceRef
 from ragpulse.errors import CollectorFull
 from ragpulse.record import Span
 

@@ -5,7 +5,7 @@
 filtered by span start time (``start_time`` inclusive, ``end_time`` exclusive), by trace
 id and by parent (``parent_id=null``: root spans), newest row first, paged by an opaque
 cursor (``limit`` at most 1000). The spans are decoded by the OTLP receiver's decoder
-(:mod:`ragpulse.collector.otlp`); the project stands in for the resource Phoenix does
+(:mod:`ragpulse.collector.intake.otlp`); the project stands in for the resource Phoenix does
 not keep, as ``service.name`` and ``openinference.project.name``.
 
 Rows come newest first in the order Phoenix inserted them, so follow mode stops paging
@@ -23,8 +23,8 @@ from urllib.parse import quote
 
 from ragpulse import semconv as sc
 from ragpulse.backend_client import BackendClient, Credentials
-from ragpulse.collector import otlp
-from ragpulse.collector.backends.common import (
+from ragpulse.collector.intake import otlp
+from ragpulse.collector.stored.common import (
     Page,
     Reader,
     SourceMetrics,

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from ragpulse import semconv as sc
-from ragpulse.collector.assembly import Assembler
+from ragpulse.collector.assembly.assembler import Assembler
 from ragpulse.record import AttributeValue, EvalResult, Span
 from ragpulse.signals import feedback_score
 from ragpulse.telemetry import CollectorMetrics

@@ -27,7 +27,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from prometheus_client import CollectorRegistry, Counter
 
-from ragpulse.collector import otlp
+from ragpulse.collector.intake import otlp
 from ragpulse.config import KafkaSettings
 from ragpulse.errors import DecodeError
 

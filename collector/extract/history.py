@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ragpulse import semconv as sc
-from ragpulse.collector.messages import Message, Turn, parse_items
-from ragpulse.collector.readers import loads
+from ragpulse.collector.extract.messages import Message, Turn, parse_items
+from ragpulse.collector.extract.readers import loads
 from ragpulse.config import ConversationSettings
 from ragpulse.record import AttributeValue, HistoryMessage, Span
 from ragpulse.tool_results import passages

@@ -2,7 +2,7 @@
 
 When a conversation closes, its stage scores the cheap conversation metrics at once and
 exports the record. When the conversation is sampled for a costly tier
-(:meth:`~ragpulse.collector.sampling.SamplingPolicy.conversation_reason`: the tier's rate
+(:meth:`~ragpulse.collector.evaluate.sampling.SamplingPolicy.conversation_reason`: the tier's rate
 drawn from the conversation id, and priority rules), that first export says so
 (``ragpulse.pending: ["judge"]``, ``ragpulse.sampled.judge``) and the record joins this
 worker's bounded queue. The tier's results follow as an update of the same conversation

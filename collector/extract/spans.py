@@ -1,8 +1,8 @@
 """Reading one trace: its span tree, and the fields its spans carry.
 
-What extraction of a RAG record (collector/extract.py) and of an agent turn
-(collector/agent_turns.py) both read: the tree (children, ancestors, roles), texts and
-documents through the conventions table (collector/conventions.py), and the attributes
+What extraction of a RAG record (collector/extract/records.py) and of an agent turn
+(collector/extract/agent_turns.py) both read: the tree (children, ancestors, roles), texts and
+documents through the conventions table (collector/extract/conventions.py), and the attributes
 every record carries (route, session ids, project).
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ragpulse import semconv as sc
-from ragpulse.collector.conventions import Field, read, role_of
-from ragpulse.collector.readers import RawDocument, loads
+from ragpulse.collector.extract.conventions import Field, read, role_of
+from ragpulse.collector.extract.readers import RawDocument, loads
 from ragpulse.record import AttributeValue, Document, Span
 
 PASS_THROUGH = (sc.SESSION_ID, sc.USER_ID, sc.GEN_AI_CONVERSATION_ID, sc.RAGPULSE_TRUNCATED,

@@ -3,7 +3,7 @@
 Every ``ragpulse serve --source kafka`` is a member of two groups: the span group (its
 traces, keyed by trace id) and the conversation group (``kafka.conversation_group``), which
 reads ``kafka.conversation_topic``, keyed by conversation id (written by
-:mod:`ragpulse.collector.turn_writer`): the member owning a conversation's partition holds
+:mod:`.turn_writer`): the member owning a conversation's partition holds
 all of its turns, closes it and exports its record. The span group commits as soon as a
 trace's turns are written; only this group waits for conversations.
 
@@ -34,16 +34,16 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from ragpulse.collector.conversations import ConversationStage
-from ragpulse.collector.kafka_source import ConsumerThread
-from ragpulse.collector.turn_messages import (
+from ragpulse.collector.conversations.stage import ConversationStage
+from ragpulse.collector.conversations.turn_messages import (
     CaughtUpMessage,
     ClosedMessage,
     TurnMessage,
     decode,
     encode,
 )
-from ragpulse.collector.turn_writer import TurnTopicMetrics
+from ragpulse.collector.conversations.turn_writer import TurnTopicMetrics
+from ragpulse.collector.intake.kafka import ConsumerThread
 from ragpulse.config import KafkaSettings
 from ragpulse.errors import DecodeError
 

@@ -1,4 +1,4 @@
-"""Small readers that the conventions table (ragpulse/collector/conventions.py) is built from.
+"""Small readers that the conventions table (:mod:`.conventions`) is built from.
 
 Each factory returns a ``Read``: a function of one span giving a value or None. They
 decode the shapes instrumentations write: plain text, JSON text (``{"query": ...}``),

@@ -37,10 +37,10 @@ from functools import partial
 from pathlib import Path
 
 from ragpulse.backend_client import BackendUrl
-from ragpulse.collector.assembly import Ack
-from ragpulse.collector.backends import open_reader, parse_backend_url
-from ragpulse.collector.backends.common import Reader, SourceMetrics
-from ragpulse.collector.source import Intake, Source
+from ragpulse.collector.assembly.assembler import Ack
+from ragpulse.collector.intake.source import Intake, Source
+from ragpulse.collector.stored import open_reader, parse_backend_url
+from ragpulse.collector.stored.common import Reader, SourceMetrics
 from ragpulse.config import Settings
 from ragpulse.disk_cache import cache_root, digest
 from ragpulse.errors import BackendError, CollectorFull, ConfigError

@@ -2,7 +2,7 @@
 Collector's Kafka exporter writes (``otlp_proto`` or ``otlp_json``).
 
 At-least-once: offsets are committed manually, per partition, up to the low
-watermark of finished messages (see :mod:`ragpulse.collector.offsets`). A
+watermark of finished messages (see :mod:`ragpulse.collector.intake.offsets`). A
 message is finished when every trace it fed has been exported, or dropped and
 counted. A crash re-reads from the last commit; the commit metadata records
 how far this member had read, so re-read messages are counted as
@@ -28,10 +28,10 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ragpulse.collector import otlp
-from ragpulse.collector.assembly import Ack
-from ragpulse.collector.offsets import PartitionOffsets
-from ragpulse.collector.source import Intake, Source
+from ragpulse.collector.assembly.assembler import Ack
+from ragpulse.collector.intake import otlp
+from ragpulse.collector.intake.offsets import PartitionOffsets
+from ragpulse.collector.intake.source import Intake, Source
 from ragpulse.config import KafkaSettings
 from ragpulse.errors import CollectorFull, DecodeError
 from ragpulse.telemetry import CollectorMetrics
