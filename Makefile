@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo test lint typecheck layers installed docs bench install clean prometheus chromium backends
+.PHONY: demo check test lint typecheck layers installed docs bench install clean prometheus chromium backends
 
 # pip's notices about package folders that this machine's pip configuration names and
 # lacks ("WARNING: Location ... is ignored") are left out; every other line pip prints,
@@ -49,10 +49,17 @@ install: $(STAMP)
 demo: $(DEMO_STAMP)
 	@$(BIN)/ragpulse demo $(DEMO_ARGS)
 
-test: $(STAMP) prometheus chromium typecheck layers backends docs
+# The inner loop, a few minutes: lint, types, layers and the unit tests, which start no
+# server of anyone else's (no Kafka, Phoenix, MLflow, Prometheus, Chromium or llama.cpp).
+check: $(STAMP) typecheck layers
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+# The outer loop: make check, then the documentation build and every test that starts a
+# real server (tests/live, tests/docs), with the tools those tests need installed first.
+test: check prometheus chromium backends docs
+	$(BIN)/python -m pytest -q tests/live tests/docs $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml, docs/) into build/site (git-ignored). --strict turns
 # every warning into a failure: a broken link or anchor, a page missing from the nav, a
