@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ragpulse.errors import deprecated
 from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
 from ragpulse.record import ConversationRecord, Direction, EvalResult, RagRecord
@@ -41,18 +40,6 @@ class Tier(StrEnum):
     CHEAP = "cheap"  # lexical / rules: microseconds, all traffic
     MODEL = "model"  # local CPU models, on a sample
     JUDGE = "judge"  # LLM judges, on a budgeted sample
-
-
-class _Name(str):
-    """An evaluator's ``metric/method`` name. Calling it (``cls.name``, the form of earlier
-    releases) still works, with a deprecation warning."""
-
-    def __call__(self) -> str:
-        deprecated(f"Evaluator.name() is deprecated: read the attribute Evaluator.name ({self})")
-        return str(self)
-
-
-_LEGACY_HOOKS = {"_score": "score", "_score_batch": "score_batch"}
 
 
 class Evaluator(ABC):
@@ -112,18 +99,10 @@ class Evaluator(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for old, new in _LEGACY_HOOKS.items():
-            if old in cls.__dict__ and new not in cls.__dict__:
-                deprecated(
-                    f"{cls.__module__}.{cls.__qualname__}.{old} is deprecated: name it {new} "
-                    f"(ragpulse.evaluators.base.Evaluator.{new})",
-                    stacklevel=2,
-                )
-                setattr(cls, new, cls.__dict__[old])
         metric, method = getattr(cls, "metric", None), getattr(cls, "method", None)
         if metric is None or method is None:
             return  # a base for others (JudgeEvaluator, LexicalEvaluator, ...)
-        cls.name = _Name(f"{metric}/{method}")
+        cls.name = f"{metric}/{method}"
         if cls.score is Evaluator.score and cls.score_batch is Evaluator.score_batch:
             raise TypeError(
                 f"{cls.__qualname__} ({cls.name}) must implement score(record) or "

@@ -29,7 +29,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.function_loader import is_spec
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP
-from ragpulse.suggestions import did_you_mean as did_you_mean  # re-exported: its old home
+from ragpulse.suggestions import did_you_mean
 
 log = logging.getLogger(__name__)
 

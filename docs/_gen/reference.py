@@ -37,8 +37,7 @@ from ragpulse import plugins
 from ragpulse.cli import build_parser
 from ragpulse.config import Settings
 from ragpulse.plugin_context import PluginContext
-from ragpulse.settings_env import env_name, nested_name, submodel
-from ragpulse.settings_moved import DEPRECATED_KEYS
+from ragpulse.settings_env import env_name, submodel
 from ragpulse.telemetry import CollectorMetrics
 
 GENERATED = (
@@ -198,30 +197,7 @@ def settings_page() -> str:
         "(`evaluation.options.<metric/method>`, `sinks.<name>`) are listed with each "
         "plug-in in the [metric catalogue](metrics.md#sinks).\n\n"
     )
-    return intro + "\n".join(settings_sections(Settings)) + "\n" + deprecated_section()
-
-
-def deprecated_section() -> str:
-    """The keys of earlier releases that still read (ragpulse.settings_moved)."""
-    rows = [
-        "## Deprecated keys\n",
-        "Keys of earlier releases that still read, in the file, the environment and as "
-        "flags: each is moved to its new place, with a deprecation message naming the new "
-        "key (`ragpulse config check` lists them as notes, `ragpulse config show` shows the "
-        "new key and where the old one was given). Where a source gives both, the new key "
-        "wins. A section moves key by key (`<key>` below stands for each of its keys).\n",
-        "| old key | old variable | new key | new variable |",
-        "|---|---|---|---|",
-    ]
-    for old, new in DEPRECATED_KEYS.items():
-        if new.startswith("sinks.") and new.count(".") == 1:  # a section: key by key
-            old_var, new_var = nested_name(old) + "__<KEY>", nested_name(new) + "__<KEY>"
-            old, new = old + ".<key>", new + ".<key>"
-        else:
-            old_var, new_var = nested_name(old), env_name(new)
-        now = f"`{new_var}`" if new_var != old_var else f"`{new_var}` (the flag's name: unchanged)"
-        rows.append(f"| `{old}` | `{old_var}` | `{new}` | {now} |")
-    return "\n".join(rows) + "\n"
+    return intro + "\n".join(settings_sections(Settings)) + "\n"
 
 
 # -- CLI --------------------------------------------------------------------------------

@@ -4,11 +4,7 @@ and every settings key. ``tests/docs/test_snapshots.py`` holds them to the files
 ``python tests/support/snapshots.py`` and committing the diff.
 
 Settings keys are listed with their environment variable and default; plug-in options
-under ``evaluation.options.<metric/method>.<option>`` and ``sinks.<name>.<option>``; then
-the keys of earlier releases that still read (``deprecated: old -> new``).
-``settings_keys.txt`` is every key as it was before the sinks took their settings (issue
-34), never rewritten here: the test holds each of its keys to a key now or to a deprecated
-alias of one (:data:`ragpulse.settings_moved.DEPRECATED_KEYS`) with the same default.
+under ``evaluation.options.<metric/method>.<option>`` and ``sinks.<name>.<option>``.
 """
 
 from __future__ import annotations
@@ -108,42 +104,22 @@ def _keys(model: type[BaseModel], prefix: str, env: bool) -> Iterator[str]:
 
 
 def settings_keys() -> str:
-    """Every settings key: the sections, then each plug-in's options, then the deprecated
-    aliases."""
+    """Every settings key: the sections, then each plug-in's options."""
     from ragpulse import plugins
     from ragpulse.config import Settings
-    from ragpulse.settings_moved import DEPRECATED_KEYS
 
     lines = list(_keys(Settings, "", env=True))
     for name, cls in sorted(plugins.evaluator_classes().items()):
         lines += _keys(cls.Options, f"evaluation.options.{name}.", env=False)
     for name, sink in sorted(plugins.sink_classes().items()):
         lines += _keys(sink.Options, f"sinks.{name}.", env=False)
-    lines += [f"deprecated: {old} -> {new}" for old, new in DEPRECATED_KEYS.items()]
     return "\n".join(lines) + "\n"
 
-
-def parse_keys(text: str) -> dict[str, tuple[str, str]]:
-    """A settings-keys snapshot as {key: (default, variable or "")} (aliases left out)."""
-    keys = {}
-    for line in text.splitlines():
-        if not line or line.startswith("deprecated: "):
-            continue
-        key, rest = line.split("  = ", 1)
-        default, _, variable = rest.rpartition("  ")
-        if not variable.startswith("RAGPULSE_"):
-            default, variable = rest, ""
-        keys[key] = (default, variable)
-    return keys
-
-
-BEFORE_THE_MOVE = "settings_keys.txt"
-"""Every settings key before the sinks took their settings: read, never rewritten."""
 
 SNAPSHOT_FILES = {
     "metrics.txt": metrics_text,
     "help.txt": help_texts,
-    "settings_keys_now.txt": settings_keys,
+    "settings_keys.txt": settings_keys,
 }
 
 
