@@ -363,6 +363,12 @@ class TurnSummary(BaseModel):
     tool_calls: int = 0
 
 
+ClosedBy = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
+"""Why a conversation closed: idle past ``conversations.idle_s``, an explicit end marker,
+the end of an offline run, evicted past ``conversations.max_open``, or the collector's
+shutdown."""
+
+
 class ConversationRecord(BaseModel):
     """A conversation (chat session) with its turns: what conversation evaluators score.
 
@@ -378,7 +384,7 @@ class ConversationRecord(BaseModel):
     route: str | None = None
     turns: list[TurnSummary] = Field(default_factory=list)
     revision: int = 1
-    closed_by: Literal["idle", "end", "end_of_run", "evicted", "shutdown"] = "idle"
+    closed_by: ClosedBy = "idle"
     start_time_ns: int = 0
     end_time_ns: int = 0
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
