@@ -126,8 +126,10 @@ class EvaluatorBase(ABC):
             )
         missing = unimplemented(cls)
         if missing:
-            batches = "score" in missing and cls.score_batch is not Evaluator.score_batch
-            hint = " (it scores batches: subclass BatchEvaluator)" if batches else ""
+            batches = issubclass(cls, Evaluator) and cls.score_batch is not Evaluator.score_batch
+            hint = ""
+            if batches and "score" in missing:
+                hint = " (it scores batches: subclass BatchEvaluator)"
             raise TypeError(
                 f"{cls.__qualname__} ({cls.name}) must implement {', '.join(missing)}{hint}"
             )
