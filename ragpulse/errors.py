@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 
+__all__ = ["ConfigError", "ModelUnavailable", "RagpulseError"]
+"""What a plug-in or an app meets; the rest are the collector's own."""
+
 
 class RagpulseError(Exception):
     """Base of all ragpulse errors."""

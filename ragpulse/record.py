@@ -11,6 +11,26 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "AttributeValue",
+    "ClosedBy",
+    "ConversationRecord",
+    "Direction",
+    "Document",
+    "DocumentSource",
+    "EvalResult",
+    "EvaluatedRecord",
+    "HistoryMessage",
+    "LogEvent",
+    "RagRecord",
+    "Reference",
+    "Span",
+    "SpanEvent",
+    "SpanStatus",
+    "ToolCall",
+    "TurnSummary",
+]
+
 AttributeValue = str | bool | int | float | list[Any] | dict[str, Any] | None
 
 
@@ -124,6 +144,8 @@ class ToolCall(BaseModel):
 
 
 class SpanStatus(StrEnum):
+    """A span's status code, as OTLP gives it."""
+
     UNSET = "unset"
     OK = "ok"
     ERROR = "error"
