@@ -19,7 +19,7 @@ from ragpulse.collector.intake.otlp_http import OtlpHttpReceiver
 from ragpulse.collector.intake.source import Source
 from ragpulse.config import BACKEND_SOURCES, Settings
 from ragpulse.errors import CollectorFull, PortUnavailable
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.log_redaction import RedactingFilter, install_log_redaction, remove_log_redaction
 from ragpulse.plugin_context import PluginContext
@@ -59,7 +59,7 @@ class Collector:
         self,
         settings: Settings,
         *,
-        evaluators: Sequence[Evaluator] | None = None,
+        evaluators: Sequence[AnyEvaluator] | None = None,
         sinks: Sequence[Sink] | None = None,
         extra_sinks: Sequence[Sink] = (),
         registry: CollectorRegistry | None = None,

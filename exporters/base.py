@@ -10,6 +10,8 @@ from ragpulse.config import Settings
 from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 
+__all__ = ["Sink"]
+
 
 class Sink(ABC):
     """Receives every evaluated record; the words are OpenTelemetry's ``SpanExporter``'s:

@@ -23,7 +23,6 @@ from typing import Any, TextIO
 
 from pydantic import Field
 
-from ragpulse import moved
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
@@ -109,8 +108,3 @@ class JsonlSink(Sink):
         with self._lock:
             if self._owned and not self._file.closed:
                 self._file.close()
-
-
-def __getattr__(name: str) -> Any:
-    """The results format's names of earlier releases (now :mod:`ragpulse.results`)."""
-    return moved.moved_name(__name__, name)

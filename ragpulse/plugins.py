@@ -24,12 +24,12 @@ from ragpulse import function_evaluator, plugin_index
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.disk_cache import cached, digest
 from ragpulse.errors import ConfigError, OptionsError
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator, Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.function_loader import is_spec
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP
-from ragpulse.suggestions import did_you_mean as did_you_mean  # re-exported: its old home
+from ragpulse.suggestions import did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +43,25 @@ class _Broken(Exception):
     pass
 
 
-_BASES: dict[str, type] = {EVALUATOR_GROUP: Evaluator, SINK_GROUP: Sink}
+CONTRACTS: dict[str, tuple[type, ...]] = {
+    EVALUATOR_GROUP: (Evaluator, ConversationEvaluator),
+    SINK_GROUP: (Sink,),
+}
+"""Entry-point group -> the contracts its plug-ins implement (checked when one loads)."""
 
 
 @cache
 def _load(group: str, name: str) -> type:
     """Import one entry point and check its type; _Broken says why it cannot be used."""
-    ep, base = _entry_points(group)[name], _BASES[group]
+    ep, contracts = _entry_points(group)[name], CONTRACTS[group]
     try:
         cls = ep.load()
     except Exception as exc:
         raise _Broken(f"{ep.value} failed to import: {type(exc).__name__}: {exc}") from exc
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise ConfigError(f"entry point {name!r} -> {ep.value} is not a {base.__name__}")
-    if issubclass(cls, Evaluator) and cls.name != name:
+    if not (isinstance(cls, type) and issubclass(cls, contracts)):
+        wanted = " or ".join(contract.__name__ for contract in contracts)
+        raise ConfigError(f"entry point {name!r} -> {ep.value} is not a {wanted}")
+    if issubclass(cls, Evaluator | ConversationEvaluator) and cls.name != name:
         raise ConfigError(f"entry point {name!r} loads {cls.name!r}: names must agree")
     if issubclass(cls, Sink) and cls.name != name:
         raise ConfigError(f"entry point {name!r} loads a sink named {cls.name!r}: names must agree")
@@ -95,16 +100,16 @@ def evaluator_names() -> list[str]:
     return sorted(_entry_points(EVALUATOR_GROUP))
 
 
-def evaluator_class(name: str) -> type[Evaluator]:
+def evaluator_class(name: str) -> type[AnyEvaluator]:
     """A registered ``metric/method``, or a ``module:function`` under ``@ragpulse.evaluator``."""
     if is_spec(name):
         return function_evaluator.load(name)
-    return cast(type[Evaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
+    return cast(type[AnyEvaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
 
 
-def evaluator_classes() -> dict[str, type[Evaluator]]:
+def evaluator_classes() -> dict[str, type[AnyEvaluator]]:
     """All importable evaluators by ``metric/method`` name (imports every one)."""
-    return cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, evaluator_names()))
+    return cast(dict[str, type[AnyEvaluator]], _classes(EVALUATOR_GROUP, evaluator_names()))
 
 
 def sink_class(name: str) -> type[Sink]:
@@ -123,25 +128,25 @@ def _own(name: str) -> bool:
 class OwnDefault:
     """What choosing the defaults needs of one of ragpulse's own evaluators, read from its
     class: whether it is ``default_enabled``, and whether it is a judge whose availability
-    and configuration :class:`JudgeEvaluator` decides (for all of them at once)."""
+    and configuration :class:`JudgeBase` decides (for all of them at once)."""
 
     enabled: bool
     judge: bool
 
 
 def _read_own_defaults() -> dict[str, OwnDefault]:
-    from ragpulse.evaluators.judge.base import JudgeEvaluator
+    from ragpulse.evaluators.judge.base import JudgeBase
 
-    def judge(cls: type[Evaluator]) -> bool:
+    def judge(cls: type[AnyEvaluator]) -> bool:
         return (
-            issubclass(cls, JudgeEvaluator)
-            and cls.missing.__func__ is JudgeEvaluator.missing.__func__  # type: ignore[attr-defined]
-            and cls.unconfigured.__func__ is JudgeEvaluator.unconfigured.__func__  # type: ignore[attr-defined]
+            issubclass(cls, JudgeBase)
+            and cls.missing.__func__ is JudgeBase.missing.__func__  # type: ignore[attr-defined]
+            and cls.unconfigured.__func__ is JudgeBase.unconfigured.__func__  # type: ignore[attr-defined]
         )
 
     found = {}
     for name, cls in _classes(EVALUATOR_GROUP, [n for n in evaluator_names() if _own(n)]).items():
-        evaluator = cast(type[Evaluator], cls)
+        evaluator = cast(type[AnyEvaluator], cls)
         found[name] = OwnDefault(evaluator.default_enabled, judge(evaluator))
     return found
 
@@ -175,14 +180,14 @@ def _defaults(names: Iterable[str], settings: EvaluationSettings, off: Off) -> l
     candidates = [n for n in names if not _own(n) or (n in own and own[n].enabled)]
     judges = [n for n in candidates if _own(n) and n in own and own[n].judge]
     if judges:  # decided for all of them by their base class, none of them imported
-        from ragpulse.evaluators.judge.base import JudgeEvaluator
+        from ragpulse.evaluators.judge.base import JudgeBase
 
-        if JudgeEvaluator.missing() is not None:  # no openai client: left out, as below
+        if JudgeBase.missing() is not None:  # no openai client: left out, as below
             candidates = [n for n in candidates if n not in judges]
-        elif why := JudgeEvaluator.unconfigured(settings):
+        elif why := JudgeBase.unconfigured(settings):
             off.setdefault(why, []).extend(judges)
             candidates = [n for n in candidates if n not in judges]
-    classes = cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, candidates))
+    classes = cast(dict[str, type[AnyEvaluator]], _classes(EVALUATOR_GROUP, candidates))
     for name, cls in classes.items():
         if not cls.default_enabled or cls.missing() is not None:
             continue
@@ -216,7 +221,7 @@ def metric_names() -> list[str]:
 def _runnable(names: Iterable[str], settings: EvaluationSettings) -> tuple[list[str], list[str]]:
     """(the names that can run here and are configured, why each other one cannot)."""
     ready, why = [], []
-    for name, cls in cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, names)).items():
+    for name, cls in cast(dict[str, type[AnyEvaluator]], _classes(EVALUATOR_GROUP, names)).items():
         reason = cls.missing() or cls.unconfigured(settings)
         if reason:
             why.append(f"{name}: {reason}")
@@ -284,7 +289,7 @@ def load_evaluators(
     settings: EvaluationSettings | None = None,
     *,
     say_off: bool = True,
-) -> list[Evaluator]:
+) -> list[AnyEvaluator]:
     """Instantiate the selection with ``settings.options[name]`` (validated ``Options``);
     ``say_off``: as :func:`resolve_evaluator_names` (false where the caller says it)."""
     settings = settings or EvaluationSettings()

@@ -11,6 +11,26 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "AttributeValue",
+    "ClosedBy",
+    "ConversationRecord",
+    "Direction",
+    "Document",
+    "DocumentSource",
+    "EvalResult",
+    "EvaluatedRecord",
+    "HistoryMessage",
+    "LogEvent",
+    "RagRecord",
+    "Reference",
+    "Span",
+    "SpanEvent",
+    "SpanStatus",
+    "ToolCall",
+    "TurnSummary",
+]
+
 AttributeValue = str | bool | int | float | list[Any] | dict[str, Any] | None
 
 
@@ -124,6 +144,8 @@ class ToolCall(BaseModel):
 
 
 class SpanStatus(StrEnum):
+    """A span's status code, as OTLP gives it."""
+
     UNSET = "unset"
     OK = "ok"
     ERROR = "error"
@@ -363,6 +385,12 @@ class TurnSummary(BaseModel):
     tool_calls: int = 0
 
 
+ClosedBy = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
+"""Why a conversation closed: idle past ``conversations.idle_s``, an explicit end marker,
+the end of an offline run, evicted past ``conversations.max_open``, or the collector's
+shutdown."""
+
+
 class ConversationRecord(BaseModel):
     """A conversation (chat session) with its turns: what conversation evaluators score.
 
@@ -378,7 +406,7 @@ class ConversationRecord(BaseModel):
     route: str | None = None
     turns: list[TurnSummary] = Field(default_factory=list)
     revision: int = 1
-    closed_by: Literal["idle", "end", "end_of_run", "evicted", "shutdown"] = "idle"
+    closed_by: ClosedBy = "idle"
     start_time_ns: int = 0
     end_time_ns: int = 0
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)

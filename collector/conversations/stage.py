@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 from ragpulse import semconv as sc
 from ragpulse.collector.conversations.tiers import (
@@ -57,10 +57,12 @@ from ragpulse.collector.conversations.tiers import (
 from ragpulse.collector.evaluate.sampling import SamplingPolicy
 from ragpulse.collector.extract.history import joined_history, standalone
 from ragpulse.config import ConversationSettings
+from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator, Tier
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import (
     AttributeValue,
+    ClosedBy,
     ConversationRecord,
     Direction,
     Document,
@@ -83,7 +85,6 @@ KEPT_DOCUMENT_CHARS = 1_000
 NUMBERED_KEPT = 10_000
 """Turns remembered as numbered on arrival (a turn is exported within seconds of that)."""
 
-Closed = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
 Export = Callable[[ConversationRecord, list[EvalResult]], None]
 
 
@@ -353,7 +354,7 @@ class ConversationStage:
         """Keep a turn. A turn kept already gains the results it did not have; a repeat (a
         redelivered trace) changes nothing, so it neither resumes nor revises a closed
         conversation."""
-        closing: list[tuple[_Conversation, Closed]] = []
+        closing: list[tuple[_Conversation, ClosedBy]] = []
         key = _key(new)
         with self._lock:
             if self._pending_order.pop(key, None) is not None:
@@ -387,10 +388,10 @@ class ConversationStage:
         for conversation, why in closing:
             self._close(conversation, why)
 
-    def _over_bound(self) -> list[tuple[_Conversation, Closed]]:
+    def _over_bound(self) -> list[tuple[_Conversation, ClosedBy]]:
         """Conversations past ``max_open``, least recently active first: an open one is
         closed early (evicted), a kept closed one forgotten. Called with the lock held."""
-        out: list[tuple[_Conversation, Closed]] = []
+        out: list[tuple[_Conversation, ClosedBy]] = []
         while len(self._held) > self.settings.max_open:
             _, oldest = self._held.popitem(last=False)
             if oldest.closed_at is None:
@@ -425,7 +426,7 @@ class ConversationStage:
         for conversation in closing:
             self._close(conversation, "idle")
 
-    def close_all(self, why: Closed) -> None:
+    def close_all(self, why: ClosedBy) -> None:
         """Close every open conversation now (the end of an offline run, a shutdown)."""
         with self._lock:
             open_ = [h for h in self._held.values() if h.closed_at is None]
@@ -463,7 +464,7 @@ class ConversationStage:
         what the record says and nothing more: the record alone can rebuild it.
         """
         keys = {(t.trace_id, t.span_id) for t in record.turns}
-        closing: list[tuple[_Conversation, Closed]] = []
+        closing: list[tuple[_Conversation, ClosedBy]] = []
         with self._lock:
             now = self._clock()
             held = self._held.get(record.conversation_id)
@@ -499,7 +500,7 @@ class ConversationStage:
             self._close(conversation, why)
         return covered
 
-    def _close(self, conversation: _Conversation, why: Closed) -> None:
+    def _close(self, conversation: _Conversation, why: ClosedBy) -> None:
         with self._lock:
             turns = [t.summary() for t in conversation.ordered()]
             if conversation.closed_at is None:
@@ -564,9 +565,11 @@ class ConversationStage:
     # -- the ticker -----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the ticker, and the costly metrics' workers (they load their evaluators)."""
+        """Load the cheap metrics; start the ticker, and the costly metrics' workers (they
+        load their evaluators)."""
         if self._thread is None:
             self._stop.clear()
+            self._cheap = load_evaluators_safely(self._cheap, self._context)
             for costly in self._costly.values():
                 costly.start()
             self._started = True
@@ -575,7 +578,7 @@ class ConversationStage:
             )
             self._thread.start()
 
-    def stop(self, close: Closed | None = "shutdown", deadline: float | None = None) -> None:
+    def stop(self, close: ClosedBy | None = "shutdown", deadline: float | None = None) -> None:
         """Stop the ticker; close what is open (``close``: why; None leaves it open); let
         the costly metrics judge what is queued until ``deadline`` (``time.monotonic()``;
         default 5 s from now), the rest skipped (shutdown)."""

@@ -74,8 +74,7 @@ def loaded(
     """The evaluators ready to score: those loaded already, and the others loaded now
     (the ones that cannot run are left out, logged and counted)."""
     ready = [e for e in evaluators if e.context is not None]
-    fresh = load_evaluators_safely([e for e in evaluators if e.context is None], context)
-    return [*ready, *(e for e in fresh if isinstance(e, ConversationEvaluator))]
+    return [*ready, *load_evaluators_safely([e for e in evaluators if e.context is None], context)]
 
 
 class CostlyConversations:

@@ -47,7 +47,7 @@ from ragpulse.collector.evaluate.tier_stage import TierStage
 from ragpulse.collector.extract.records import extract_records
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
-from ragpulse.evaluators.base import ConversationEvaluator, Evaluator, Tier
+from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator, Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import AttributeValue, ConversationRecord, EvalResult, RagRecord
@@ -188,7 +188,7 @@ class Pipeline:
 
     def __init__(
         self,
-        evaluators: Sequence[Evaluator],
+        evaluators: Sequence[AnyEvaluator],
         sinks: Sequence[Sink],
         metrics: CollectorMetrics,
         settings: EvaluationSettings | None = None,
@@ -202,12 +202,10 @@ class Pipeline:
         self._settings = s = settings or EvaluationSettings()
         self._local_conversations = local_conversations
         self.evaluators = list(evaluators)
-        self.cheap = [e for e in evaluators if e.tier == Tier.CHEAP]
-        # Turn records' costly tiers; the conversation stage runs the conversation metrics.
-        self.by_tier = {
-            t: [e for e in evaluators if e.tier == t and not isinstance(e, ConversationEvaluator)]
-            for t in self.COSTLY_TIERS
-        }
+        # Turn records' tiers; the conversation stage runs the conversation metrics.
+        turns = [e for e in evaluators if isinstance(e, Evaluator)]
+        self.cheap = [e for e in turns if e.tier == Tier.CHEAP]
+        self.by_tier = {t: [e for e in turns if e.tier == t] for t in self.COSTLY_TIERS}
         self.sinks = list(sinks)
         self._metrics = metrics
         # What the evaluators load with (settings, shared models and judge clients).

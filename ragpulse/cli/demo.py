@@ -32,7 +32,7 @@ import ragpulse
 
 if TYPE_CHECKING:
     from ragpulse.collector.service import Collector
-    from ragpulse.evaluators.base import Evaluator
+    from ragpulse.evaluators.base import AnyEvaluator
     from ragpulse.exporters.memory import InMemorySink
 
 DRAIN_BOUND_S = 60.0
@@ -85,7 +85,7 @@ class _Traffic:
             self.stop.wait(1.0 / self.rate)
 
 
-def _tier_line(evaluators: Sequence[Evaluator], judge_on: bool) -> str:
+def _tier_line(evaluators: Sequence[AnyEvaluator], judge_on: bool) -> str:
     from ragpulse.evaluators.base import Tier
 
     by_tier: dict[Tier, list[str]] = defaultdict(list)
@@ -104,7 +104,7 @@ def _tier_line(evaluators: Sequence[Evaluator], judge_on: bool) -> str:
 
 
 def _table(
-    sink: InMemorySink, evaluators: Sequence[Evaluator], traffic: _Traffic, status: str
+    sink: InMemorySink, evaluators: Sequence[AnyEvaluator], traffic: _Traffic, status: str
 ) -> Group:
     items = sink.items
     scores: dict[str, list[float]] = defaultdict(list)
@@ -293,7 +293,7 @@ def _run(
 def _drain(
     collector: Collector,
     sink: InMemorySink,
-    evaluators: Sequence[Evaluator],
+    evaluators: Sequence[AnyEvaluator],
     traffic: _Traffic,
     live: Live,
 ) -> bool:

@@ -26,7 +26,7 @@ from ragpulse.collector.conversations.stage import ConversationStage
 from ragpulse.collector.extract.history import joined_history, standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import evaluate_records
-from ragpulse.evaluators.base import ConversationEvaluator, Evaluator
+from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator
 from ragpulse.record import (
     ConversationRecord,
     Document,
@@ -44,7 +44,7 @@ class OfflineConversations:
     def __init__(
         self,
         settings: ConversationSettings,
-        evaluators: Sequence[Evaluator],
+        evaluators: Sequence[AnyEvaluator],
         redactor: Redactor | None = None,
     ) -> None:
         self.settings = settings
@@ -79,7 +79,7 @@ class OfflineConversations:
         return new
 
     def evaluate(
-        self, records: Sequence[RagRecord], evaluators: Sequence[Evaluator]
+        self, records: Sequence[RagRecord], evaluators: Sequence[AnyEvaluator]
     ) -> tuple[list[RagRecord], list[list[EvalResult]]]:
         """Score ``records`` (in file order) as :func:`evaluate_records` does, each turn
         of a conversation after the turns before it: (the records as scored, numbered and

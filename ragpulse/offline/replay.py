@@ -57,7 +57,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragpulse import semconv as sc
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.offline.calls import (
     answer_of,
     documents_of,
@@ -517,7 +517,7 @@ async def _replay_async(
 
 
 def score(
-    rows: Sequence[ReplayRow], evaluators: Sequence[Evaluator], batch_size: int = BATCH_SIZE
+    rows: Sequence[ReplayRow], evaluators: Sequence[AnyEvaluator], batch_size: int = BATCH_SIZE
 ) -> None:
     """Score every replayed record, and the recorded record where a result is missing."""
     from ragpulse.evaluation import evaluate_records

@@ -38,7 +38,7 @@ from ragpulse import semconv as sc
 from ragpulse.collector.extract.history import standalone
 from ragpulse.config import AgentSettings, ConversationSettings
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.offline.agent_rows import (
     AgentTurn,
@@ -482,7 +482,7 @@ class SummarySink(Sink):
 
 def score_rows(
     parsed: Sequence[ParsedLine],
-    evaluators: Sequence[Evaluator],
+    evaluators: Sequence[AnyEvaluator],
     summary: Summary,
     redactor: Redactor | None = None,
     agents: AgentSettings | None = None,

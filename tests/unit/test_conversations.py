@@ -231,3 +231,20 @@ def test_ids_empty_or_in_langchain_metadata() -> None:
         spans = [make_span(t, "chain", {**base, **attrs}, span_id=root), retriever]
         [record], _ = extract_records(spans)
         assert record.conversation_id == expected
+
+
+def test_every_method_of_a_metric_with_several_is_ranked() -> None:
+    """A conversation metric reads each turn's result of a metric from the most informed
+    method (``turn_results.METHOD_ORDER``): a registered method missing from the ranking
+    would silently rank last."""
+    from ragpulse.evaluators.turn_results import METHOD_ORDER
+    from ragpulse.plugins import evaluator_names
+
+    methods: dict[str, set[str]] = {}
+    for name in evaluator_names():
+        metric, method = name.split("/")
+        methods.setdefault(metric, set()).add(method)
+    several = {m for ms in methods.values() if len(ms) > 1 for m in ms}
+    assert several, "no metric has several methods: the registry was not read"
+    assert not several - set(METHOD_ORDER), "rank these in evaluators/turn_results.py"
+    assert len(set(METHOD_ORDER)) == len(METHOD_ORDER)

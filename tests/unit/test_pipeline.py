@@ -19,7 +19,7 @@ from ragpulse.config import (
     TierSettings,
 )
 from ragpulse.errors import ModelUnavailable
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, Evaluator, Tier
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.memory import InMemorySink
@@ -99,7 +99,7 @@ def test_worker_thread_and_skipped_traces() -> None:
     )
 
 
-class SlowModel(Evaluator):
+class SlowModel(BatchEvaluator):
     """A model-tier evaluator stand-in: the pipeline's staging is what is tested."""
 
     metric, method = "slow", "model"
@@ -172,7 +172,7 @@ def test_model_that_cannot_load_is_disabled_and_records_still_flow() -> None:
     )
 
 
-class Gated(Evaluator):
+class Gated(BatchEvaluator):
     """A model-tier stand-in whose load or batches wait for the test to let them go."""
 
     metric, method = "gated", "model"
