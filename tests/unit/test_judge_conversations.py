@@ -44,7 +44,6 @@ from ragpulse.exporters.memory import InMemorySink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import resolve_evaluator_names
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord, TurnSummary
-from ragpulse.telemetry import CollectorMetrics
 
 JUDGES: tuple[type[ConversationJudge], ...] = (
     JudgeConversationCompleteness,

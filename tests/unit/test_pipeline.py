@@ -68,7 +68,9 @@ def test_failures_are_isolated_and_counted() -> None:
     for a in acks:
         a.hold()
         a.seal()
-    pipeline = Pipeline([Exploding(), LexicalFaithfulness()], Exports([BrokenSink(), memory], metrics), metrics)
+    pipeline = Pipeline(
+        [Exploding(), LexicalFaithfulness()], Exports([BrokenSink(), memory], metrics), metrics
+    )
     pipeline.process([trace("fine?", acks[0]), trace("boom?", acks[1])])
     by_q = {i.record.question: i.results for i in memory.items}
     assert by_q["fine?"][0].score == 0.5
@@ -126,7 +128,9 @@ def run_pipeline(model: Evaluator, n: int, **tier: float) -> tuple[InMemorySink,
     """``n`` records through the cheap tier and ``model``; ``tier``: ``evaluation.model``."""
     metrics, memory = CollectorMetrics(), InMemorySink()
     settings = EvaluationSettings(model=ModelTierSettings(**tier))  # type: ignore[arg-type]
-    pipeline = Pipeline([LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace(f"q{i}?") for i in range(n)])
     assert pipeline.wait_idle(10)
@@ -219,7 +223,9 @@ def test_a_tier_nothing_can_reach_never_loads() -> None:
         model=ModelTierSettings(rate=0.0), sampling=SamplingSettings(priorities=[])
     )
     metrics, memory = CollectorMetrics(), InMemorySink()
-    pipeline = Pipeline([LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace("a?"), errored("b?")])
     assert pipeline.wait_idle(10)
@@ -234,7 +240,9 @@ def test_a_tier_only_priority_rules_reach_loads_on_the_first_record() -> None:
     settings = EvaluationSettings(
         model=ModelTierSettings(rate=0.0), max_wait_s=0.01
     )  # error -> model
-    pipeline = Pipeline([LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace("fine?")])
     assert pipeline.wait_idle(10)
@@ -275,7 +283,9 @@ def test_records_wait_for_a_busy_model_tier_at_most_their_deadline() -> None:
     settings = EvaluationSettings(
         model=ModelTierSettings(rate=1.0, batch_size=1, max_delay_s=0.05), max_wait_s=0.01
     )
-    pipeline = Pipeline([LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace(f"q{i}?") for i in range(5)])
     # One record is in the stuck batch; the four queued behind it go out without it.
