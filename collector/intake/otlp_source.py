@@ -31,7 +31,8 @@ class OtlpOptions(PluginOptions):
 
 
 class OtlpSource(Source):
-    """The OTLP/HTTP receiver, and the OTLP/gRPC one unless its port is 0."""
+    """``otlp_http``: the OTLP/HTTP receiver, and the OTLP/gRPC one unless its port is 0;
+    options: the receivers' top-level keys (``host``, ``otlp_http_port``, ...)."""
 
     name = "otlp_http"
     Options = OtlpOptions
