@@ -603,9 +603,9 @@ class Settings(_Section):
 
         known = sorted(plugin_index.group(plugin_index.SOURCE_GROUP))
         if value not in known:
+            listed = f"{', '.join(known[:-1])} or {known[-1]}" if len(known) > 1 else "".join(known)
             raise ValueError(
-                f"unknown source {value!r}{did_you_mean(value, known)}; "
-                f"registered: {', '.join(known) or 'none'}"
+                f"should be a registered source{did_you_mean(value, known)}: {listed or 'none'}"
             )
         return value
 
