@@ -101,6 +101,11 @@ class Sink(ABC):
         tier's results only, as turn records' updates do. Default: nothing, for sinks
         that keep turn records only."""
 
+    def start(self) -> None:  # noqa: B027 - optional hook, most sinks run no thread
+        """Start what delivers in the background (threads), before the first export: the
+        collector calls it with its other parts; a sink that starts its threads in
+        ``__init__`` instead would run them before the collector does."""
+
     def force_flush(self, timeout_s: float | None = None) -> bool:
         """Send what is buffered; True when it all went within ``timeout_s``. Sinks that
         write as they go (a file, a registry) have nothing to send."""

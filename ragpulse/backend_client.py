@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 from prometheus_client import Counter
@@ -42,7 +42,8 @@ class RequestMetrics(Protocol):
 
 M = TypeVar("M", bound=RequestMetrics)
 
-Tool = Literal["phoenix", "mlflow", "langfuse"]
+Tool = str
+"""A tracing tool, by the name of its registered source (``ragpulse.sources``)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 
 from ragpulse.errors import ConfigError
 from ragpulse.options import PluginOptions
@@ -421,19 +421,16 @@ BOOTSTRAP_TIMEOUT_MS = 5000
 """How long a Kafka client waits for the broker per attempt, and backs off at most."""
 
 
-BACKEND_SOURCES = ("phoenix", "mlflow", "langfuse")
-"""Tracing tools whose stored traces ragpulse reads (``source`` values, ``--from`` schemes)."""
-
-
 class StoredTracesSettings(_Section):
     """Reading the traces a tracing tool already stores: ``ragpulse eval --from URL`` once,
-    ``ragpulse serve --source phoenix|mlflow|langfuse`` following new ones."""
+    ``ragpulse serve --source <tool>`` following new ones (the registered tools, with the
+    shape of each one's URL, are listed by ``ragpulse serve --help``)."""
 
     url: str | None = Field(
         None,
-        description="phoenix://HOST:PORT/PROJECT, mlflow://HOST:PORT/EXPERIMENT_ID or "
-        "langfuse://HOST:PORT (phoenix+https://... and so on for TLS). Credentials never go "
-        "in the URL: see api_key, username/password, public_key/secret_key.",
+        description="The tool's URL, TOOL://HOST:PORT/... in the shape ragpulse serve --help "
+        "gives for each tool under --source-url (TOOL+https://... for TLS). Credentials never "
+        "go in the URL: see api_key, username/password, public_key/secret_key.",
     )
     poll_s: float = Field(5.0, gt=0, description="Follow mode: how often new traces are read.")
     overlap_s: float = Field(
@@ -532,10 +529,11 @@ class Settings(_Section):
     """Everything ``ragpulse serve`` needs: the defaults and what is given; the file and
     the environment are read by :func:`load_settings`."""
 
-    source: Literal["otlp_http", "kafka", "phoenix", "mlflow", "langfuse"] = Field(
+    source: str = Field(
         "otlp_http",
         description="Where spans come from: the OTLP/HTTP receiver, Kafka, or the traces a "
         "tracing tool stores (stored_traces.url).",
+        json_schema_extra={"registry": "ragpulse.sources"},
     )
     host: str = "127.0.0.1"
     otlp_http_port: int = Field(4318, ge=0, le=65535)
@@ -569,6 +567,27 @@ class Settings(_Section):
         description="Options per sink, by entry-point name (built-in or third-party); naming a "
         "sink enables it, {enabled: false} turns one off. Validated by the sink's Options.",
     )
+    sources: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Options of a third-party source, by entry-point name, validated by the "
+        "source's Options; ragpulse's own sources read theirs where they are (the receivers' "
+        "keys above, kafka, stored_traces).",
+    )
+
+    @field_validator("source")
+    @classmethod
+    def _registered_source(cls, value: str) -> str:
+        """A source registered under ``ragpulse.sources`` (its class is not imported here)."""
+        from ragpulse import plugin_index
+        from ragpulse.suggestions import did_you_mean
+
+        known = sorted(plugin_index.group(plugin_index.SOURCE_GROUP))
+        if value not in known:
+            listed = f"{', '.join(known[:-1])} or {known[-1]}" if len(known) > 1 else "".join(known)
+            raise ValueError(
+                f"should be a registered source{did_you_mean(value, known)}: {listed or 'none'}"
+            )
+        return value
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -1,7 +1,7 @@
-"""Find evaluators and sinks through entry points; import only what a run uses.
+"""Find evaluators, sinks and trace sources through entry points; import only what a run uses.
 
-Third-party packages add their own under the ``ragpulse.evaluators`` and
-``ragpulse.sinks`` entry-point groups; ragpulse's own are registered the same way
+Third-party packages add their own under the ``ragpulse.evaluators``, ``ragpulse.sinks``
+and ``ragpulse.sources`` entry-point groups; ragpulse's own are registered the same way
 in pyproject.toml (one line each). Entry points are listed without importing
 them: a run that names ``faithfulness/lexical`` imports that module only, so a
 short ``ragpulse eval`` does not pay for the judge client or the model stack.
@@ -28,7 +28,8 @@ from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator, Evalua
 from ragpulse.exporters.base import Sink
 from ragpulse.function_loader import is_spec
 from ragpulse.plugin_context import PluginContext
-from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP
+from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP, SOURCE_GROUP
+from ragpulse.source import Source, SourceContext
 from ragpulse.suggestions import did_you_mean
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class _Broken(Exception):
 CONTRACTS: dict[str, tuple[type, ...]] = {
     EVALUATOR_GROUP: (Evaluator, ConversationEvaluator),
     SINK_GROUP: (Sink,),
+    SOURCE_GROUP: (Source,),
 }
 """Entry-point group -> the contracts its plug-ins implement (checked when one loads)."""
 
@@ -63,8 +65,11 @@ def _load(group: str, name: str) -> type:
         raise ConfigError(f"entry point {name!r} -> {ep.value} is not a {wanted}")
     if issubclass(cls, Evaluator | ConversationEvaluator) and cls.name != name:
         raise ConfigError(f"entry point {name!r} loads {cls.name!r}: names must agree")
-    if issubclass(cls, Sink) and cls.name != name:
-        raise ConfigError(f"entry point {name!r} loads a sink named {cls.name!r}: names must agree")
+    if issubclass(cls, Sink | Source) and cls.name != name:
+        kind = "sink" if issubclass(cls, Sink) else "source"
+        raise ConfigError(
+            f"entry point {name!r} loads a {kind} named {cls.name!r}: names must agree"
+        )
     return cls
 
 
@@ -83,7 +88,9 @@ def _one(group: str, name: str, kind: str) -> type:
     """One plug-in by name: unknown or broken is a ConfigError that lists the registered ones."""
     if name not in _entry_points(group):
         known = sorted(_entry_points(group))
-        hint = did_you_mean(name, known if "/" in name or group == SINK_GROUP else metric_names())
+        hint = did_you_mean(
+            name, known if "/" in name or group != EVALUATOR_GROUP else metric_names()
+        )
         if group == EVALUATOR_GROUP:  # 50-odd names: the closest, and where to see them all
             listed = f"`ragpulse metrics` lists the {len(known)} registered ones"
         else:
@@ -118,6 +125,20 @@ def sink_class(name: str) -> type[Sink]:
 
 def sink_classes() -> dict[str, type[Sink]]:
     return cast(dict[str, type[Sink]], _classes(SINK_GROUP, sorted(_entry_points(SINK_GROUP))))
+
+
+def source_names() -> list[str]:
+    """Every registered source (nothing imported): what ``--source`` and the ``source``
+    setting take."""
+    return sorted(_entry_points(SOURCE_GROUP))
+
+
+def source_class(name: str) -> type[Source]:
+    return cast(type[Source], _one(SOURCE_GROUP, name, "source"))
+
+
+def source_classes() -> dict[str, type[Source]]:
+    return cast(dict[str, type[Source]], _classes(SOURCE_GROUP, source_names()))
 
 
 def _own(name: str) -> bool:
@@ -319,6 +340,12 @@ def build_sinks(context: PluginContext) -> list[Sink]:
     return sinks
 
 
+def build_source(context: SourceContext) -> Source:
+    """The source ``context.settings.source`` names, built with its validated options."""
+    cls = source_class(context.settings.source)
+    return cls.create(cls.options_from(context.settings), context)
+
+
 def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]]:
     """(setting path, what is wrong, hint) for every plug-in option, sink and evaluator
     name in ``settings`` that cannot work; imports only the plug-ins named there."""
@@ -331,7 +358,7 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
             problems.extend(((*path, *key), what, hint) for key, what, hint in exc.problems)
         except ConfigError as exc:
             # The path names the plug-in already: "evaluator faithfulness/lexical: " goes.
-            what = re.sub(r"^(evaluator|sink) \S+: ", "", str(exc))
+            what = re.sub(r"^(evaluator|sink|source) \S+: ", "", str(exc))
             problems.append((path, what, ""))
 
     for name, raw in settings.evaluation.options.items():
@@ -344,6 +371,13 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
             problems.append((("sinks", name, "enabled"), "must be true or false", ""))
             continue
         check(("sinks", name), partial(lambda n: sink_class(n).options_from(settings), name))
+    for name in settings.sources:
+        check(("sources", name), partial(lambda n: source_class(n).options_from(settings), name))
+    if settings.source not in settings.sources:  # a built-in source's own keys, or none
+        check(
+            ("sources", settings.source),
+            lambda: source_class(settings.source).options_from(settings),
+        )
     for item in settings.evaluation.evaluators or ():
         check(
             ("evaluation", "evaluators"),

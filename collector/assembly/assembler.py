@@ -34,6 +34,7 @@ from ragpulse import semconv
 from ragpulse.config import AssemblySettings
 from ragpulse.errors import CollectorFull
 from ragpulse.record import AttributeValue, LogEvent, Span, SpanEvent
+from ragpulse.source import Ack
 from ragpulse.telemetry import (
     DROP_LATE_SPAN,
     DROP_LOG_LATE,
@@ -56,49 +57,6 @@ class _Traced(Protocol):
 
 
 _T = TypeVar("_T", bound=_Traced)
-
-
-class Ack:
-    """Acknowledgement of one source batch, fired once every trace it fed is finished.
-
-    The assembler ``hold``s it once per trace the batch touched and ``seal``s it
-    after intake; each finished (evaluated, exported or dropped) trace releases
-    its holds. The HTTP source needs none; the Kafka source commits offsets from it.
-    """
-
-    __slots__ = ("_done", "_lock", "_on_done", "_pending", "_sealed", "source")
-
-    def __init__(self, on_done: Callable[[], None] | None = None, source: object = None) -> None:
-        self._on_done = on_done
-        self.source = source  # where the batch came from, e.g. a Kafka TopicPartition
-        self._pending = 0
-        self._sealed = False
-        self._done = False
-        self._lock = threading.Lock()
-
-    def hold(self) -> None:
-        with self._lock:
-            self._pending += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._pending -= 1
-            fire = self._sealed and self._pending <= 0 and not self._done
-            self._done = self._done or fire
-        if fire and self._on_done:
-            self._on_done()
-
-    def seal(self) -> None:
-        with self._lock:
-            self._sealed = True
-            fire = self._pending <= 0 and not self._done
-            self._done = self._done or fire
-        if fire and self._on_done:
-            self._on_done()
-
-    @property
-    def done(self) -> bool:
-        return self._done
 
 
 @dataclass
@@ -138,20 +96,31 @@ def is_local_root(span: Span) -> bool:
     return span.is_root or span.attributes.get(semconv.RAGPULSE_ROLE) == semconv.ROLE_PIPELINE
 
 
+class Backlog(Protocol):
+    """Where completed traces wait after assembly (the evaluation queue)."""
+
+    @property
+    def backlog_bytes(self) -> int:
+        """OTLP bytes of the completed traces not yet evaluated."""
+        ...
+
+
 class Assembler:
-    """Thread-safe: ``add`` is called from intake, ``pop_complete`` from a ticker."""
+    """Thread-safe: ``add`` is called from intake, ``pop_complete`` from a ticker.
+    ``held_elsewhere``: the completed traces' backlog, counted against ``max_held_bytes``
+    with the open traces."""
 
     def __init__(
         self,
         settings: AssemblySettings,
         metrics: CollectorMetrics,
         clock: Callable[[], float] = time.monotonic,
-        held_elsewhere: Callable[[], int] = lambda: 0,
+        held_elsewhere: Backlog | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        self._held_elsewhere = held_elsewhere  # bytes of completed traces not yet evaluated
+        self._held_elsewhere = held_elsewhere
         self._bytes = 0.0  # OTLP bytes of the open traces
         self._admitted = False  # adding an admitted request now (under the lock)
         # Open traces, least recently added to first: the quiet ones are a prefix.
@@ -218,7 +187,7 @@ class Assembler:
         takes the usage past the soft bound by at most its own size.
         """
         s = self._settings
-        held = self._bytes + self._held_elsewhere()
+        held = self._bytes + (self._held_elsewhere.backlog_bytes if self._held_elsewhere else 0)
         opens = any(i.trace_id not in self._open and i.trace_id not in self._closed for i in items)
         bound = None
         if held >= s.max_held_bytes:

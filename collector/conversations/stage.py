@@ -17,10 +17,11 @@ carried none (apps traced by ragpulse's decorators): their questions and answers
 their documents as evidence (``conversations.join_turns`` turns, bounded).
 
 With Kafka (``source: kafka``), a conversation's turns pass through different replicas:
-the pipeline writes them to the conversation topic instead of keeping them here, and the
-member of the conversation group that owns their partition feeds them to its stage with
-:meth:`ConversationStage.add_turn`, rebuilding conversations read again after a restart
-with :meth:`ConversationStage.restore` (see :mod:`ragpulse.collector.conversations.turn_consumer`).
+the source routes them (:meth:`ConversationStage.hold_elsewhere`) to the conversation
+topic instead of this stage keeping them, and the member of the conversation group that
+owns their partition feeds them to its stage with :meth:`ConversationStage.add_turn`,
+rebuilding conversations read again after a restart with
+:meth:`ConversationStage.restore` (see :mod:`ragpulse.collector.conversations.turn_consumer`).
 
 State is bounded: at most ``conversations.max_open`` conversations (open and kept closed;
 past it the least recently active one is closed early, ``evicted``), at most
@@ -56,6 +57,7 @@ from ragpulse.collector.conversations.tiers import (
 )
 from ragpulse.collector.evaluate.sampling import SamplingPolicy
 from ragpulse.collector.extract.history import joined_history, standalone
+from ragpulse.collector.lifecycle import Deadline
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator, Tier
@@ -71,6 +73,7 @@ from ragpulse.record import (
     RagRecord,
     TurnSummary,
 )
+from ragpulse.source import TurnRoute
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -189,10 +192,13 @@ def kept_documents(record: RagRecord) -> list[str]:
 
 
 class ConversationStage:
-    """``sampler``, ``context`` and ``export_lock`` serve the costly conversation metrics:
-    which conversations they judge (default: the context's evaluation settings), what they
-    load with, and the lock every export of a conversation record is made under (the
-    pipeline's, so that a judge update and a later revision never cross)."""
+    """``export`` hands a conversation record to the sinks. ``sampler``, ``context`` and
+    ``export_lock`` serve the costly conversation metrics: which conversations they judge
+    (default: the context's evaluation settings), what they load with, and the lock every
+    export of a conversation record is made under (the sinks', so that a judge update and
+    a later revision never cross, and no sink is called by two threads at once)."""
+
+    name = "conversations"
 
     def __init__(
         self,
@@ -215,10 +221,11 @@ class ConversationStage:
         self._context = context if context is not None else PluginContext()
         self._sampler = sampler or SamplingPolicy(self._context.settings.evaluation)
         self._guard: AbstractContextManager[Any] = export_lock or threading.RLock()
+        self._elsewhere: TurnRoute | None = None  # where turns go when not held here (Kafka)
         self._cheap = [e for e in self.evaluators if e.tier == Tier.CHEAP]
         self._costly = {
             tier: CostlyConversations(
-                tier, evs, export, self._guard,
+                tier, evs, self._out, self._guard,
                 self._context.settings.evaluation.tier(
                     "model" if tier is Tier.MODEL else "judge"
                 ),
@@ -291,9 +298,28 @@ class ConversationStage:
             while len(self._pending_order) > NUMBERED_KEPT:
                 self._forget_pending(*self._pending_order.popitem(last=False))
 
-    def exported(self, record: RagRecord) -> None:
+    def hold_elsewhere(self, route: TurnRoute) -> None:
+        """From now on exported turns and conversation records go to ``route`` as well (the
+        Kafka turn topic, read by whoever holds the conversation), turns are not kept
+        here, and a stop leaves open conversations open (they are read again). Called
+        before the start."""
+        self._elsewhere = route
+
+    def turn_exported(
+        self, record: RagRecord, results: Sequence[EvalResult], *, first: bool
+    ) -> None:
+        """A turn went to the sinks (``first``: its first export, else an update): kept
+        here (:meth:`observe`), or routed to where its conversation is held."""
+        if self._elsewhere is None:
+            self.observe(record, results)
+            return
+        self._elsewhere.turn(record, results)
+        if first:
+            self._forget_prepared(record)
+
+    def _forget_prepared(self, record: RagRecord) -> None:
         """A prepared turn went out without :meth:`observe` (its conversation is held
-        elsewhere, on the Kafka turn topic): forget it here."""
+        elsewhere): forget it here."""
         key = (record.trace_id, record.span_id)
         with self._lock:
             cid = self._pending_order.pop(key, None)
@@ -546,7 +572,7 @@ class ConversationStage:
             record = record.model_copy(update={"attributes": {**record.attributes, **attributes}})
         with self._guard:
             try:
-                self._export(record, results)
+                self._out(record, results)
             except Exception:  # the sinks are guarded one by one; this guards the stage
                 log.exception("exporting conversation %s failed", conversation.conversation_id)
         if not sampled or not self._started:
@@ -561,6 +587,13 @@ class ConversationStage:
             refused = costly.offer(job)
             if refused is not None:
                 costly.skip(job, refused)
+
+    def _out(self, record: ConversationRecord, results: list[EvalResult]) -> None:
+        """A conversation record to the sinks, then to where conversations are held (its
+        state, for the next holder); called with the export lock held."""
+        self._export(record, results)
+        if self._elsewhere is not None:
+            self._elsewhere.conversation(record, results)
 
     # -- the ticker -----------------------------------------------------------------------
 
@@ -578,20 +611,25 @@ class ConversationStage:
             )
             self._thread.start()
 
-    def stop(self, close: ClosedBy | None = "shutdown", deadline: float | None = None) -> None:
-        """Stop the ticker; close what is open (``close``: why; None leaves it open); let
-        the costly metrics judge what is queued until ``deadline`` (``time.monotonic()``;
-        default 5 s from now), the rest skipped (shutdown)."""
+    def stop(
+        self, deadline: Deadline | None = None, *, close: ClosedBy | None = "shutdown"
+    ) -> None:
+        """Stop the ticker; close what is open (``close``: why; None, or conversations held
+        elsewhere, leaves it open); let the costly metrics judge what is queued until
+        ``deadline.drain`` (default 5 s from now), the rest skipped (shutdown)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
             self._thread = None
-        if close is not None:
+        if close is not None and self._elsewhere is None:
             self.close_all(close)
-        end = deadline if deadline is not None else time.monotonic() + 5.0
+        end = deadline.drain if deadline is not None else time.monotonic() + 5.0
         for costly in self._costly.values():
             costly.stop(end)
         self._started = False
+
+    def close(self) -> None:
+        pass
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Until the costly metrics have judged (or skipped) every closed conversation."""

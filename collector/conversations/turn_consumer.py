@@ -34,7 +34,6 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from ragpulse.collector.conversations.stage import ConversationStage
 from ragpulse.collector.conversations.turn_messages import (
     CaughtUpMessage,
     ClosedMessage,
@@ -43,9 +42,10 @@ from ragpulse.collector.conversations.turn_messages import (
     encode,
 )
 from ragpulse.collector.conversations.turn_writer import TurnTopicMetrics
-from ragpulse.collector.intake.kafka import ConsumerThread
+from ragpulse.collector.kafka_group import ConsumerThread
 from ragpulse.config import KafkaSettings
 from ragpulse.errors import DecodeError
+from ragpulse.source import ConversationHooks
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class TurnConsumer(ConsumerThread):
     def __init__(
         self,
         settings: KafkaSettings,
-        stage: ConversationStage,
+        stage: ConversationHooks,
         metrics: TurnTopicMetrics,
         consumer_factory: Callable[..., KafkaConsumer] = KafkaConsumer,
         producer_factory: Callable[..., KafkaProducer] = KafkaProducer,

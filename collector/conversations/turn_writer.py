@@ -6,10 +6,11 @@ A span topic is keyed by trace id, so one conversation's turns reach different r
 re-keyed by conversation id, they meet again in the one member of the conversation group
 that owns their partition (:mod:`ragpulse.collector.conversations.turn_consumer`).
 
-It is a sink: the pipeline hands it each export of a turn record (the first, then each
-costly tier's update) and each conversation record, after the other sinks. ``export``
-never waits for the broker: messages queue (bounded; past the bound dropped and counted)
-for a writer thread. The span intake asks :meth:`TurnWriter.delivered` before it commits:
+It is where the conversation stage routes turns when they are held elsewhere
+(:class:`~ragpulse.source.TurnRoute`): each export of a turn record (the first, then each
+costly tier's update) and each conversation record, after the sinks had it. Neither
+waits for the broker: messages queue (bounded; past the bound dropped and counted) for a
+writer thread. The span intake asks :meth:`TurnWriter.delivered` before it commits:
 a span offset is committed only once the turns of its traces are on the broker, so a
 SIGKILL loses none of them (at-least-once, as for the spans themselves).
 """
@@ -28,10 +29,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ragpulse.collector.conversations.stage import END_MARKER, kept_documents, summarize
 from ragpulse.collector.conversations.turn_messages import ClosedMessage, TurnMessage, encode
-from ragpulse.collector.intake.offsets import PartitionOffsets
+from ragpulse.collector.kafka_group import PartitionOffsets
 from ragpulse.config import KafkaSettings
-from ragpulse.exporters.base import Sink
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
+from ragpulse.source import ConversationHooks
 
 log = logging.getLogger(__name__)
 
@@ -91,22 +92,23 @@ class TurnTopicMetrics:
         )
 
 
-class TurnWriter(Sink):
-    name = "kafka_turns"
+class TurnWriter:
+    """Writes turns and conversation records to ``settings.turn_topic()`` (a
+    :class:`~ragpulse.source.TurnRoute`); ``conversations`` says which turns this replica
+    numbered on arrival (their holder numbers them)."""
 
     def __init__(
         self,
         settings: KafkaSettings,
         metrics: TurnTopicMetrics,
-        numbered_on_arrival: Callable[[str, str], bool] = lambda trace_id, span_id: False,
+        conversations: ConversationHooks,
         producer_factory: Callable[..., KafkaProducer] = KafkaProducer,
     ) -> None:
-        super().__init__()
         topic = settings.turn_topic()
         assert topic, "no conversation topic"
         self._settings, self._topic = settings, topic
         self._metrics = metrics
-        self._numbered_on_arrival = numbered_on_arrival
+        self._conversations = conversations
         self._producer_factory = producer_factory
         self._producer: KafkaProducer | None = None
         self._queue: deque[tuple[int, bytes, bytes]] = deque()
@@ -115,16 +117,19 @@ class TurnWriter(Sink):
         self._next_seq = 0
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="ragpulse-turns", daemon=True)
-        self._thread.start()
 
-    # -- what the pipeline hands over (under its lock, one call at a time) ------------------
+    def start(self) -> None:
+        if self._thread.ident is None:  # not started yet
+            self._thread.start()
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    # -- what the conversation stage hands over (one call at a time) ------------------------
+
+    def turn(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
         cid = record.conversation_id
         if not cid:
             return
         summary = summarize(record, results)
-        if self._numbered_on_arrival(record.trace_id, record.span_id):
+        if self._conversations.numbered_on_arrival(record.trace_id, record.span_id):
             summary = summary.model_copy(update={"turn": 0})  # the holder numbers it
         message = TurnMessage(
             conversation_id=cid,
@@ -136,9 +141,7 @@ class TurnWriter(Sink):
         )
         self._put(cid, encode(message))
 
-    def export_conversation(
-        self, conversation: ConversationRecord, results: Sequence[EvalResult]
-    ) -> None:
+    def conversation(self, conversation: ConversationRecord, results: Sequence[EvalResult]) -> None:
         message = ClosedMessage(conversation=conversation, closed_at_unix=time.time())
         self._put(conversation.conversation_id, encode(message))
 
@@ -222,15 +225,13 @@ class TurnWriter(Sink):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def force_flush(self, timeout_s: float | None = None) -> bool:
-        return self.delivered(10.0 if timeout_s is None else timeout_s)
-
-    def shutdown(self) -> None:
+    def close(self) -> None:
         """Write what is queued (bounded), then close the producer."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(10)
         self.delivered(5.0)
         if self._producer is not None:
             try:

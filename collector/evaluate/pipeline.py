@@ -25,6 +25,12 @@ record waits in a tier's queue at most its ``max_delay_s`` (``evaluation.model``
 Every trace is finished exactly once: all its records' results exported (or the
 trace skipped and counted); then its source acknowledgements are released, so a
 Kafka offset is committed only once the costly tiers are done with it too.
+
+The pipeline's threads (the cheap worker, the export-deadline thread, each costly tier's
+worker) are :meth:`Pipeline.parts` that the collector's lifecycle starts and stops with
+the rest; the sinks are one :class:`~ragpulse.collector.evaluate.exports.Exports`, shared
+with the conversation stage, which every turn export is also handed to
+(:class:`Conversations`).
 """
 
 from __future__ import annotations
@@ -36,21 +42,21 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ragpulse import semconv as sc
 from ragpulse.collector.assembly.assembler import CompletedTrace
-from ragpulse.collector.conversations.stage import ConversationStage
+from ragpulse.collector.evaluate.exports import Exports
 from ragpulse.collector.evaluate.feedback import feedback_result
 from ragpulse.collector.evaluate.sampling import SamplingPolicy, sampled_attributes
 from ragpulse.collector.evaluate.tier_stage import TierStage
 from ragpulse.collector.extract.records import extract_records
+from ragpulse.collector.lifecycle import Deadline, Lifecycle, Part
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
-from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator, Evaluator, Tier
-from ragpulse.exporters.base import Sink
+from ragpulse.evaluators.base import AnyEvaluator, Evaluator, Tier
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import AttributeValue, ConversationRecord, EvalResult, RagRecord
+from ragpulse.record import AttributeValue, EvalResult, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -129,12 +135,52 @@ def _take_batch(
     return batch, False
 
 
+class Conversations(Part, Protocol):
+    """The conversation stage, as the pipeline sees it (a part of the collector too)."""
+
+    def prepare(self, record: RagRecord) -> RagRecord:
+        """``record`` numbered in its conversation, with the earlier turns joined as its
+        history when its spans carried none (before the metrics read it)."""
+        ...
+
+    def turn_exported(
+        self, record: RagRecord, results: Sequence[EvalResult], *, first: bool
+    ) -> None:
+        """A turn went to the sinks (``first``: its first export; else an update)."""
+        ...
+
+
+class _NoConversations:
+    """No conversations are followed (a pipeline on its own, in tests)."""
+
+    name = "conversations"
+
+    def prepare(self, record: RagRecord) -> RagRecord:
+        return record
+
+    def turn_exported(
+        self, record: RagRecord, results: Sequence[EvalResult], *, first: bool
+    ) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, deadline: Deadline) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class _Holds:
     """Records waiting for their costly tiers, each until its export deadline.
 
     The delay is one setting, so deadlines come in order and a deque suffices. One
     daemon thread calls ``due`` for each record whose deadline passed.
     """
+
+    name = "export deadlines"
 
     def __init__(self, delay_s: float, due: Callable[[_Job], None]) -> None:
         self._delay_s, self._due = delay_s, due
@@ -152,12 +198,15 @@ class _Holds:
             if len(self._waiting) == 1:
                 self._cond.notify()
 
-    def stop(self) -> None:
+    def stop(self, deadline: Deadline) -> None:
         with self._cond:
             self._stopped = True
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join(5)
+
+    def close(self) -> None:
+        pass
 
     def _run(self) -> None:
         while True:
@@ -180,7 +229,7 @@ class _Holds:
 
 
 class Pipeline:
-    """Thread-safe ``submit``; worker threads do the rest."""
+    """Thread-safe ``submit``; worker threads (:meth:`parts`) do the rest."""
 
     COSTLY_TIERS = (Tier.MODEL, Tier.JUDGE)
     RECENT = 10_000  # exported records kept for late feedback
@@ -189,38 +238,37 @@ class Pipeline:
     def __init__(
         self,
         evaluators: Sequence[AnyEvaluator],
-        sinks: Sequence[Sink],
+        exports: Exports,
         metrics: CollectorMetrics,
         settings: EvaluationSettings | None = None,
         sampler: SamplingPolicy | None = None,
         context: PluginContext | None = None,
-        local_conversations: bool = True,
+        conversations: Conversations | None = None,
     ) -> None:
-        """``local_conversations`` False: turns reach :attr:`conversations` from elsewhere
-        (the Kafka turn topic, through a sink that writes them there), so an export does
-        not add them, and a stop leaves open conversations open (they are read again)."""
+        """``conversations``: the stage every turn goes through (numbered and joined before
+        it is evaluated, kept or routed after each export); None: no conversations."""
         self._settings = s = settings or EvaluationSettings()
-        self._local_conversations = local_conversations
         self.evaluators = list(evaluators)
         # Turn records' tiers; the conversation stage runs the conversation metrics.
         turns = [e for e in evaluators if isinstance(e, Evaluator)]
         self.cheap = [e for e in turns if e.tier == Tier.CHEAP]
         self.by_tier = {t: [e for e in turns if e.tier == t] for t in self.COSTLY_TIERS}
-        self.sinks = list(sinks)
+        self.exports = exports
+        self.conversations: Conversations = conversations or _NoConversations()
         self._metrics = metrics
         # What the evaluators load with (settings, shared models and judge clients).
         self.context = context or PluginContext(Settings(evaluation=s), metrics)
         self._sampler = sampler or SamplingPolicy(s)
         # Traces to evaluate, late updates to export, None = stop.
         self._queue: queue.Queue[CompletedTrace | _Job | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
         self._abandon = threading.Event()  # stop() gave up waiting for the cheap worker
         self._cheap_idle = threading.Event()  # the model tier runs only while this is set
         self._cheap_idle.set()
-        # Jobs change state and sinks are called under this lock: from the cheap worker,
-        # the tier workers and the deadline thread, one export at a time.
+        # Jobs change state under this lock: from the cheap worker, the tier workers and
+        # the deadline thread; their exports are made under it too (each job's in order).
         self._lock = threading.RLock()
         self._holds = _Holds(s.max_export_delay_s, self._deadline)
+        self._worker = _CheapWorker(self)
         # The record alone, not its results: a late update carries only the feedback's.
         self._recent: OrderedDict[str, RagRecord] = OrderedDict()
         self._sampled_counters: dict[tuple[Tier, str], Any] = {}  # labels() costs per call
@@ -237,22 +285,15 @@ class Pipeline:
                     "its models are not loaded",
                     tier.value,
                 )
-        self.conversations = ConversationStage(
-            self.context.settings.conversations,
-            [e for e in evaluators if isinstance(e, ConversationEvaluator)],
-            self._export_conversation,
-            metrics,
-            sampler=self._sampler,
-            context=self.context,
-            export_lock=self._lock,
-        )
         self._pending = 0  # traces submitted and not yet finished
         self._backlog_bytes = 0  # their OTLP bytes, until the cheap tier has read them
         self._pending_cond = threading.Condition()
+        self._standalone: Lifecycle | None = None
 
     def _stage(self, tier: Tier, evaluators: Sequence[Evaluator]) -> TierStage[_Job]:
         # The model tier yields to the cheap tier (same CPU); the judges wait on the network
         # and are budgeted in calls and tokens by themselves.
+        # Loaded at the start when a rate sends records; for priority rules only, on demand.
         return TierStage(
             tier,
             evaluators,
@@ -261,6 +302,7 @@ class Pipeline:
             self._settings.tier("model" if tier is Tier.MODEL else "judge"),
             context=self.context,
             cheap_idle=self._cheap_idle if tier is Tier.MODEL else None,
+            load_now=self._sampler.by_rate(tier),
         )
 
     @property
@@ -286,21 +328,24 @@ class Pipeline:
             self._queue.put(trace)
         self._metrics.eval_backlog.set(self._queue.qsize())
 
+    def parts(self) -> list[Part]:
+        """The pipeline's threads, in the order they start (they stop the other way round:
+        the cheap worker drains first, then the model tier, whose records may still go to
+        the judge, then the judge, then the export deadlines)."""
+        return [self._holds, *reversed(self._stages.values()), self._worker]
+
     def start(self) -> None:
-        if self._thread is None:
-            self.cheap = load_evaluators_safely(self.cheap, self.context)
-            self._holds.start()
-            self._thread = threading.Thread(target=self._run, name="ragpulse-eval", daemon=True)
-            self._thread.start()
-            self.conversations.start()
-            for tier, stage in self._stages.items():
-                # Load at once when a rate sends records; for priority rules only, on demand.
-                stage.start(load_now=self._sampler.by_rate(tier))
+        """Run the pipeline on its own (tests, a replay): its sinks, its conversation stage
+        and its parts, in a lifecycle of its own. Under ``ragpulse serve`` the collector's
+        lifecycle runs the same parts with the rest instead."""
+        if self._standalone is None:
+            self._standalone = Lifecycle([self.exports, self.conversations, *self.parts()])
+            self._standalone.start()
 
     def stop(self, timeout: float = 30.0, sinks_deadline: float | None = None) -> None:
-        """Finish what is queued, within ``timeout`` in all, then shut the sinks down
-        (waiting until ``sinks_deadline``, a ``time.monotonic()`` value, at most; None:
-        as long as they take).
+        """Stop what :meth:`start` started: finish what is queued within ``timeout``, then
+        shut the sinks down (until ``sinks_deadline``, a ``time.monotonic()`` value, at
+        most; None: as long as they take).
 
         The cheap tier drains first; the costly tiers then finish their queues if their
         models are loaded (never waiting for a load). At the deadline every record a
@@ -308,39 +353,9 @@ class Pipeline:
         and the tier marked ``skipped:shutdown``. Only traces the cheap tier could not
         reach by then are abandoned (neither exported nor acknowledged).
         """
-        deadline = time.monotonic() + timeout
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join(max(0.0, deadline - time.monotonic()))
-            if self._thread.is_alive():
-                self._abandon.set()
-                log.warning("evaluation worker did not finish within %.1fs", timeout)
-            self._thread = None
-        for tier in self.COSTLY_TIERS:  # in flow order: a model job may still go to the judge
-            if tier in self._stages:
-                self._stages[tier].stop(deadline)
-        self._holds.stop()
-        # What is open goes out, revised later (its judges get until the deadline); held
-        # elsewhere too (Kafka), it is read again.
-        self.conversations.stop(
-            close="shutdown" if self._local_conversations else None, deadline=deadline
-        )
-        if sinks_deadline is None:
-            self._shutdown_sinks()
-            return
-        closing = threading.Thread(target=self._shutdown_sinks, name="ragpulse-sinks", daemon=True)
-        closing.start()
-        closing.join(max(0.0, sinks_deadline - time.monotonic()))
-        if closing.is_alive():
-            log.warning("sinks still shutting down at the shutdown deadline; not waiting")
-
-    def _shutdown_sinks(self) -> None:
-        with self._lock:  # no export is half done
-            for sink in self.sinks:
-                try:
-                    sink.shutdown()
-                except Exception:
-                    log.exception("sink %s failed to shut down", sink.name)
+        if self._standalone is not None:
+            self._standalone.stop(Deadline(time.monotonic() + timeout, sinks_deadline))
+            self._standalone = None
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until every trace submitted so far is finished (tests, demo, rebalances)."""
@@ -527,36 +542,14 @@ class Pipeline:
         """Hand the job's results not exported yet to every sink."""
         results = job.results[job.exported :]
         job.exported = len(job.results)
-        for sink in self.sinks:
-            try:
-                sink.export(record, results)
-            except Exception:
-                log.exception("sink %s failed on trace %s", sink.name, record.trace_id)
-                self._metrics.sink_errors.labels(sink.name).inc()
-        if self._local_conversations:
-            self.conversations.observe(record, results)
-        elif first:
-            self.conversations.exported(record)
+        self.exports.export(record, results)
+        self.conversations.turn_exported(record, results, first=first)
         if not first:
             return
         self._metrics.records_evaluated.inc()
         self._recent[record.trace_id] = record
         while len(self._recent) > self.RECENT:
             self._recent.popitem(last=False)
-
-    def _export_conversation(
-        self, conversation: ConversationRecord, results: list[EvalResult]
-    ) -> None:
-        """Hand a closed conversation's record to every sink (one export at a time)."""
-        with self._lock:
-            for sink in self.sinks:
-                try:
-                    sink.export_conversation(conversation, results)
-                except Exception:
-                    log.exception(
-                        "sink %s failed on conversation %s", sink.name, conversation.conversation_id
-                    )
-                    self._metrics.sink_errors.labels(sink.name).inc()
 
     def late_feedback(self, trace_id: str, attributes: dict[str, AttributeValue]) -> bool:
         """Export a late update for a recently evaluated trace; False when it is unknown.
@@ -571,6 +564,37 @@ class Pipeline:
         record = known.model_copy(update={"attributes": {**known.attributes, **attributes}})
         self._queue.put(_Job(record, None, [result]))
         return True
+
+
+class _CheapWorker:
+    """The cheap tier's worker: loads the cheap evaluators, then takes every completed
+    trace (and late update) off the pipeline's queue."""
+
+    name = "cheap tier"
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        p = self._pipeline
+        p.cheap = load_evaluators_safely(p.cheap, p.context)
+        self._thread = threading.Thread(target=p._run, name="ragpulse-eval", daemon=True)
+        self._thread.start()
+
+    def stop(self, deadline: Deadline) -> None:
+        """Evaluate what is queued until ``deadline.drain``; then give up on the rest."""
+        if self._thread is None:
+            return
+        self._pipeline._queue.put(None)
+        self._thread.join(deadline.left())
+        if self._thread.is_alive():
+            self._pipeline._abandon.set()
+            log.warning("evaluation worker did not finish by the shutdown deadline")
+        self._thread = None
+
+    def close(self) -> None:
+        pass
 
 
 def _noop() -> None:

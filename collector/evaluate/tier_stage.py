@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from ragpulse.collector.lifecycle import Deadline
 from ragpulse.config import TierSettings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
 from ragpulse.evaluators.base import Evaluator, Tier
@@ -124,9 +125,13 @@ class TierStage(Generic[J]):
         *,
         context: PluginContext | None = None,
         cheap_idle: threading.Event | None = None,
+        load_now: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``load_now``: load the models at the start (a rate sends records here), not at
+        the first record (priority rules only)."""
         self.tier = tier
+        self.name = f"{tier.value} tier"
         self._evaluators = list(evaluators)
         self._done = done
         self._metrics = metrics
@@ -146,14 +151,12 @@ class TierStage(Generic[J]):
         self._taken: list[_Queued[J]] = []  # off the queue, not handed back yet
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._wanted = False  # load now: set at start (rates) or by the first offer
+        self._wanted = load_now  # load now: at the start (rates) or at the first offer
         self._ready = False  # models loaded (or found unloadable): batches can run
         self._closed = False  # stop() was called: no new jobs
         self._abandoned = False  # stop() gave up: the worker hands nothing back
 
-    def start(self, load_now: bool) -> None:
-        with self._cond:
-            self._wanted = self._wanted or load_now
+    def start(self) -> None:
         name = f"ragpulse-{self.tier.value}"
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -205,8 +208,9 @@ class TierStage(Generic[J]):
         for q in queued:
             self._done(q.job, [], reason)
 
-    def stop(self, deadline: float) -> None:
-        """Finish the queue by ``deadline`` if the models are loaded; never wait for a load.
+    def stop(self, deadline: Deadline) -> None:
+        """Finish the queue by ``deadline.drain`` if the models are loaded; never wait for
+        a load.
 
         Jobs not evaluated by then, the slice being evaluated included, skip the tier
         (reason ``shutdown``): they go back with their other results. A slice still
@@ -217,7 +221,7 @@ class TierStage(Generic[J]):
             self._cond.notify_all()
             ready = self._ready
         if ready and self._thread is not None:
-            self._thread.join(max(0.0, deadline - self._clock()))
+            self._thread.join(max(0.0, deadline.drain - self._clock()))
         with self._cond:
             self._abandoned = True
             left = [*self._taken, *self._jobs]
@@ -231,6 +235,9 @@ class TierStage(Generic[J]):
             )
         self._skip(left, "shutdown")
         self._thread = None
+
+    def close(self) -> None:
+        pass
 
     def _run(self) -> None:
         with self._cond:

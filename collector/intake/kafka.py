@@ -1,8 +1,8 @@
-"""Kafka intake: a consumer-group member reading what the OpenTelemetry
-Collector's Kafka exporter writes (``otlp_proto`` or ``otlp_json``).
+"""``kafka``: a consumer-group member reading what the OpenTelemetry Collector's Kafka
+exporter writes (``otlp_proto`` or ``otlp_json``); options: the ``kafka`` section.
 
 At-least-once: offsets are committed manually, per partition, up to the low
-watermark of finished messages (see :mod:`ragpulse.collector.intake.offsets`). A
+watermark of finished messages (see :mod:`ragpulse.collector.kafka_group`). A
 message is finished when every trace it fed has been exported, or dropped and
 counted. A crash re-reads from the last commit; the commit metadata records
 how far this member had read, so re-read messages are counted as
@@ -11,29 +11,36 @@ redeliveries (the bound on duplicates).
 All consumer calls happen on one thread (kafka-python clients are not
 thread-safe); acknowledgements arrive from the evaluation worker and only
 touch the thread-safe offset tracker.
+
+With a conversation topic (``kafka.conversation_topic``, on by default), a conversation's
+turns, which reach different replicas, go through the broker too: the source writes every
+exported turn there, keyed by conversation id (:mod:`~ragpulse.collector.conversations.
+turn_writer`), and reads, in a consumer group of its own, the partitions it owns into the
+conversation stage (:mod:`~ragpulse.collector.conversations.turn_consumer`). A span offset
+is committed only once the turns of its traces are on the broker.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ragpulse.collector.assembly.assembler import Ack
+from ragpulse.collector.conversations.turn_consumer import TurnConsumer
+from ragpulse.collector.conversations.turn_writer import TurnTopicMetrics, TurnWriter
 from ragpulse.collector.intake import otlp
-from ragpulse.collector.intake.offsets import PartitionOffsets
-from ragpulse.collector.intake.source import Intake, Source
-from ragpulse.config import KafkaSettings
+from ragpulse.collector.kafka_group import ConsumerThread, PartitionOffsets
+from ragpulse.config import KafkaSettings, Settings
 from ragpulse.errors import CollectorFull, DecodeError
+from ragpulse.options import PluginOptions
+from ragpulse.source import Ack, Intake, Source, SourceContext
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -94,73 +101,7 @@ class KafkaMetrics:
         )
 
 
-class ConsumerThread(Source, ConsumerRebalanceListener):  # type: ignore[misc]  # kafka: untyped
-    """A Kafka group member reading on a thread of its own: the span group
-    (:class:`KafkaSource`) and the conversation group (``TurnConsumer``) alike.
-
-    ``start`` returns once the broker answered (or the first attempt failed: the thread
-    keeps trying, every 2 s, until stopped). ``stop`` stops reading: what is held stays
-    uncommitted and is read again after a restart or by the next owner; while the broker
-    was never reached there is nothing to wait for (the daemon thread may sit in a
-    bootstrap attempt, holding no messages). ``close``, after the collector drained, lets
-    the thread make its last commits and leave. Subclasses give ``_connect`` and
-    ``_consume``, which returns once ``_drained`` is set."""
-
-    _thread_name = "ragpulse-kafka"
-
-    def __init__(self, settings: KafkaSettings) -> None:
-        self._settings = settings
-        self._stopping = threading.Event()
-        self._drained = threading.Event()
-        self._reading_stopped = threading.Event()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._consumer: KafkaConsumer | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
-        self._thread.start()
-        self._ready.wait(30)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None and self._consumer is not None:
-            self._reading_stopped.wait(30)
-
-    def close(self) -> None:
-        self._drained.set()
-        if self._thread is not None and self._consumer is not None:
-            self._thread.join(30)
-        self._thread = None
-
-    def _run(self) -> None:
-        consumer = self._connect_until_stopped()
-        self._consumer = consumer
-        self._ready.set()
-        try:
-            if consumer is not None:
-                self._consume(consumer)
-        finally:
-            self._reading_stopped.set()
-
-    def _connect_until_stopped(self) -> KafkaConsumer | None:
-        while not self._stopping.is_set():
-            try:
-                return self._connect()
-            except KafkaError as exc:  # broker not up yet: keep trying until stopped
-                log.warning("Kafka at %s unreachable (%r); retrying", self._settings.bootstrap, exc)
-                self._ready.set()
-                self._stopping.wait(2.0)
-        return None
-
-    @abstractmethod
-    def _connect(self) -> KafkaConsumer: ...
-
-    @abstractmethod
-    def _consume(self, consumer: KafkaConsumer) -> None: ...
-
-
-class KafkaSource(ConsumerThread):
+class SpanConsumer(ConsumerThread):
     """Consumes ``settings.topic`` in group ``settings.group`` into an :class:`Intake`."""
 
     name = "kafka"
@@ -429,3 +370,57 @@ class KafkaSource(ConsumerThread):
                 log.debug("no commit metadata for %s", tp, exc_info=True)
             self._redelivery_marks[tp] = mark
         return mark
+
+
+class KafkaSource(Source):
+    """``kafka``: the span group's member, and, with a conversation topic, the turn path
+    (the writer and the conversation group's member); options: the ``kafka`` section."""
+
+    name = "kafka"
+    Options = KafkaSettings
+    options: KafkaSettings
+
+    def __init__(self, options: PluginOptions, context: SourceContext) -> None:
+        super().__init__(options, context)
+        settings = self.options
+        self.writer: TurnWriter | None = None
+        self.turns: TurnConsumer | None = None
+        if settings.turn_topic():
+            turn_metrics = TurnTopicMetrics(context.metrics.registry)
+            self.writer = TurnWriter(settings, turn_metrics, context.conversations)
+            self.turns = TurnConsumer(settings, context.conversations, turn_metrics)
+            context.conversations.hold_elsewhere(self.writer)
+        self.spans = SpanConsumer(
+            settings,
+            context.intake,
+            context.metrics,
+            before_commit=self.writer.delivered if self.writer is not None else None,
+        )
+
+    @classmethod
+    def options_from(cls, settings: Settings) -> KafkaSettings:
+        return settings.kafka
+
+    def start(self) -> None:
+        if self.writer is not None:
+            self.writer.start()
+        self.spans.start()
+        if self.turns is not None:
+            self.turns.start()
+
+    def stop(self) -> None:
+        self.spans.stop()
+        if self.turns is not None:
+            self.turns.stop()
+
+    def close(self) -> None:
+        # The turns the drained traces gave reach the broker before the spans' last commit.
+        if self.writer is not None:
+            self.writer.close()
+        self.spans.close()
+        if self.turns is not None:
+            self.turns.close()
+
+    def describe(self) -> list[str]:
+        k = self.options
+        return [f"consuming {k.topic} from {k.bootstrap} as group {k.group} ({k.encoding})"]

@@ -41,16 +41,9 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ragpulse.collector.intake import otlp
-from ragpulse.collector.intake.otlp_http import (
-    Ingest,
-    IngestLogs,
-    Overloaded,
-    accept_logs,
-    accept_traces,
-    refuse_nothing,
-)
-from ragpulse.collector.intake.source import Source
+from ragpulse.collector.intake.otlp_http import accept_logs, accept_traces
 from ragpulse.errors import CollectorFull, DecodeError, PayloadTooLarge, UnsupportedMediaType
+from ragpulse.source import Intake
 from ragpulse.telemetry import (
     DROP_MALFORMED,
     DROP_TOO_DEEP,
@@ -95,30 +88,24 @@ def _encoding(message: bytes) -> str | None:
     return None
 
 
-class OtlpGrpcReceiver(Source):
+class OtlpGrpcReceiver:
     """A grpc server on its own thread pool; ``start``/``stop`` from any thread."""
-
-    name = "otlp_grpc"
 
     def __init__(
         self,
-        ingest: Ingest,
+        intake: Intake,
         metrics: CollectorMetrics,
         host: str = "127.0.0.1",
         port: int = 4317,
         max_body_bytes: int = 16 * 1024 * 1024,
         auth_token: str | None = None,
-        overloaded: Overloaded = lambda: False,
-        ingest_logs: IngestLogs = refuse_nothing,
         workers: int = 8,
     ) -> None:
-        self._ingest = ingest
-        self._ingest_logs = ingest_logs
+        self._intake = intake
         self._metrics = metrics
         self._host, self._port = host, port
         self._max_body = max_body_bytes
         self._token = auth_token
-        self._overloaded = overloaded
         self._workers = workers
         self._server: Any = None
         self.port: int | None = None
@@ -176,7 +163,7 @@ class OtlpGrpcReceiver(Source):
     def _export_traces(self, requests: Iterator[bytes], context: Any) -> bytes:
         def handle(raw: bytes) -> bytes:
             decoded = otlp.decode_request(otlp.parse_request(raw, otlp.PROTOBUF))
-            rejected, message = accept_traces(decoded, self._metrics, self._ingest, len(raw))
+            rejected, message = accept_traces(decoded, self._metrics, self._intake.ingest, len(raw))
             return otlp.encode_response(otlp.PROTOBUF, rejected, message)
 
         return self._export(requests, context, handle)
@@ -184,7 +171,9 @@ class OtlpGrpcReceiver(Source):
     def _export_logs(self, requests: Iterator[bytes], context: Any) -> bytes:
         def handle(raw: bytes) -> bytes:
             decoded = otlp.decode_logs_request(otlp.parse_logs_request(raw, otlp.PROTOBUF))
-            rejected, message = accept_logs(decoded, self._metrics, self._ingest_logs, len(raw))
+            rejected, message = accept_logs(
+                decoded, self._metrics, self._intake.ingest_logs, len(raw)
+            )
             return otlp.encode_logs_response(otlp.PROTOBUF, rejected, message)
 
         return self._export(requests, context, handle)
@@ -199,7 +188,7 @@ class OtlpGrpcReceiver(Source):
                     DROP_UNAUTHORIZED,
                     "missing or invalid bearer token",
                 )
-            if self._overloaded():
+            if self._intake.overloaded:
                 self._metrics.intake_refused.labels("backlog").inc()
                 raise self._retry_later(context, CollectorFull("backlog"))
             raw = self._read(requests, context)

@@ -22,15 +22,15 @@ import asyncio
 import hmac
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from aiohttp import web
 
 from ragpulse.collector.intake import otlp
-from ragpulse.collector.intake.source import Source
 from ragpulse.errors import CollectorFull, DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.record import LogEvent, Span
+from ragpulse.source import Intake
 from ragpulse.telemetry import (
     DROP_INVALID_SPAN,
     DROP_LOG_INVALID,
@@ -62,13 +62,6 @@ class IngestLogs(Protocol):
     ) -> int:
         """As :class:`Ingest`, for decoded log events."""
         ...
-
-
-def refuse_nothing(items: Sequence[object], /, *, nbytes: int = 0, admit: bool = False) -> int:
-    return 0
-
-
-Overloaded = Callable[[], bool]
 
 
 def accept_traces(
@@ -121,29 +114,23 @@ _MAX_MESSAGE = 512
 """Status messages are cut here: decoder messages can quote the offending value."""
 
 
-class OtlpHttpReceiver(Source):
+class OtlpHttpReceiver:
     """Runs an aiohttp server on its own event-loop thread; ``start``/``stop`` from any thread."""
-
-    name = "otlp_http"
 
     def __init__(
         self,
-        ingest: Ingest,
+        intake: Intake,
         metrics: CollectorMetrics,
         host: str = "127.0.0.1",
         port: int = 4318,
         max_body_bytes: int = 16 * 1024 * 1024,
         auth_token: str | None = None,
-        overloaded: Overloaded = lambda: False,
-        ingest_logs: IngestLogs = refuse_nothing,
     ) -> None:
-        self._ingest = ingest
-        self._ingest_logs = ingest_logs
+        self._intake = intake
         self._metrics = metrics
         self._host, self._port = host, port
         self._max_body = max_body_bytes
         self._token = auth_token
-        self._overloaded = overloaded
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -218,7 +205,7 @@ class OtlpHttpReceiver(Source):
             return self._refuse(415, otlp.PROTOBUF, DROP_UNSUPPORTED, str(exc))
         if self._token is not None and not self._authorized(request):
             return self._refuse(401, mtype, DROP_UNAUTHORIZED, "missing or invalid bearer token")
-        if self._overloaded():
+        if self._intake.overloaded:
             self._metrics.intake_refused.labels("backlog").inc()
             return self._retry_later(mtype, CollectorFull("backlog"))
         if request.content_length is not None and request.content_length > self._max_body:
@@ -258,11 +245,13 @@ class OtlpHttpReceiver(Source):
         try:
             if logs:
                 rejected, message = accept_logs(
-                    decoded_logs, self._metrics, self._ingest_logs, nbytes
+                    decoded_logs, self._metrics, self._intake.ingest_logs, nbytes
                 )
                 body = otlp.encode_logs_response(mtype, rejected, message)
             else:
-                rejected, message = accept_traces(decoded, self._metrics, self._ingest, nbytes)
+                rejected, message = accept_traces(
+                    decoded, self._metrics, self._intake.ingest, nbytes
+                )
                 body = otlp.encode_response(mtype, rejected, message)
         except CollectorFull as full:
             return self._retry_later(mtype, full)

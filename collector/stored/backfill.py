@@ -13,18 +13,38 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
-from ragpulse.collector.service import Collector
 from ragpulse.collector.stored.common import Reader, TraceRef
 from ragpulse.errors import CollectorFull
 from ragpulse.record import Span
+from ragpulse.source import Ack
 
 log = logging.getLogger(__name__)
 
 FULL_WAIT_S = 0.05
 IDLE_STEP_S = 1.0
+
+
+class Collecting(Protocol):
+    """The collector, as a one-shot read uses it (:class:`~ragpulse.collector.service.
+    Collector`, started without a source)."""
+
+    def ingest(
+        self, spans: Sequence[Span], ack: Ack | None = None, *, nbytes: int = 0, admit: bool = False
+    ) -> int: ...
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Close every open trace now; wait until what is queued is exported."""
+        ...
+
+    def close_conversations(self, why: Literal["end_of_run"]) -> None: ...
+
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until every sink delivered what it was handed."""
+        ...
 
 
 @dataclass
@@ -44,7 +64,7 @@ class BackfillRun:
 
 
 def backfill(
-    collector: Collector,
+    collector: Collecting,
     reader: Reader,
     since_ns: int,
     until_ns: int | None,
@@ -81,18 +101,17 @@ def backfill(
             break
     # Every trace read is whole: close them all now, evaluate, then close the
     # conversations they belong to (the end of the run: nothing more of them is read).
-    collector.pipeline.submit(collector.assembler.drain())
-    while not collector.pipeline.wait_idle(IDLE_STEP_S):
+    while not collector.flush(IDLE_STEP_S):
         if stop.is_set():
             break
-    collector.pipeline.conversations.close_all("end_of_run")
+    collector.close_conversations("end_of_run")
     run.delivered = collector.settle(deliver_timeout_s)
     run.seconds = time.monotonic() - started
     return run
 
 
 def _hand_over(
-    collector: Collector,
+    collector: Collecting,
     reader: Reader,
     trace_ids: list[str],
     run: BackfillRun,

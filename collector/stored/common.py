@@ -1,5 +1,5 @@
-"""What the stored-trace readers share: URLs, times, paging, their Prometheus series, and
-the reader contract.
+"""What the stored-trace readers share: times, paging, their Prometheus series, and the
+reader contract.
 
 A reader turns one tool's API into pages of ragpulse :class:`~ragpulse.record.Span`;
 everything after (assembly, extraction, sampling, evaluation, sinks) is the collector's,
@@ -20,67 +20,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ragpulse.backend_client import BackendClient, BackendUrl, PageTooLarge, Tool
-from ragpulse.config import BACKEND_SOURCES
+from ragpulse.backend_client import BackendClient, PageTooLarge, Tool
 from ragpulse.errors import BackendError, ConfigError
 from ragpulse.record import Span
 
 log = logging.getLogger(__name__)
-
-_TARGET = {
-    "phoenix": "the project name (phoenix://HOST:PORT/PROJECT)",
-    "mlflow": "the experiment id (mlflow://HOST:PORT/EXPERIMENT_ID)",
-}
-
-
-def parse_backend_url(url: str) -> BackendUrl:
-    """``url`` as a :class:`BackendUrl`; a ConfigError says what is wrong and the shape.
-
-    ``<tool>://`` is plain HTTP, ``<tool>+https://`` TLS (``<tool>+http://`` is plain
-    too); no port means the scheme's (80 or 443). Phoenix's last path segment is the
-    project (percent-encoded if it has spaces), MLflow's the experiment id; what comes
-    before it is a path prefix (a proxy's). User names, passwords, queries and fragments
-    are refused: credentials belong in settings or the environment, not in a URL that
-    shows up in process lists and logs.
-    """
-    shapes = "phoenix://HOST:PORT/PROJECT, mlflow://HOST:PORT/EXPERIMENT_ID or langfuse://HOST:PORT"
-    parts = urlsplit(url.strip())
-    tool, _, transport = parts.scheme.lower().partition("+")
-    if tool not in BACKEND_SOURCES or transport not in ("", "http", "https"):
-        raise ConfigError(f"unsupported source URL scheme {parts.scheme!r}: use {shapes}")
-    if parts.username is not None or parts.password is not None:
-        raise ConfigError(
-            "credentials do not go in the source URL (it shows in process lists and logs): "
-            "set them in stored_traces (api_key, username/password, public_key/secret_key) "
-            "or the tool's own environment variables"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigError(f"the source URL takes no query or fragment: use {shapes}")
-    if not parts.hostname:
-        raise ConfigError(f"the source URL names no host: use {shapes}")
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigError(f"the source URL has an invalid port: {exc}") from exc
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    netloc = f"{host}:{port}" if port is not None else host
-    segments = [unquote(s) for s in parts.path.split("/") if s]
-    target: str | None = None
-    if tool in _TARGET:
-        if not segments:
-            raise ConfigError(f"a {tool} source URL ends with {_TARGET[tool]}")
-        target = segments.pop()
-        if tool == "mlflow" and not target.isdigit():
-            raise ConfigError(
-                f"MLflow experiment ids are numbers, not {target!r}: {_TARGET['mlflow']}"
-            )
-    prefix = "".join(f"/{s}" for s in segments)
-    return BackendUrl(tool, f"{transport or 'http'}://{netloc}{prefix}", target)  # type: ignore[arg-type]
-
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
 _UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

@@ -1,5 +1,12 @@
-"""Follow mode: ``ragpulse serve --source phoenix|mlflow|langfuse`` scores new traces as a
-tracing tool stores them.
+"""A tracing tool as a source: ``ragpulse serve --source <tool>`` scores new traces as the
+tool stores them (follow mode).
+
+:class:`StoredTraceSource` is what each tool's module subclasses (:mod:`.phoenix`,
+:mod:`.mlflow`, :mod:`.langfuse`), registered under ``ragpulse.sources`` by the tool's
+name, which is also its URL's scheme: the shape of its URL, its reader, its credentials,
+and the options of its own sink that results are written back through. Its options are
+the ``stored_traces`` section. ``ragpulse eval --from URL`` reads a window once with the
+same reader (:mod:`.backfill`).
 
 Every ``poll_s`` the source reads what the tool holds from ``overlap_s`` before its
 position (the *watermark*) onwards: spans reach a tool after they start (the app's
@@ -31,21 +38,26 @@ import os
 import tempfile
 import threading
 import time
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import unquote, urlsplit
 
-from ragpulse.backend_client import BackendUrl
-from ragpulse.collector.assembly.assembler import Ack
-from ragpulse.collector.intake.source import Intake, Source
-from ragpulse.collector.stored import open_reader, parse_backend_url
+import httpx
+
+from ragpulse import plugin_index
+from ragpulse.backend_client import BackendClient, BackendUrl, Credentials
 from ragpulse.collector.stored.common import Reader, SourceMetrics
-from ragpulse.config import Settings
+from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.disk_cache import cache_root, digest
 from ragpulse.errors import BackendError, CollectorFull, ConfigError
+from ragpulse.options import PluginOptions
 from ragpulse.record import Span
-from ragpulse.telemetry import DROP_LATE_SPAN, CollectorMetrics
+from ragpulse.source import Ack, Source, SourceContext
+from ragpulse.telemetry import DROP_LATE_SPAN
 
 log = logging.getLogger(__name__)
 
@@ -130,43 +142,161 @@ class FollowState:
             raise
 
 
-class FollowSource(Source):
-    """Polls one tool (``stored_traces.url``) into an :class:`Intake` (see the module doc).
+def url_shapes() -> str:
+    """Every registered tool's URL shape, as an error message lists them."""
+    shapes = list(plugin_index.source_urls().values())
+    if len(shapes) < 2:
+        return "".join(shapes) or "no registered tool"
+    return f"{', '.join(shapes[:-1])} or {shapes[-1]}"
 
-    ``settle(timeout_s)`` must return True once every sink delivered what it was handed
-    (the collector's :meth:`~ragpulse.collector.service.Collector.settle`).
+
+class StoredTraceSource(Source):
+    """A tracing tool whose stored traces ragpulse reads, and follows (this source).
+
+    A tool is one subclass in its own module plus one entry-point line under
+    ``ragpulse.sources`` named as its URL's scheme: ``url_shape`` (``phoenix://HOST:PORT/
+    PROJECT``), ``target`` (what the URL's last path segment names, if it names one),
+    ``reader_class``, :meth:`credentials` and :meth:`sink_options` (the options of the
+    tool's own sink, ``sinks.<tool>``, that results go back to the tool through).
+
+    Following polls ``stored_traces.url`` into the collector (see the module doc);
+    ``context.intake.settle(timeout_s)`` says when every sink delivered what it was handed.
     """
 
-    name = "stored_traces"
+    url_shape: ClassVar[str]
+    target: ClassVar[str | None] = None
+    """What the URL's last path segment names (``the project name``); None: none."""
+    reader_class: ClassVar[type[Reader]]
+    Options = StoredTracesSettings
+    options: StoredTracesSettings
+
+    # -- the tool -----------------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def credentials(cls, settings: StoredTracesSettings) -> Credentials:
+        """The tool's credentials from ``stored_traces`` or its own environment variables
+        (ConfigError when they are incomplete)."""
+
+    @classmethod
+    @abstractmethod
+    def sink_options(cls, url: BackendUrl, settings: Settings) -> dict[str, Any]:
+        """Options of the tool's sink for results on the traces read from ``url``."""
+
+    @classmethod
+    def check_target(cls, target: str) -> None:
+        """Raise ConfigError when ``target`` cannot be one (an MLflow experiment id is a
+        number)."""
+
+    @classmethod
+    def parse_url(cls, url: str) -> BackendUrl:
+        """``url`` as a :class:`BackendUrl` of this tool; a ConfigError says what is wrong
+        and the shape.
+
+        ``<tool>://`` is plain HTTP, ``<tool>+https://`` TLS (``<tool>+http://`` is plain
+        too); no port means the scheme's (80 or 443). The last path segment is the
+        ``target`` (percent-encoded if it has spaces) where the tool has one; what comes
+        before it is a path prefix (a proxy's). User names, passwords, queries and
+        fragments are refused: credentials belong in settings or the environment, not in
+        a URL that shows up in process lists and logs.
+        """
+        parts = urlsplit(url.strip())
+        tool, _, transport = parts.scheme.lower().partition("+")
+        if tool != cls.name or transport not in ("", "http", "https"):
+            if transport in ("", "http", "https") and tool in plugin_index.source_urls():
+                raise ConfigError(f"source: {cls.name} but stored_traces.url is a {tool} URL")
+            raise ConfigError(f"unsupported source URL scheme {parts.scheme!r}: use {url_shapes()}")
+        if parts.username is not None or parts.password is not None:
+            raise ConfigError(
+                "credentials do not go in the source URL (it shows in process lists and logs): "
+                "set them in stored_traces (api_key, username/password, public_key/secret_key) "
+                "or the tool's own environment variables"
+            )
+        if parts.query or parts.fragment:
+            raise ConfigError(f"the source URL takes no query or fragment: use {url_shapes()}")
+        if not parts.hostname:
+            raise ConfigError(f"the source URL names no host: use {url_shapes()}")
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigError(f"the source URL has an invalid port: {exc}") from exc
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        netloc = f"{host}:{port}" if port is not None else host
+        segments = [unquote(s) for s in parts.path.split("/") if s]
+        target: str | None = None
+        if cls.target is not None:
+            if not segments:
+                raise ConfigError(f"a {tool} source URL ends with {cls.target} ({cls.url_shape})")
+            target = segments.pop()
+            cls.check_target(target)
+        prefix = "".join(f"/{s}" for s in segments)
+        return BackendUrl(tool, f"{transport or 'http'}://{netloc}{prefix}", target)
+
+    @classmethod
+    def open_reader(
+        cls,
+        url: BackendUrl,
+        settings: StoredTracesSettings,
+        metrics: SourceMetrics,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        stop: threading.Event | None = None,
+    ) -> Reader:
+        """The tool's reader for ``url`` (ConfigError when its credentials are incomplete)."""
+        client = BackendClient(
+            url, settings, cls.credentials(settings), metrics, transport=transport, stop=stop
+        )
+        return cls.reader_class(client)
+
+    @classmethod
+    def with_write_back(cls, settings: Settings, url: BackendUrl) -> Settings:
+        """``settings`` with the tool's sink enabled for ``url``: set up from the URL and
+        the ``stored_traces`` credentials (:meth:`sink_options`); a ``sinks.<tool>``
+        section the user wrote wins key by key, and ``sinks.<tool>.enabled: false`` or
+        ``stored_traces.write_back: false`` leaves the tool alone."""
+        named = settings.sinks.get(url.tool)
+        if not settings.stored_traces.write_back or (
+            named is not None and named.get("enabled") is False
+        ):
+            return settings
+        merged = {**cls.sink_options(url, settings), **(named or {})}
+        return settings.model_copy(update={"sinks": {**settings.sinks, url.tool: merged}})
+
+    # -- the source ---------------------------------------------------------------------
+
+    @classmethod
+    def options_from(cls, settings: Settings) -> StoredTracesSettings:
+        return settings.stored_traces
+
+    @classmethod
+    def run_settings(cls, settings: Settings) -> Settings:
+        """Results go back to the tool (unless told otherwise: :meth:`with_write_back`)."""
+        url = settings.stored_traces.url
+        return cls.with_write_back(settings, cls.parse_url(url)) if url else settings
 
     def __init__(
         self,
-        settings: Settings,
-        intake: Intake,
-        metrics: CollectorMetrics,
+        options: PluginOptions,
+        context: SourceContext,
         *,
-        settle: Callable[[float], bool],
         reader: Reader | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
-        st = settings.stored_traces
+        super().__init__(options, context)
+        st = self.options
         if not st.url:
             raise ConfigError(
-                f"source: {settings.source} reads stored traces: set stored_traces.url "
-                "(--source-url or RAGPULSE_SOURCE_URL), e.g. phoenix://127.0.0.1:6006/my-project"
+                f"source: {self.name} reads stored traces: set stored_traces.url "
+                f"(--source-url or RAGPULSE_SOURCE_URL), e.g. {self.url_shape}"
             )
-        self.url = parse_backend_url(st.url)
-        if self.url.tool != settings.source:
-            raise ConfigError(
-                f"source: {settings.source} but stored_traces.url is a {self.url.tool} URL"
-            )
+        self.url = self.parse_url(st.url)
         self._settings = st
-        self._intake = intake
-        self._metrics = metrics
+        self._intake = context.intake
+        self._metrics = context.metrics
         self._stop = threading.Event()
-        self.source_metrics = SourceMetrics(metrics.registry)
-        self.reader = reader or open_reader(self.url, st, self.source_metrics, stop=self._stop)
-        self._settle = settle
+        self.source_metrics = SourceMetrics(context.metrics.registry)
+        self.reader = reader or self.open_reader(self.url, st, self.source_metrics, stop=self._stop)
+        self._settle = context.intake.settle
         self._clock = clock
         self.state = FollowState(st.state_file or default_state_file(self.url), self.url).load()
         self._lock = threading.Lock()

@@ -21,6 +21,7 @@ pre-OpenTelemetry SDKs' UUIDs) are counted as rejected.
 
 Credentials: ``stored_traces.public_key`` / ``secret_key`` or ``LANGFUSE_PUBLIC_KEY`` /
 ``LANGFUSE_SECRET_KEY``, as HTTP Basic (public key as user name), as Langfuse's SDKs do.
+Results go back as scores, through the ``langfuse`` sink at the same host.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import httpx
 from pydantic import ValidationError
 
 from ragpulse import semconv as sc
-from ragpulse.backend_client import Credentials
+from ragpulse.backend_client import BackendUrl, Credentials
 from ragpulse.collector.extract.readers import loads
 from ragpulse.collector.stored.common import (
     Page,
@@ -46,7 +47,8 @@ from ragpulse.collector.stored.common import (
     halving,
     iso,
 )
-from ragpulse.config import StoredTracesSettings
+from ragpulse.collector.stored.follow import StoredTraceSource
+from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, ConfigError
 from ragpulse.record import AttributeValue, Span, SpanStatus
 
@@ -143,6 +145,28 @@ class LangfuseReader(Reader):
             cursor = meta.get("cursor") or None
             if cursor is None or not data:
                 return
+
+
+class LangfuseSource(StoredTraceSource):
+    """``langfuse``: follows the traces a Langfuse project stores (its keys name it)."""
+
+    name = "langfuse"
+    url_shape = "langfuse://HOST:PORT"
+    reader_class = LangfuseReader
+
+    @classmethod
+    def credentials(cls, settings: StoredTracesSettings) -> Credentials:
+        return credentials(settings)
+
+    @classmethod
+    def sink_options(cls, url: BackendUrl, settings: Settings) -> dict[str, Any]:
+        st = settings.stored_traces
+        options: dict[str, Any] = {"host": url.base_url}
+        if st.public_key:
+            options["public_key"] = st.public_key
+        if st.secret_key:
+            options["secret_key"] = st.secret_key.get_secret_value()
+        return options
 
 
 def _is_hex(value: str, length: int) -> bool:

@@ -17,11 +17,13 @@ a retriever's output documents (``page_content``, ``metadata``, ``id``) to
 
 Credentials as MLflow's clients take them: ``stored_traces.api_key`` or
 ``MLFLOW_TRACKING_TOKEN`` (Bearer), else ``stored_traces.username`` / ``password`` or
-``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD`` (Basic).
+``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD`` (Basic). Results go back as
+assessments, through the ``mlflow`` sink at the same tracking server and experiment.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -32,7 +34,7 @@ from typing import Any
 import httpx
 
 from ragpulse import semconv as sc
-from ragpulse.backend_client import BackendClient, Credentials, PageTooLarge
+from ragpulse.backend_client import BackendClient, BackendUrl, Credentials, PageTooLarge
 from ragpulse.collector.intake import otlp
 from ragpulse.collector.stored.common import (
     Page,
@@ -44,8 +46,9 @@ from ragpulse.collector.stored.common import (
     chunks,
     halving,
 )
-from ragpulse.config import StoredTracesSettings
-from ragpulse.errors import BackendError, DecodeError
+from ragpulse.collector.stored.follow import StoredTraceSource
+from ragpulse.config import Settings, StoredTracesSettings
+from ragpulse.errors import BackendError, ConfigError, DecodeError
 from ragpulse.record import AttributeValue, Span
 
 log = logging.getLogger(__name__)
@@ -181,6 +184,37 @@ class MlflowReader(Reader):
             page.rejected += rejected
         self.count_rejected(page)
         yield page
+
+
+class MlflowSource(StoredTraceSource):
+    """``mlflow``: follows the traces an MLflow experiment stores."""
+
+    name = "mlflow"
+    url_shape = "mlflow://HOST:PORT/EXPERIMENT_ID"
+    target = "the experiment id"
+    reader_class = MlflowReader
+
+    @classmethod
+    def credentials(cls, settings: StoredTracesSettings) -> Credentials:
+        return credentials(settings)
+
+    @classmethod
+    def check_target(cls, target: str) -> None:
+        if not target.isdigit():
+            raise ConfigError(
+                f"MLflow experiment ids are numbers, not {target!r}: {cls.target} ({cls.url_shape})"
+            )
+
+    @classmethod
+    def sink_options(cls, url: BackendUrl, settings: Settings) -> dict[str, Any]:
+        st = settings.stored_traces
+        options: dict[str, Any] = {"tracking_uri": url.base_url, "experiment_id": url.target}
+        if st.api_key:
+            options["headers"] = {"Authorization": f"Bearer {st.api_key.get_secret_value()}"}
+        elif st.username and st.password:
+            pair = f"{st.username}:{st.password.get_secret_value()}".encode()
+            options["headers"] = {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
+        return options
 
 
 def _ref(info: Any) -> TraceRef | None:

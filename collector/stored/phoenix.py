@@ -11,6 +11,7 @@ not keep, as ``service.name`` and ``openinference.project.name``.
 Rows come newest first in the order Phoenix inserted them, so follow mode stops paging
 at a page whose spans it read before: everything older was read by an earlier poll.
 Credentials: ``stored_traces.api_key`` or ``PHOENIX_API_KEY``, as a Bearer token.
+Results go back as span annotations, through the ``phoenix`` sink at the same endpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ragpulse import semconv as sc
-from ragpulse.backend_client import BackendClient, Credentials
+from ragpulse.backend_client import BackendClient, BackendUrl, Credentials
 from ragpulse.collector.intake import otlp
 from ragpulse.collector.stored.common import (
     Page,
@@ -33,7 +34,8 @@ from ragpulse.collector.stored.common import (
     halving,
     iso,
 )
-from ragpulse.config import StoredTracesSettings
+from ragpulse.collector.stored.follow import StoredTraceSource
+from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, DecodeError
 from ragpulse.record import Span
 
@@ -122,3 +124,23 @@ class PhoenixReader(Reader):
 
     def _payload(self, data: list[Any]) -> dict[str, Any]:
         return {"resourceSpans": [{"resource": self._resource, "scopeSpans": [{"spans": data}]}]}
+
+
+class PhoenixSource(StoredTraceSource):
+    """``phoenix``: follows the traces an Arize Phoenix project stores."""
+
+    name = "phoenix"
+    url_shape = "phoenix://HOST:PORT/PROJECT"
+    target = "the project name"
+    reader_class = PhoenixReader
+
+    @classmethod
+    def credentials(cls, settings: StoredTracesSettings) -> Credentials:
+        return credentials(settings)
+
+    @classmethod
+    def sink_options(cls, url: BackendUrl, settings: Settings) -> dict[str, Any]:
+        options: dict[str, Any] = {"endpoint": url.base_url}
+        if settings.stored_traces.api_key:
+            options["api_key"] = settings.stored_traces.api_key.get_secret_value()
+        return options

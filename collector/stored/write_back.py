@@ -1,8 +1,9 @@
 """Results back to the tool the traces came from, through that tool's sink; or, with
 ``--dry-run``, printed as the requests that sink would send.
 
-The sink is set up from the source URL and the ``stored_traces`` credentials: Phoenix's
-``endpoint``, MLflow's ``tracking_uri`` and ``experiment_id``, Langfuse's ``host``. A
+The sink is set up from the source URL and the ``stored_traces`` credentials, by the
+tool's own module (``sink_options``: Phoenix's ``endpoint``, MLflow's ``tracking_uri``
+and ``experiment_id``, Langfuse's ``host``). A
 ``sinks.<tool>`` section the user wrote wins key by key (its batching, say), and
 ``sinks.<tool>.enabled: false`` or ``stored_traces.write_back: false`` leaves the tool
 alone. Each sink writes idempotently (Phoenix and Langfuse upsert under a stable
@@ -12,7 +13,6 @@ twice replaces its evaluation.
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import threading
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ragpulse.backend_client import BackendUrl
-from ragpulse.collector.stored.common import parse_backend_url
+from ragpulse.collector.stored.tool import parse_backend_url, stored_tool
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
@@ -30,39 +30,9 @@ from ragpulse.plugins import sink_class
 from ragpulse.record import EvalResult, RagRecord
 
 
-def sink_options(url: BackendUrl, settings: Settings) -> dict[str, Any]:
-    """Options of the tool's sink for results on the traces read from ``url``."""
-    st = settings.stored_traces
-    if url.tool == "phoenix":
-        options: dict[str, Any] = {"endpoint": url.base_url}
-        if st.api_key:
-            options["api_key"] = st.api_key.get_secret_value()
-        return options
-    if url.tool == "mlflow":
-        options = {"tracking_uri": url.base_url, "experiment_id": url.target}
-        if st.api_key:
-            options["headers"] = {"Authorization": f"Bearer {st.api_key.get_secret_value()}"}
-        elif st.username and st.password:
-            pair = f"{st.username}:{st.password.get_secret_value()}".encode()
-            options["headers"] = {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
-        return options
-    options = {"host": url.base_url}
-    if st.public_key:
-        options["public_key"] = st.public_key
-    if st.secret_key:
-        options["secret_key"] = st.secret_key.get_secret_value()
-    return options
-
-
 def with_write_back(settings: Settings, url: BackendUrl) -> Settings:
     """``settings`` with the tool's sink enabled for ``url`` (see the module doc)."""
-    named = settings.sinks.get(url.tool)
-    if not settings.stored_traces.write_back or (
-        named is not None and named.get("enabled") is False
-    ):
-        return settings
-    merged = {**sink_options(url, settings), **(named or {})}
-    return settings.model_copy(update={"sinks": {**settings.sinks, url.tool: merged}})
+    return stored_tool(url.tool).with_write_back(settings, url)
 
 
 def stored_write_back(settings: Settings) -> Settings:
@@ -97,9 +67,8 @@ class DryRunSink(Sink):
     @classmethod
     def for_tool(cls, url: BackendUrl, settings: Settings, out: TextIO | None = None) -> DryRunSink:
         kind = sink_class(url.tool)
-        options = kind.options_from(
-            settings.model_copy(update={"sinks": {url.tool: sink_options(url, settings)}})
-        )
+        own = stored_tool(url.tool).sink_options(url, settings)
+        options = kind.options_from(settings.model_copy(update={"sinks": {url.tool: own}}))
         sink = kind.create(options, PluginContext(settings))
         assert isinstance(sink, HttpSink)
         return cls(sink, out)

@@ -35,11 +35,12 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from ragpulse import plugins, public_api
+from ragpulse import plugin_index, plugins, public_api
 from ragpulse.cli import build_parser
 from ragpulse.config import Settings
 from ragpulse.plugin_context import PluginContext
 from ragpulse.settings_env import env_name, submodel
+from ragpulse.source import Source
 from ragpulse.telemetry import CollectorMetrics
 
 GENERATED = (
@@ -144,6 +145,14 @@ def item_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def registered(info: FieldInfo) -> str | None:
+    """The names a field takes from a plug-in registry (``source``: ``ragpulse.sources``)."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if extra.get("registry") != plugin_index.SOURCE_GROUP:
+        return None
+    return " \\| ".join(f"`{name}`" for name in plugins.source_names())
+
+
 def settings_table(model: type[BaseModel], prefix: str, env: bool) -> list[str]:
     """One row per plain field: key (type, default), environment variable, description."""
     columns = ["key", "type and default", *(["environment"] if env else []), "description"]
@@ -151,7 +160,7 @@ def settings_table(model: type[BaseModel], prefix: str, env: bool) -> list[str]:
     for name, info in model.model_fields.items():
         if submodel(info.annotation) is not None:
             continue  # its own section below
-        kind = type_name(info.annotation) + constraints(info)
+        kind = registered(info) or type_name(info.annotation) + constraints(info)
         cells = [f"`{name}`", f"{kind}; default {default_of(info)}"]
         if env:
             cells.append(f"`{env_name(prefix + name)}`")
@@ -329,6 +338,22 @@ def metrics_page() -> str:
         lines.append(f"{state}. " + first_paragraph(sink.__doc__ or sink.Options.__doc__) + "\n")
         if sink.Options.model_fields:
             lines.append("\n".join(options_rows(sink.Options)) + "\n")
+    lines.append("## Sources\n")
+    lines.append(
+        "Where spans come from: `source` (`ragpulse serve --source`) names one. ragpulse's "
+        "own read their settings where they always were (the receivers' top-level keys, "
+        "[`kafka`](settings.md), [`stored_traces`](settings.md)); a third-party source "
+        "reads `sources.<name>`, validated by its options below.\n"
+    )
+    for name, source in plugins.source_classes().items():
+        lines.append(f"### `{name}`\n")
+        doc = first_paragraph(source.__doc__ or "")
+        url = f" URL: `{source.url_shape}`." if source.url_shape else ""
+        lines.append(f"{doc}{url}\n")
+        # A source that reads its settings elsewhere (the built-in ones) has them there.
+        reads_own = source.options_from.__func__ is Source.options_from.__func__  # type: ignore[attr-defined]
+        if reads_own and source.Options.model_fields:
+            lines.append("\n".join(options_rows(source.Options)) + "\n")
     return "\n".join(lines)
 
 

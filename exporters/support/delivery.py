@@ -226,6 +226,15 @@ class HttpSink(Sink, Generic[Item]):
             threading.Thread(target=self._work, name=f"ragpulse-{self.name}-{i}", daemon=True)
             for i in range(options.concurrency)
         ]
+        self._started = False
+
+    def start(self) -> None:
+        """Start the delivery workers: the collector does, with its other threads; a sink
+        used on its own starts them with its first export."""
+        with self._cond:
+            if self._started or self._closing:
+                return
+            self._started = True
         for worker in self._workers:
             worker.start()
 
@@ -340,6 +349,7 @@ class HttpSink(Sink, Generic[Item]):
     def _enqueue(self, items: list[Item]) -> list[Item]:
         """Queue ``items`` without blocking; what finds no room is dropped and counted.
         Returns the items taken."""
+        self.start()
         now = time.monotonic()
         with self._cond:
             room = 0 if self._closing else self.settings.max_queue - self._held
@@ -503,6 +513,9 @@ class HttpSink(Sink, Generic[Item]):
             self._cond.notify_all()
         if self._check is not None:
             self._check.close()  # read-backs still waiting are not run
+        if not self._started:  # nothing was ever queued
+            self._client.close()
+            return
         deadline = time.monotonic() + self.settings.flush_timeout_s
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))

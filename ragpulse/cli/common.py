@@ -41,6 +41,11 @@ def load_settings(config: Path | None, **overrides: Any) -> Settings:
     return settings
 
 
+def spoken(items: list[str]) -> str:
+    """``a, b or c``, as help texts list choices."""
+    return f"{', '.join(items[:-1])} or {items[-1]}" if len(items) > 1 else "".join(items)
+
+
 def csv_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 

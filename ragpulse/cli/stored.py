@@ -27,9 +27,9 @@ def evaluate_stored(args: argparse.Namespace) -> int:
     problem, or a tool that cannot be reached or refuses (one line naming it); 128 + the
     signal on SIGINT or SIGTERM (what was delivered stays)."""
     from ragpulse.collector.service import Collector
-    from ragpulse.collector.stored import SourceMetrics, open_reader, parse_backend_url
     from ragpulse.collector.stored.backfill import backfill
-    from ragpulse.collector.stored.common import parse_time
+    from ragpulse.collector.stored.common import SourceMetrics, parse_time
+    from ragpulse.collector.stored.tool import open_reader, parse_backend_url
     from ragpulse.collector.stored.write_back import (
         DryRunSink,
         with_write_back,
@@ -147,7 +147,7 @@ def _report(args: argparse.Namespace, url: Any, run: Any, tally: Any, collector:
         )
         or 0
     )
-    if tool in [s.name for s in collector.pipeline.sinks]:
+    if tool in [s.name for s in collector.sinks]:
         console.print(f"{int(delivered)} results written back to {tool}", highlight=False)
     if failed or not run.delivered:
         console.print(

@@ -93,8 +93,24 @@ def test_two_turns_prepared_in_one_batch_are_joined_and_numbered_in_order() -> N
     conversations.observe(second, [FAITHFUL])
     third = conversations.prepare(turn("c1", "Can I climb it?"))
     assert third.turn == 3 and [m.turn for m in third.history] == [1, 1, 2, 2]
-    conversations.exported(third)  # held elsewhere (Kafka): forgotten here
+    routed = Routed()
+    conversations.hold_elsewhere(routed)  # held elsewhere (Kafka): routed, forgotten here
+    conversations.turn_exported(third, [FAITHFUL], first=True)
+    assert routed.turns == [third]
     assert conversations.prepare(turn("c1", "And the museum?")).turn == 3
+
+
+class Routed:
+    """Where turns go when their conversations are held elsewhere (a TurnRoute)."""
+
+    def __init__(self) -> None:
+        self.turns: list[RagRecord] = []
+
+    def turn(self, record: RagRecord, results: object) -> None:
+        self.turns.append(record)
+
+    def conversation(self, record: object, results: object) -> None:
+        pass
 
 
 def test_an_idle_conversation_closes_into_a_record_and_is_revised_when_it_resumes() -> None:

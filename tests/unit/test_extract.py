@@ -315,6 +315,7 @@ def test_coercions_are_counted_by_field() -> None:
     from prometheus_client import CollectorRegistry
 
     from ragpulse.collector.assembly.assembler import CompletedTrace
+    from ragpulse.collector.evaluate.exports import Exports
     from ragpulse.collector.evaluate.pipeline import Pipeline
     from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
     from ragpulse.telemetry import CollectorMetrics
@@ -330,7 +331,8 @@ def test_coercions_are_counted_by_field() -> None:
                            "retrieval.documents.1.document.score": "low"}, parent=root),
     ]  # fmt: skip
     registry = CollectorRegistry()
-    pipeline = Pipeline([LexicalFaithfulness()], [], CollectorMetrics(registry))
+    metrics = CollectorMetrics(registry)
+    pipeline = Pipeline([LexicalFaithfulness()], Exports([], metrics), metrics)
     pipeline.process([CompletedTrace(t, spans, "quiet", first_seen=0.0)])
     assert (
         registry.get_sample_value("ragpulse_coerced_values_total", {"field": "document.score"}) == 2

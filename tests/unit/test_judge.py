@@ -16,6 +16,7 @@ from support.judge_server import Behaviour, JudgeServer
 
 from ragpulse.cli import main
 from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.evaluate.exports import Exports
 from ragpulse.collector.evaluate.pipeline import Pipeline
 from ragpulse.config import EvaluationSettings, JudgeSettings, Settings
 from ragpulse.evaluation import load_evaluators_safely
@@ -223,7 +224,7 @@ def test_escalation_from_cheap_scores(server: JudgeServer) -> None:
     memory, metrics = InMemorySink(), CollectorMetrics()
     pipeline = Pipeline(
         [LexicalFaithfulness(), JudgeFaithfulness()],
-        [memory],
+        Exports([memory], metrics),
         metrics,
         settings,
         context=PluginContext(Settings(evaluation=settings), metrics),

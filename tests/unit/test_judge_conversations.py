@@ -22,7 +22,7 @@ from support.kafka_env import wait_until
 from ragpulse import semconv as sc
 from ragpulse.collector.assembly.assembler import CompletedTrace
 from ragpulse.collector.conversations.stage import END_MARKER, ConversationStage
-from ragpulse.collector.evaluate.pipeline import Pipeline
+from ragpulse.collector.service import Evaluation
 from ragpulse.config import (
     ConversationSettings,
     EvaluationSettings,
@@ -44,7 +44,6 @@ from ragpulse.exporters.memory import InMemorySink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import resolve_evaluator_names
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord, TurnSummary
-from ragpulse.telemetry import CollectorMetrics
 
 JUDGES: tuple[type[ConversationJudge], ...] = (
     JudgeConversationCompleteness,
@@ -327,12 +326,12 @@ def test_a_full_queue_and_a_shutdown_skip_with_a_reason(server: JudgeServer) -> 
 
 def test_the_pipeline_keeps_conversation_judges_off_the_turn_tiers(server: JudgeServer) -> None:
     context = context_for(judge_settings(server))
-    pipeline = Pipeline(
-        [UserFrustration(), JudgeUserFrustration()], [InMemorySink()], CollectorMetrics(),
-        context.settings.evaluation, context=context,
-    )  # fmt: skip
+    evaluation = Evaluation.build(
+        [UserFrustration(), JudgeUserFrustration()], [InMemorySink()], context
+    )
+    pipeline = evaluation.pipeline
     assert pipeline.by_tier[pipeline.COSTLY_TIERS[1]] == []
-    assert [type(e) for e in pipeline.conversations.evaluators] == [
+    assert [type(e) for e in evaluation.conversations.evaluators] == [
         UserFrustration,
         JudgeUserFrustration,
     ]
@@ -344,10 +343,9 @@ def test_a_started_pipeline_closes_and_judges_a_conversation(server: JudgeServer
     settings = EvaluationSettings(judge=judge_settings(server))
     context = PluginContext(Settings(evaluation=settings))
     memory = InMemorySink()
-    pipeline = Pipeline(
-        [UserFrustration(), *(cls() for cls in JUDGES)], [memory], context.metrics,
-        settings, context=context,
-    )  # fmt: skip
+    pipeline = Evaluation.build(
+        [UserFrustration(), *(cls() for cls in JUDGES)], [memory], context
+    ).pipeline
     pipeline.start()
 
     def trace(question: str, answer: str) -> CompletedTrace:

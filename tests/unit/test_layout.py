@@ -70,6 +70,13 @@ def test_the_contract_holds(tree: Path) -> None:
             "import ragpulse.collector.evaluate.pipeline",
         ),
         ("ragpulse/sdk/current.py", "import ragpulse.collector.service"),
+        # The collector's rooms: evaluation hands turns on, it never builds what takes them;
+        # a one-shot read of stored traces needs an intake, not the service.
+        (
+            "ragpulse/collector/evaluate/pipeline.py",
+            "import ragpulse.collector.conversations.stage",
+        ),
+        ("ragpulse/collector/stored/backfill.py", "import ragpulse.collector.service"),
     ],
 )
 def test_a_forbidden_import_breaks_the_contract(tmp_path: Path, module: str, planted: str) -> None:

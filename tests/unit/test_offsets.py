@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ragpulse.collector.intake.offsets import PartitionOffsets
 from ragpulse.collector.intake.rekey import split_by_trace
+from ragpulse.collector.kafka_group import PartitionOffsets
 
 
 def test_committable_is_lowest_unfinished_offset() -> None:

@@ -28,9 +28,9 @@ from support.langfuse_double import LangfuseDouble
 import ragpulse
 from ragpulse.cli import demo_app, main
 from ragpulse.collector.service import Collector
-from ragpulse.collector.stored import SourceMetrics, open_reader, parse_backend_url
-from ragpulse.collector.stored.common import parse_time
-from ragpulse.collector.stored.follow import FollowSource
+from ragpulse.collector.stored.common import SourceMetrics, parse_time
+from ragpulse.collector.stored.follow import StoredTraceSource
+from ragpulse.collector.stored.tool import open_reader, parse_backend_url
 from ragpulse.collector.stored.write_back import with_write_back
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, BackendUnreachable, ConfigError
@@ -354,11 +354,11 @@ def follow_settings(double: LangfuseDouble, state: Path) -> Settings:
     return with_write_back(settings, parse_backend_url(url_of(double)))
 
 
-def follower(settings: Settings) -> tuple[Collector, InMemorySink, FollowSource]:
+def follower(settings: Settings) -> tuple[Collector, InMemorySink, StoredTraceSource]:
     memory = InMemorySink()
     collector = Collector(settings, extra_sinks=[memory], metrics_server=False)
     [source] = collector.sources
-    assert isinstance(source, FollowSource)
+    assert isinstance(source, StoredTraceSource)
     return collector.start(), memory, source
 
 
