@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaProducer
@@ -31,7 +31,7 @@ from ragpulse.collector.conversations.turn_messages import ClosedMessage, TurnMe
 from ragpulse.collector.intake.offsets import PartitionOffsets
 from ragpulse.config import KafkaSettings
 from ragpulse.exporters.base import Sink
-from ragpulse.record import ConversationRecord, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, ExportItem, RagRecord
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,8 @@ class TurnWriter(Sink):
 
     # -- what the pipeline hands over (under its lock, one call at a time) ------------------
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        record, results = item.record, item.results
         cid = record.conversation_id
         if not cid:
             return
@@ -136,9 +137,8 @@ class TurnWriter(Sink):
         )
         self._put(cid, encode(message))
 
-    def export_conversation(
-        self, conversation: ConversationRecord, results: Sequence[EvalResult]
-    ) -> None:
+    def export_conversation(self, item: ExportItem[ConversationRecord]) -> None:
+        conversation = item.record
         message = ClosedMessage(conversation=conversation, closed_at_unix=time.time())
         self._put(conversation.conversation_id, encode(message))
 
