@@ -14,7 +14,7 @@ import time
 import httpx
 
 from ragpulse.exporters.phoenix import PhoenixSink
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 MAX_QUEUE = 8
@@ -63,13 +63,13 @@ def test_a_backend_down_longer_than_the_queue_holds_drops_and_counts_the_rest() 
     held: list[int] = []
     try:
         for i in range(50):
-            sink.export(_record(i), [_result(i)])
-            held.append(sink.held)
+            sink.export(ExportItem(_record(i), [_result(i)]))
+            held.append(sink.delivery.held)
             if i == 0:
                 assert calls.wait(10), "the sink never tried the backend"
         deadline = time.monotonic() + 0.5
         while time.monotonic() < deadline:  # retries keep going: the count stays put
-            held.append(sink.held)
+            held.append(sink.delivery.held)
             time.sleep(0.01)
         assert max(held) <= MAX_QUEUE
         assert held[-1] == MAX_QUEUE
@@ -97,7 +97,7 @@ def test_force_flush_sends_what_waits_for_a_batch() -> None:
         transport=httpx.MockTransport(up),
     )
     try:
-        sink.export(_record(1), [_result(1)])
+        sink.export(ExportItem(_record(1), [_result(1)]))
         assert sink.force_flush(timeout_s=10)
         assert bodies and _sample(metrics, "delivered") == 1
     finally:

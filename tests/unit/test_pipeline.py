@@ -261,7 +261,7 @@ def test_spent_budget_skips_the_tier_and_counts() -> None:
     assert len(memory.items) == 11
     assert skipped(metrics, "budget") == 10
     later = [i for i in memory.items if i.record.question != "first?"]
-    assert all(i.record.attributes["ragpulse.sampled.model"] == "skipped:budget" for i in later)
+    assert all(i.sampled["model"] == "skipped:budget" for i in later)
     assert all([r.name for r in i.results] == ["faithfulness/lexical"] for i in later)
 
 

@@ -51,6 +51,7 @@ from ragpulse.record import (
     Document,
     DocumentSource,
     EvalResult,
+    ExportItem,
     HistoryMessage,
     RagRecord,
     ToolCall,
@@ -292,7 +293,7 @@ def test_sink_contract(name: str, tmp_path: Path, judge: JudgeServer) -> None:
     cheap = load_evaluators_safely([evaluator_class(n)() for n in sorted(CHEAP)], context)
     results = evaluate_records(RECORDS, cheap)
     for record, rs in zip(RECORDS, results, strict=True):
-        sink.export(record, rs)
+        sink.export(ExportItem(record, rs))
     sink.shutdown()
     if name == "jsonl":
         assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(RECORDS)
