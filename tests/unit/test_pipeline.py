@@ -24,7 +24,7 @@ from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.memory import InMemorySink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord, SpanStatus
+from ragpulse.record import EvalResult, ExportItem, RagRecord, SpanStatus
 from ragpulse.telemetry import CollectorMetrics
 
 
@@ -40,7 +40,7 @@ class Exploding(Evaluator):
 class BrokenSink(Sink):
     name = "broken"
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
         raise OSError("disk full")
 
 
