@@ -60,7 +60,9 @@ class Sink(ABC, Generic[OptionsT]):
     class Options(PluginOptions):
         """No options."""
 
-    def __init__(self, options: OptionsT | None = None, context: PluginContext | None = None):
+    def __init__(
+        self, options: OptionsT | None = None, context: PluginContext | None = None
+    ) -> None:
         # Without options, the sink's own defaults: an instance of its Options (OptionsT).
         self.options: OptionsT = options if options is not None else cast(OptionsT, self.Options())
         self.context = context

@@ -58,7 +58,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
 from ragpulse.record import Direction, EvalResult, ExportItem, ExportKind, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.results import EVALUATED_CHARS, TRUNCATED, export_attributes, stored_row
+from ragpulse.results import EVALUATED_CHARS, TRUNCATED, state_attributes, stored_row
 from ragpulse.signals import feedback_score, trace_fraction
 from ragpulse.telemetry import CollectorMetrics
 
@@ -376,7 +376,7 @@ class RegressionSink(Sink["RegressionSink.Options"]):
         # One row, so that a word of a value redacted in the record is also caught
         # where a result quotes it alone (unsupported_tokens).
         row = stored_row(
-            item.record, results, self.redactor, self.max_text_chars, export_attributes(item)
+            item.record, results, self.redactor, self.max_text_chars, state_attributes(item)
         )
         redacted_results = row.pop("results")
         truncated = row.pop(TRUNCATED, None)

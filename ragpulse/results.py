@@ -3,7 +3,7 @@
 One shape for every writer (the JSONL sink, regression sets, ``ragpulse eval``'s output,
 replays): the record's fields, then ``results``, each result without its timing
 (``duration_ms``) and without ``error`` when it has none. What a sink's export item says
-of the tiers is written into the record's ``attributes`` (:func:`export_attributes`). A
+of the tiers is written among the record's ``attributes`` (:func:`state_attributes`). A
 record that a costly tier reported on after its first line gets a short *update* line,
 a record rebuilt from more spans a whole line again (:func:`record_line`).
 """
@@ -80,13 +80,14 @@ REVISED = "revised"
 the line replaces the earlier ones of its ``trace_id`` and ``span_id``, results and all."""
 
 
-def export_attributes(item: ExportItem[Any]) -> dict[str, AttributeValue]:
-    """The record's attributes as a line shows them: with ``ragpulse.sampled.<tier>`` (why
-    each tier evaluated it, or skipped it), ``ragpulse.pending`` (the costly tiers still
-    to come, when there are) and, on an update, ``ragpulse.update`` (its tier)."""
-    attributes: dict[str, AttributeValue] = dict(item.record.attributes)
-    for tier, why in item.sampled.items():
-        attributes[f"{sc.RAGPULSE_SAMPLED_PREFIX}{tier}"] = why
+def state_attributes(item: ExportItem[Any]) -> dict[str, AttributeValue]:
+    """What the item says of the tiers, as a line shows it among the record's attributes:
+    ``ragpulse.sampled.<tier>`` (why each tier evaluated the record, or skipped it),
+    ``ragpulse.pending`` (the costly tiers still to come, when there are) and, on an
+    update, ``ragpulse.update`` (its tier)."""
+    attributes: dict[str, AttributeValue] = {
+        f"{sc.RAGPULSE_SAMPLED_PREFIX}{tier}": why for tier, why in item.sampled.items()
+    }
     if item.pending:
         attributes[sc.RAGPULSE_PENDING] = list(item.pending)
     if item.tier is not None:
@@ -153,20 +154,20 @@ def stored_row(
     results: Sequence[EvalResult],
     redactor: Redactor | None = None,
     max_text_chars: int | None = None,
-    attributes: Mapping[str, AttributeValue] | None = None,
+    state: Mapping[str, AttributeValue] | None = None,
 ) -> dict[str, Any]:
     """The record's fields and ``results`` as a sink stores them: redacted, each text cut
     to ``max_text_chars`` (None: kept whole) and, when one was, :data:`TRUNCATED` saying
-    which and how long it was; ``attributes`` (:func:`export_attributes`) in place of the
-    record's own. A 10 MB document costs what ``max_text_chars`` does: it is cut (with
+    which and how long it was; ``state`` (:func:`state_attributes`) joins the record's
+    attributes. A 10 MB document costs what ``max_text_chars`` does: it is cut (with
     :data:`REDACTION_MARGIN`) before it is encoded and redacted."""
     long = _long_texts(record, max_text_chars) if max_text_chars is not None else []
     if long:
         assert max_text_chars is not None
         record = _cut_record(record, [p for p, _ in long], max_text_chars + REDACTION_MARGIN)
     row = record.model_dump(mode="json")
-    if attributes is not None:
-        row["attributes"] = dict(attributes)
+    if state:
+        row["attributes"].update(state)
     row["results"] = [result_dict(r) for r in results]
     if redactor is not None:
         # The whole record, even for an update: a result may quote a word of a value
@@ -190,16 +191,15 @@ def record_line(
     redactor: Redactor | None = None,
     max_text_chars: int | None = None,
 ) -> str:
-    """The item's record and results (:func:`stored_row`, attributes as
-    :func:`export_attributes` gives them); for an update, a short line; for a revision,
-    the whole line with :data:`REVISED`.
+    """The item's record and results (:func:`stored_row`, with :func:`state_attributes`
+    among its attributes); for an update, a short line; for a revision, the whole line
+    with :data:`REVISED`.
 
     An update line carries the record's ids, ``update`` (the tier), the
     ``ragpulse.sampled.*`` / ``ragpulse.pending`` attributes and that tier's results:
     join it to the record's first line by ``trace_id`` and ``span_id``.
     """
-    attributes = export_attributes(item)
-    row = stored_row(item.record, item.results, redactor, max_text_chars, attributes)
+    row = stored_row(item.record, item.results, redactor, max_text_chars, state_attributes(item))
     if item.kind is ExportKind.UPDATE:
         state = {
             key: value
@@ -221,11 +221,11 @@ def conversation_line(
     item: ExportItem[ConversationRecord], redactor: Redactor | None = None
 ) -> str:
     """A conversation and its results as one line: ``{"conversation": {...}, "results":
-    [...]}``, its attributes as :func:`export_attributes` gives them. A resumed
+    [...]}``, with :func:`state_attributes` among its attributes. A resumed
     conversation's revised record comes as a later line with the same
     ``conversation_id`` and a higher ``revision``: the last one stands."""
     dump = item.record.model_dump(mode="json")
-    dump["attributes"] = export_attributes(item)
+    dump["attributes"].update(state_attributes(item))
     row: dict[str, Any] = {
         "conversation": dump,
         "results": [result_dict(r) for r in item.results],
