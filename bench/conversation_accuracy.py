@@ -269,7 +269,7 @@ def records(conversations: Sequence[Built]) -> list[tuple[ConversationRecord, li
     clock, out = Clock(), []
     settings = ConversationSettings(max_open=len(conversations) + 1)
     stage = ConversationStage(settings, conversation_metrics,
-                              lambda c, r: out.append((c, r)), clock=clock)  # fmt: skip
+                              lambda item: out.append((item.record, list(item.results))), clock=clock)  # fmt: skip
     for n, built in enumerate(conversations):
         for i, t in enumerate(built.turns):
             clock.now += 1.0

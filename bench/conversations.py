@@ -46,7 +46,7 @@ from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator
 from ragpulse.plugins import load_evaluators
-from ragpulse.record import ConversationRecord, Document, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, Document, EvalResult, ExportItem, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 WORDS = (
@@ -124,7 +124,7 @@ def build(open_: int, clock: Clock) -> tuple[ConversationStage, list[int]]:
     ]
     exported = [0]
 
-    def export(conversation: ConversationRecord, results: list[EvalResult]) -> None:
+    def export(item: ExportItem[ConversationRecord]) -> None:
         exported[0] += 1
 
     settings = ConversationSettings(max_open=open_)  # idle_s 300, keep_closed_s 3600

@@ -6,10 +6,11 @@ feedback join the turn as they come). A conversation closes when no turn came fo
 ``conversations.idle_s``, at once when a turn carries the end marker
 (``ragpulse.conversation.end``), at the end of an offline run, or when the collector
 stops: it becomes a :class:`~ragpulse.record.ConversationRecord` that the conversation
-evaluators score and every sink receives (``Sink.export_conversation``). A conversation of
-one turn gets no record (its turn record says it all; counted). A closed conversation is
-kept for ``conversations.keep_closed_s``: if it resumes, its record is revised
-(``revision`` + 1, the same identifier: a backend replaces the earlier one).
+evaluators score and every sink receives (an export item, ``Sink.export_conversation``). A
+conversation of one turn gets no record (its turn record says it all; counted). A closed
+conversation is kept for ``conversations.keep_closed_s``: if it resumes, its record is
+revised (``revision`` + 1, the same identifier, exported as a ``revision``: a backend
+replaces the earlier one).
 
 Before a turn is evaluated, :meth:`ConversationStage.prepare` numbers it when its spans
 did not (in order of arrival), and joins the earlier turns as its history when its spans
@@ -29,7 +30,7 @@ past it the least recently active one is closed early, ``evicted``), at most
 
 Costly conversation metrics (the judges) never hold the ticker: a closed conversation
 sampled for the judge (its rate drawn from the conversation id, priority rules) is
-exported with its cheap results and ``ragpulse.pending``, and the judge's results follow
+exported with its cheap results and ``pending``, and the judge's results follow
 as an update of the same record from a worker of their own
 (:mod:`ragpulse.collector.conversations.tiers`). A stage that was not started (an offline
 run, a test driving ``tick``) judges inline instead: one export with every result.
@@ -51,9 +52,9 @@ from ragpulse import semconv as sc
 from ragpulse.collector.conversations.tiers import (
     ConversationJob,
     CostlyConversations,
+    Export,
     evaluate,
     loaded,
-    tier_attributes,
 )
 from ragpulse.collector.evaluate.sampling import SamplingPolicy
 from ragpulse.collector.extract.history import joined_history, standalone
@@ -63,13 +64,14 @@ from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator, Tier
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import (
-    AttributeValue,
     ClosedBy,
     ConversationRecord,
     Direction,
     Document,
     DocumentSource,
     EvalResult,
+    ExportItem,
+    ExportKind,
     RagRecord,
     TurnSummary,
 )
@@ -87,8 +89,6 @@ KEPT_DOCUMENTS = 3
 KEPT_DOCUMENT_CHARS = 1_000
 NUMBERED_KEPT = 10_000
 """Turns remembered as numbered on arrival (a turn is exported within seconds of that)."""
-
-Export = Callable[[ConversationRecord, list[EvalResult]], None]
 
 
 _Result = tuple[str, str, float | None, str | None, Direction]
@@ -558,42 +558,44 @@ class ConversationStage:
             for tier, costly in self._costly.items()
             if (reason := self._sampler.conversation_reason(record, tier, results)) is not None
         }
-        attributes: dict[str, AttributeValue] = {}
-        for tier, reason in sampled.items():
-            attributes.update(tier_attributes(tier, reason))
-        if sampled and not self._started:  # inline: an offline run, a test
+        inline = not self._started  # an offline run, a test: the costly tiers judge now
+        if sampled and inline:
             for tier, reason in sampled.items():
                 costly = self._costly[tier]
                 results += evaluate(loaded(costly.evaluators, self._context), record)
                 costly.count(reason)
-        elif sampled:
-            attributes[sc.RAGPULSE_PENDING] = [t.value for t in sampled]
-        if attributes:
-            record = record.model_copy(update={"attributes": {**record.attributes, **attributes}})
+        reasons = {tier.value: reason for tier, reason in sampled.items()}
+        item = ExportItem(
+            record,
+            results,
+            ExportKind.REVISION if revision > 1 else ExportKind.FIRST,
+            sampled=reasons,
+            pending=() if inline else tuple(reasons),
+        )
         with self._guard:
             try:
-                self._out(record, results)
+                self._out(item)
             except Exception:  # the sinks are guarded one by one; this guards the stage
                 log.exception("exporting conversation %s failed", conversation.conversation_id)
-        if not sampled or not self._started:
+        if not sampled or inline:
             return
         deadline = time.monotonic()
         for tier, reason in sampled.items():
             costly = self._costly[tier]
             job = ConversationJob(
                 record, tier, reason, deadline + costly.max_delay_s,
-                partial(_is_revision, conversation, revision),
+                partial(_is_revision, conversation, revision), reasons,
             )  # fmt: skip
             refused = costly.offer(job)
             if refused is not None:
                 costly.skip(job, refused)
 
-    def _out(self, record: ConversationRecord, results: list[EvalResult]) -> None:
+    def _out(self, item: ExportItem[ConversationRecord]) -> None:
         """A conversation record to the sinks, then to where conversations are held (its
         state, for the next holder); called with the export lock held."""
-        self._export(record, results)
+        self._export(item)
         if self._elsewhere is not None:
-            self._elsewhere.conversation(record, results)
+            self._elsewhere.conversation(item.record, item.results)
 
     # -- the ticker -----------------------------------------------------------------------
 

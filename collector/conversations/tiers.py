@@ -3,17 +3,17 @@
 When a conversation closes, its stage scores the cheap conversation metrics at once and
 exports the record. When the conversation is sampled for a costly tier
 (:meth:`~ragpulse.collector.evaluate.sampling.SamplingPolicy.conversation_reason`: the tier's rate
-drawn from the conversation id, and priority rules), that first export says so
-(``ragpulse.pending: ["judge"]``, ``ragpulse.sampled.judge``) and the record joins this
-worker's bounded queue. The tier's results follow as an update of the same conversation
-record: the same identifier and revision, ``ragpulse.update: "judge"``, the tier's results
-only, exactly as the turn pipeline follows up its costly tiers. The judges keep to the
+drawn from the conversation id, and priority rules), that first export item says so
+(``pending: ("judge",)``, ``sampled["judge"]``) and the record joins this worker's
+bounded queue. The tier's results follow as an ``update`` item of the same conversation
+record: the same identifier and revision, ``tier`` ``judge``, the tier's results only,
+exactly as the turn pipeline follows up its costly tiers. The judges keep to the
 judge's budget and cache (a conversation is one call per metric, fewer when its earlier
 turns' verdicts are cached: :mod:`ragpulse.evaluators.judge.conversation`).
 
 Skips are said, never silent: a full queue (``evaluation.judge.max_queue``), a record that
 waited past ``evaluation.judge.max_delay_s``, or a shutdown before its turn give an update
-with no results and ``ragpulse.sampled.judge = skipped:<reason>``. A record whose
+with no results and ``sampled["judge"]`` ``skipped:<reason>``. A record whose
 conversation was revised meanwhile (it resumed and closed again) is dropped, not judged
 (``superseded``): the later revision is judged, and an older revision's results must not
 overwrite a newer one's in a backend that upserts by identifier. All of it is counted in
@@ -29,22 +29,21 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from ragpulse import semconv as sc
 from ragpulse.config import TierSettings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator, Tier
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import AttributeValue, ConversationRecord, EvalResult
+from ragpulse.record import ConversationRecord, EvalResult, ExportItem, ExportKind
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
-Export = Callable[[ConversationRecord, list[EvalResult]], None]
+Export = Callable[[ExportItem[ConversationRecord]], None]
 
 
 @dataclass(eq=False)
@@ -56,10 +55,7 @@ class ConversationJob:
     why: str  # why the tier was chosen (base_rate, route_rate, priority:<rule>)
     deadline: float  # time.monotonic() past which it is skipped
     current: Callable[[], bool]  # still its conversation's latest revision?
-
-
-def tier_attributes(tier: Tier, why: str) -> dict[str, AttributeValue]:
-    return {f"{sc.RAGPULSE_SAMPLED_PREFIX}{tier.value}": why}
+    sampled: Mapping[str, str]  # what the record's first export said of the tiers
 
 
 def evaluate(
@@ -216,10 +212,8 @@ class CostlyConversations:
     def _update(self, job: ConversationJob, results: list[EvalResult], why: str) -> None:
         """Export the tier's results (or why it skipped) as an update of the job's record,
         unless a later revision of its conversation went out meanwhile."""
-        attributes = {k: v for k, v in job.record.attributes.items() if k != sc.RAGPULSE_PENDING}
-        attributes.update(tier_attributes(self.tier, why))
-        attributes[sc.RAGPULSE_UPDATE] = self.tier.value
-        record = job.record.model_copy(update={"attributes": attributes})
+        tier = self.tier.value
+        item = ExportItem(job.record, results, ExportKind.UPDATE, tier, {**job.sampled, tier: why})
         with self._guard:
             if self._closed:
                 self.count("skipped:shutdown")
@@ -229,6 +223,6 @@ class CostlyConversations:
                 return
             self.count(why)
             try:
-                self._export(record, results)
+                self._export(item)
             except Exception:  # the sinks are guarded one by one; this guards the worker
                 log.exception("exporting conversation %s failed", job.record.conversation_id)

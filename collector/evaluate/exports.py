@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from ragpulse.collector.lifecycle import Deadline
 from ragpulse.exporters.base import Sink
-from ragpulse.record import ConversationRecord, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, ExportItem, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -35,25 +35,25 @@ class Exports:
         self._metrics = metrics
         self.lock = threading.RLock()
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
         """Hand one record's results to every sink."""
         with self.lock:
             for sink in self.sinks:
                 try:
-                    sink.export(record, results)
+                    sink.export(item)
                 except Exception:
-                    log.exception("sink %s failed on trace %s", sink.name, record.trace_id)
+                    log.exception("sink %s failed on trace %s", sink.name, item.record.trace_id)
                     self._metrics.sink_errors.labels(sink.name).inc()
 
-    def conversation(self, conversation: ConversationRecord, results: list[EvalResult]) -> None:
+    def conversation(self, item: ExportItem[ConversationRecord]) -> None:
         """Hand a closed conversation's record to every sink."""
         with self.lock:
             for sink in self.sinks:
                 try:
-                    sink.export_conversation(conversation, results)
+                    sink.export_conversation(item)
                 except Exception:
                     log.exception(
-                        "sink %s failed on conversation %s", sink.name, conversation.conversation_id
+                        "sink %s failed on conversation %s", sink.name, item.record.conversation_id
                     )
                     self._metrics.sink_errors.labels(sink.name).inc()
 

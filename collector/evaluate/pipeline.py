@@ -10,12 +10,12 @@ deadline, batched inference).
 Cheap results never wait for a costly tier. A record sampled for one is held at
 most ``evaluation.max_export_delay_s`` (2 s): when its costly tiers finish
 within that, it is exported once with every result; otherwise what exists is
-exported then (``ragpulse.pending`` lists the tiers still running) and each
-costly tier's results follow as an update of the same record
-(``ragpulse.update`` names the tier; the results are that tier's only). A tier
-that skips the record (full queue, budget, deadline, shutdown) says so in
-``ragpulse.sampled.<tier>`` (``skipped:<reason>``), in an update when the record
-was already exported.
+exported then (a ``first`` export item whose ``pending`` lists the tiers still
+running) and each costly tier's results follow as an ``update`` item of the same
+record (its ``tier``; the results are that tier's only). A tier that skips the
+record (full queue, budget, deadline, shutdown) says so in the item's
+``sampled[tier]`` (``skipped:<reason>``), in an update when the record was already
+exported.
 
 The costly tiers never hold the cheap tier back: the model tier runs only while
 the cheap tier is idle, within a budget (``evaluation.model.budget``), and a
@@ -48,7 +48,7 @@ from ragpulse import semconv as sc
 from ragpulse.collector.assembly.assembler import CompletedTrace
 from ragpulse.collector.evaluate.exports import Exports
 from ragpulse.collector.evaluate.feedback import feedback_result
-from ragpulse.collector.evaluate.sampling import SamplingPolicy, sampled_attributes
+from ragpulse.collector.evaluate.sampling import SamplingPolicy
 from ragpulse.collector.evaluate.tier_stage import TierStage
 from ragpulse.collector.extract.records import extract_records
 from ragpulse.collector.lifecycle import Deadline, Lifecycle, Part
@@ -56,7 +56,13 @@ from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
 from ragpulse.evaluators.base import AnyEvaluator, Evaluator, Tier
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import AttributeValue, EvalResult, RagRecord
+from ragpulse.record import (
+    AttributeValue,
+    EvalResult,
+    ExportItem,
+    ExportKind,
+    RagRecord,
+)
 from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
@@ -92,6 +98,8 @@ class _Job:
     results: list[EvalResult] = field(default_factory=list)
     tiers: list[Tier] = field(default_factory=list)  # costly tiers still to run, in order
     sampled: dict[Tier, str] = field(default_factory=dict)  # tier -> why it was chosen
+    # What the record's first export said of the tiers (a late update carries it again).
+    carried: dict[str, str] = field(default_factory=dict)
     running: Tier | None = None  # the costly tier that has it now
     exported: int = 0  # how many of ``results`` the sinks have seen
     shown: bool = False  # exported once already: what follows are updates
@@ -269,8 +277,9 @@ class Pipeline:
         self._lock = threading.RLock()
         self._holds = _Holds(s.max_export_delay_s, self._deadline)
         self._worker = _CheapWorker(self)
-        # The record alone, not its results: a late update carries only the feedback's.
-        self._recent: OrderedDict[str, RagRecord] = OrderedDict()
+        # The record and what its first export said of the tiers, not its results: a late
+        # update carries only the feedback's.
+        self._recent: OrderedDict[str, tuple[RagRecord, dict[str, str]]] = OrderedDict()
         self._sampled_counters: dict[tuple[Tier, str], Any] = {}  # labels() costs per call
         self._stages = {
             tier: self._stage(tier, evs)
@@ -494,34 +503,22 @@ class Pipeline:
 
     def _show(self, job: _Job) -> None:
         """The first export, while costly tiers are still to come."""
-        attributes = job.record.attributes
-        attributes.update(sampled_attributes(job.sampled))
-        attributes[sc.RAGPULSE_PENDING] = [t.value for t in job.pending]
-        self._emit(job, job.record, first=True)
+        self._emit(job, ExportKind.FIRST)
         job.shown = True
 
     def _update(self, job: _Job, tier: Tier) -> None:
         """A follow-up export: ``tier``'s results (or why it skipped) for a shown record."""
-        attributes = {**job.record.attributes, sc.RAGPULSE_UPDATE: tier.value}
-        attributes.update(sampled_attributes({tier: job.sampled[tier]}))
         if job.running is None:
-            attributes.pop(sc.RAGPULSE_PENDING, None)
             self._count_sampled(job)
-        else:
-            attributes[sc.RAGPULSE_PENDING] = [t.value for t in job.pending]
-        record = job.record.model_copy(update={"attributes": attributes})
-        self._emit(job, record, first=False)
+        self._emit(job, ExportKind.UPDATE, tier)
         if job.running is None:
             self._close(job)
 
     def _finish(self, job: _Job) -> None:
         """Every tier done or skipped before the record was shown: one export, all results."""
         if job.sampled:
-            # In place, not a copy: the pipeline built this record (extraction or a late
-            # update) and nobody has seen it yet; a pydantic copy per record is costly.
-            job.record.attributes.update(sampled_attributes(job.sampled))
             self._count_sampled(job)
-        self._emit(job, job.record, first=True)
+        self._emit(job, ExportKind.FIRST)
         self._close(job)
 
     def _close(self, job: _Job) -> None:
@@ -538,16 +535,28 @@ class Pipeline:
                 )
             counter.inc()
 
-    def _emit(self, job: _Job, record: RagRecord, first: bool) -> None:
-        """Hand the job's results not exported yet to every sink."""
+    def _emit(self, job: _Job, kind: ExportKind, tier: Tier | None = None) -> None:
+        """Hand the job's results not exported yet to every sink, with where the record
+        stands in the tiers."""
         results = job.results[job.exported :]
         job.exported = len(job.results)
-        self.exports.export(record, results)
+        sampled = {**job.carried, **{t.value: why for t, why in job.sampled.items()}}
+        item = ExportItem(
+            job.record,
+            results,
+            kind,
+            tier.value if tier is not None else None,
+            sampled,
+            tuple(t.value for t in job.pending),
+        )
+        record = job.record
+        first = kind is ExportKind.FIRST
+        self.exports.export(item)
         self.conversations.turn_exported(record, results, first=first)
         if not first:
             return
         self._metrics.records_evaluated.inc()
-        self._recent[record.trace_id] = record
+        self._recent[record.trace_id] = (record, sampled)
         while len(self._recent) > self.RECENT:
             self._recent.popitem(last=False)
 
@@ -561,8 +570,9 @@ class Pipeline:
         result = feedback_result(attributes)
         if known is None or result is None:
             return False
-        record = known.model_copy(update={"attributes": {**known.attributes, **attributes}})
-        self._queue.put(_Job(record, None, [result]))
+        earlier, sampled = known
+        record = earlier.model_copy(update={"attributes": {**earlier.attributes, **attributes}})
+        self._queue.put(_Job(record, None, [result], carried=sampled))
         return True
 
 

@@ -5,15 +5,15 @@ decides the same again, so a sampled share is a stable slice of traffic.
 Per tier: a base rate (``evaluation.model.rate``, ``evaluation.judge.rate``),
 per-route overrides, and priority rules that force a tier for records that
 matter (an error, a low cheap score, an injection rule fired, negative user
-feedback, high latency). Every decision has a bounded reason, recorded on the
-record (``ragpulse.sampled.<tier>``) and counted in ``ragpulse_sampled_total``.
+feedback, high latency). Every decision has a bounded reason, carried to the sinks
+by the record's export item (``sampled``; written as ``ragpulse.sampled.<tier>``) and
+counted in ``ragpulse_sampled_total``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragpulse import semconv as sc
 from ragpulse.config import EvaluationSettings, PriorityRule
 from ragpulse.evaluators.base import Tier
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
@@ -125,8 +125,3 @@ class SamplingPolicy:
         if tier == Tier.CHEAP or self.by_rate(tier):
             return True
         return any(tier.value in rule.tiers for rule in self.priorities)
-
-
-def sampled_attributes(reasons: dict[Tier, str]) -> dict[str, str]:
-    """``ragpulse.sampled.<tier>`` record attributes for the tiers that ran."""
-    return {f"{sc.RAGPULSE_SAMPLED_PREFIX}{tier.value}": why for tier, why in reasons.items()}

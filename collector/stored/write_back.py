@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ragpulse.backend_client import BackendUrl
@@ -24,10 +23,10 @@ from ragpulse.collector.stored.tool import parse_backend_url, stored_tool
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
-from ragpulse.exporters.support.delivery import HttpSink
+from ragpulse.exporters.support.tool_sink import ToolSink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import sink_class
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import ExportItem, RagRecord
 
 
 def with_write_back(settings: Settings, url: BackendUrl) -> Settings:
@@ -57,7 +56,7 @@ class DryRunSink(Sink):
 
     name = "dry_run"
 
-    def __init__(self, sink: HttpSink[Any], out: TextIO | None = None) -> None:
+    def __init__(self, sink: ToolSink[Any, Any], out: TextIO | None = None) -> None:
         super().__init__()
         self._sink = sink
         self._out = out or sys.stdout
@@ -70,11 +69,11 @@ class DryRunSink(Sink):
         own = stored_tool(url.tool).sink_options(url, settings)
         options = kind.options_from(settings.model_copy(update={"sinks": {url.tool: own}}))
         sink = kind.create(options, PluginContext(settings))
-        assert isinstance(sink, HttpSink)
+        assert isinstance(sink, ToolSink)
         return cls(sink, out)
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        requests = self._sink.preview(record, results)
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        requests = self._sink.preview(item)
         with self._lock:
             for request in requests:
                 line = {"sink": self._sink.name, "path": request.path, "body": request.body}

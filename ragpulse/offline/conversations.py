@@ -32,6 +32,7 @@ from ragpulse.record import (
     Document,
     DocumentSource,
     EvalResult,
+    ExportItem,
     RagRecord,
 )
 from ragpulse.redaction import Redactor
@@ -114,9 +115,9 @@ class OfflineConversations:
         self._stage.close_all("end_of_run")
         return self.lines
 
-    def _closed(self, conversation: ConversationRecord, results: list[EvalResult]) -> None:
-        self.lines.append(conversation_line(conversation, results, self._redactor))
-        self.results.extend(results)
+    def _closed(self, item: ExportItem[ConversationRecord]) -> None:
+        self.lines.append(conversation_line(item, self._redactor))
+        self.results.extend(item.results)
 
 
 def _named(record: RagRecord) -> RagRecord:

@@ -41,7 +41,7 @@ from ragpulse.config import Settings
 from ragpulse.exporters.mlflow import MlflowSink
 from ragpulse.exporters.phoenix import PhoenixSink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import ConversationRecord, EvalResult
+from ragpulse.record import ConversationRecord, EvalResult, ExportItem
 
 pytestmark = pytest.mark.integration
 
@@ -335,7 +335,7 @@ def repeat(
         context = PluginContext(settings)
         sink = cls.from_settings(settings, context)
         assert sink is not None
-        sink.export_conversation(record, results)
+        sink.export_conversation(ExportItem(record, results))
         sink.shutdown()
         delivered = context.metrics.registry.get_sample_value(
             "ragpulse_sink_items_total", {"sink": cls.name, "outcome": "delivered"}

@@ -369,7 +369,7 @@ def test_a_redelivered_trace_replaces_its_evaluations_in_live_traffic_too(
     from ragpulse.config import Settings
     from ragpulse.plugin_context import PluginContext
     from ragpulse.plugins import sink_class
-    from ragpulse.record import EvalResult, RagRecord
+    from ragpulse.record import EvalResult, ExportItem, RagRecord
 
     trace_id, trace = next(iter(backfilled.traces.items()))
     record = RagRecord(
@@ -391,7 +391,7 @@ def test_a_redelivered_trace_replaces_its_evaluations_in_live_traffic_too(
             EvalResult(metric="faithfulness", method="lexical", score=score),
             EvalResult(metric="context_relevance", method="lexical", score=score),
         ]
-        sink.export(record, results)
+        sink.export(ExportItem(record, results))
         sink.shutdown()
         labels = {"sink": tool.name, "outcome": "delivered"}
         assert context.metrics.registry.get_sample_value("ragpulse_sink_items_total", labels) == 2

@@ -38,7 +38,7 @@ class Clock:
 def stage(**settings: float) -> tuple[ConversationStage, Clock, list[ConversationRecord]]:
     clock, exported = Clock(), []
     found = ConversationStage(
-        ConversationSettings(**settings), [], lambda c, _: exported.append(c), clock=clock
+        ConversationSettings(**settings), [], lambda item: exported.append(item.record), clock=clock
     )
     return found, clock, exported
 
@@ -199,4 +199,4 @@ def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own
         assert len(topic.turns) == (0 if local else 2)
         evaluation.conversations.add_turn("chat-1", "svc", None, summary("From the topic?"))
         pipeline.stop()
-        assert [len(c.turns) for c, _ in sink.conversations.values()] == ([3] if local else [])
+        assert [len(i.record.turns) for i in sink.conversations.values()] == ([3] if local else [])

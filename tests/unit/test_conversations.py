@@ -37,7 +37,7 @@ def stage(
     found = ConversationStage(
         ConversationSettings(**settings),
         evaluators,
-        lambda c, r: exported.append((c, r)),
+        lambda item: exported.append((item.record, list(item.results))),
         metrics,
         clock,
     )

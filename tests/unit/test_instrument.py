@@ -964,7 +964,9 @@ def test_decorated_turns_become_a_conversation_with_the_earlier_turn_joined() ->
 
     closed: list[Any] = []
     stage = ConversationStage(
-        ConversationSettings(), [UserFrustration()], lambda c, r: closed.append((c, r))
+        ConversationSettings(),
+        [UserFrustration()],
+        lambda item: closed.append((item.record, list(item.results))),
     )
     faithfulness = LexicalFaithfulness()
     answer("When was the Harbour lighthouse built?", "chat-9")

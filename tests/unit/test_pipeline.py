@@ -25,7 +25,7 @@ from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.memory import InMemorySink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord, SpanStatus
+from ragpulse.record import EvalResult, ExportItem, RagRecord, SpanStatus
 from ragpulse.source import Ack
 from ragpulse.telemetry import CollectorMetrics
 
@@ -42,7 +42,7 @@ class Exploding(Evaluator):
 class BrokenSink(Sink):
     name = "broken"
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
         raise OSError("disk full")
 
 
@@ -273,7 +273,7 @@ def test_spent_budget_skips_the_tier_and_counts() -> None:
     assert len(memory.items) == 11
     assert skipped(metrics, "budget") == 10
     later = [i for i in memory.items if i.record.question != "first?"]
-    assert all(i.record.attributes["ragpulse.sampled.model"] == "skipped:budget" for i in later)
+    assert all(i.sampled["model"] == "skipped:budget" for i in later)
     assert all([r.name for r in i.results] == ["faithfulness/lexical"] for i in later)
 
 

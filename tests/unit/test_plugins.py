@@ -28,6 +28,7 @@ from support.tiny_models import (
     build_t5,
 )
 
+from ragpulse.collector.conversations.stage import summarize
 from ragpulse.config import EvaluationSettings, Settings, load_settings
 from ragpulse.disk_cache import cache_root
 from ragpulse.errors import ConfigError
@@ -51,6 +52,8 @@ from ragpulse.record import (
     Document,
     DocumentSource,
     EvalResult,
+    ExportItem,
+    ExportKind,
     HistoryMessage,
     RagRecord,
     ToolCall,
@@ -304,10 +307,18 @@ def test_sink_contract(name: str, tmp_path: Path, judge: JudgeServer) -> None:
     cheap = load_evaluators_safely([evaluator_class(n)() for n in sorted(CHEAP)], context)
     results = evaluate_records(RECORDS, cheap)
     for record, rs in zip(RECORDS, results, strict=True):
-        sink.export(record, rs)
+        sink.export(ExportItem(record, rs, sampled={"cheap": "all"}))
+    # Every kind of item: a costly tier's update (nothing new: it skipped the record), a
+    # revision, and a conversation's record; none may raise.
+    later = RECORDS[0]
+    sink.export(ExportItem(later, [], ExportKind.UPDATE, "judge", {"judge": "skipped:budget"}))
+    sink.export(ExportItem(later, results[0], ExportKind.REVISION))
+    turns = [summarize(r, rs) for r, rs in zip(RECORDS, results, strict=True) if r.trace_id]
+    chat = ConversationRecord(conversation_id="chat-1", turns=turns)
+    sink.export_conversation(ExportItem(chat, [EvalResult(metric="c", method="m", score=1.0)]))
     sink.shutdown()
-    if name == "jsonl":
-        assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(RECORDS)
+    if name == "jsonl":  # a line per record, the update, the revision, the conversation
+        assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(RECORDS) + 3
     if name in ("phoenix", "mlflow", "langfuse"):
         failed = context.metrics.registry.get_sample_value(
             "ragpulse_sink_items_total", {"sink": name, "outcome": "failed"}

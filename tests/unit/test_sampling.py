@@ -139,7 +139,7 @@ def test_feedback_within_the_window_joins_the_record() -> None:
         [item] = sink.items
         assert item.record.attributes[sc.RAGPULSE_FEEDBACK_SCORE] == -1
         assert item.results[-1].metric == "user_feedback" and item.results[-1].label == "negative"
-        assert item.record.attributes["ragpulse.sampled.cheap"] == "all"
+        assert item.sampled["cheap"] == "all"
         assert joined(c, "in_window") == 1
     finally:
         c.stop()
