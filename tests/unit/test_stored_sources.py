@@ -500,6 +500,9 @@ def test_a_conversation_read_once_closes_at_the_end_of_the_run(
 # --- a conversation served out of order ---------------------------------------------------
 
 ORDERS = ["newest first", "shuffled"]
+ONE_TRACE_A_BATCH = "evaluation: {batch_size: 1}\n"
+"""The turns are evaluated in the order the source hands them over (a batch of several
+traces is put in order by the pipeline itself, which would hide the source's order)."""
 
 
 def store_conversation(double: LangfuseDouble, session: str, order: str) -> list[str]:
@@ -527,8 +530,11 @@ def test_eval_from_joins_a_conversation_served_out_of_order_in_the_order_taken(
     serves them in: numbered 1, 2, 3, each with the earlier turns (and only those) as its
     history and their passages as evidence."""
     taken = store_conversation(langfuse, "chat-ooo", order)
-    out = tmp_path / "scored.jsonl"
-    code, _, err = cli(["eval", "--from", url_of(langfuse), "-o", str(out)], capsys)
+    out, config = tmp_path / "scored.jsonl", tmp_path / "ragpulse.yaml"
+    config.write_text(ONE_TRACE_A_BATCH)
+    code, _, err = cli(
+        ["eval", "--from", url_of(langfuse), "-o", str(out), "--config", str(config)], capsys
+    )
     assert code == 0, err
     chat_turns.check_only_earlier_turns(read_lines(out), "chat-ooo", taken, in_order=True)
 
@@ -546,6 +552,7 @@ def test_follow_mode_joins_a_conversation_served_out_of_order_in_the_order_taken
             "conversations": settings.conversations.model_copy(
                 update={"idle_s": 0.2, "tick_s": 0.05}
             ),
+            "evaluation": settings.evaluation.model_copy(update={"batch_size": 1}),
         }
     )
     collector, _, _ = follower(settings)
