@@ -16,12 +16,12 @@ did not, and joins the earlier turns as its history when its spans carried none 
 traced by ragpulse's decorators): their questions and answers, and their documents as
 evidence (``conversations.join_turns`` turns, bounded). *Earlier* means started earlier
 (``start_time_ns``; by the turn numbers when both turns' spans carry one; by arrival for
-rows without times). Turns reach the stage out of order (a tool that serves the newest
-trace first, an exporter's batches, a slow agent turn), and a turn never gets a later one
-as its history or evidence. A turn is scored once, with the earlier turns that had
-arrived: one that arrives after a later turn was scored does not revise that turn's
-record, but the conversation record, made at close, puts every turn in its place by
-start time and numbers the turns numbered on arrival by their place.
+the same start, as rows without times have). Turns reach the stage out of order (a tool
+that serves the newest trace first, an exporter's batches, a slow agent turn), and a
+turn never gets a later one as its history or evidence. A turn is scored once, with the
+earlier turns that had arrived: one that arrives after a later turn was scored does not
+revise that turn's record, but the conversation record, made at close, puts every turn
+in its place by start time and numbers the turns numbered on arrival by their place.
 
 With Kafka (``source: kafka``), a conversation's turns pass through different replicas:
 the pipeline writes them to the conversation topic instead of keeping them here, and the
@@ -159,13 +159,11 @@ class _Turn:
     def is_before(self, turn: int | None, start_time_ns: int) -> bool:
         """Whether this turn came before one that started at ``start_time_ns`` (``turn``:
         its number when its spans gave one): by the numbers when both spans gave one, else
-        by start time. Without times (offline rows) this one, here first, came first; the
-        same time (a tool that keeps milliseconds) says nothing: not before."""
+        by start time; the same start (rows without times) by arrival: this one, here
+        already, came first."""
         if turn is not None and not self.on_arrival:
             return self.turn < turn
-        if self.start_time_ns == start_time_ns:
-            return start_time_ns == 0
-        return self.start_time_ns < start_time_ns
+        return self.start_time_ns <= start_time_ns
 
 
 @dataclass

@@ -259,14 +259,19 @@ class FollowSource(Source):
         # Stopping at a page of known spans is right only after a poll that read to the
         # end: a poll cut short (a failure, a stop) is followed by a whole read.
         self._full_read = True
-        for page in self.reader.recent(since, wanted=self._wanted, known=known):
-            self._take(page.spans, page.nbytes, fresh)
-            if fresh.nbytes >= self._settings.page_bytes:
-                ingested += self._hand_over(fresh)
-            if self._stop.is_set():
-                return ingested
-        ingested += self._hand_over(fresh)
-        self._full_read = False
+        try:
+            for page in self.reader.recent(since, wanted=self._wanted, known=known):
+                self._take(page.spans, page.nbytes, fresh)
+                if fresh.nbytes >= self._settings.page_bytes:
+                    ingested += self._hand_over(fresh)
+                if self._stop.is_set():
+                    break
+            else:
+                self._full_read = False
+        finally:
+            # A poll that fails half-way hands over what it read too: those spans count
+            # as read, and a later poll drops them.
+            ingested += self._hand_over(fresh)
         return ingested
 
     def _wanted(self, trace_id: str) -> bool:

@@ -565,3 +565,54 @@ def test_follow_mode_joins_a_conversation_served_out_of_order_in_the_order_taken
     finally:
         collector.stop()
     chat_turns.check_only_earlier_turns(read_lines(results), "chat-ooo", taken, in_order=True)
+
+
+def test_a_poll_that_fails_half_way_still_hands_over_what_it_read(
+    langfuse: LangfuseDouble, tmp_path: Path
+) -> None:
+    """A poll's traces go over together, oldest first; a poll cut by a failure after its
+    first page hands that page's spans over all the same (they count as read: a later poll
+    drops them), so every turn is scored and settled."""
+    from ragpulse.collector.stored.langfuse import LangfuseReader
+
+    class FailsOnce(LangfuseReader):
+        """The real reader, cut after one page in its first poll (a connection reset)."""
+
+        failed = False
+
+        def recent(self, since_ns: int, **kwargs: Any) -> Iterator[Any]:
+            pages = super().recent(since_ns, **kwargs)
+            if FailsOnce.failed:
+                yield from pages
+                return
+            FailsOnce.failed = True
+            yield next(pages)
+            raise BackendError("langfuse at the double: connection reset")
+
+    taken = store_conversation(langfuse, "chat-cut", "newest first")
+    settings = follow_settings(langfuse, tmp_path / "state.json")
+    settings = settings.model_copy(
+        update={
+            "stored_traces": settings.stored_traces.model_copy(update={"page_spans": 3}),
+            "evaluation": settings.evaluation.model_copy(update={"batch_size": 1}),
+        }
+    )
+    memory = InMemorySink()
+    collector = Collector(settings, extra_sinks=[memory], metrics_server=False)
+    [source] = collector.sources
+    assert isinstance(source, FollowSource)
+    source.reader = FailsOnce(source.reader.client)
+    collector.start()
+    try:
+        wait_until(lambda: len(memory.items) == 3, 30, "a turn read before the failure was lost")
+        wait_until(
+            lambda: set(taken) <= set(json.loads((tmp_path / "state.json").read_text())["settled"]),
+            30,
+            "not every turn was settled",
+        )
+    finally:
+        collector.stop()
+    assert FailsOnce.failed
+    assert (
+        sample(collector, "ragpulse_source_polls_total", backend="langfuse", outcome="failed") >= 1
+    )
