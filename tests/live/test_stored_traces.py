@@ -9,6 +9,8 @@ evaluation replaced in place). ``ragpulse serve --source <tool>`` then follows t
 10 more questions sent later are picked up, the collector is killed (SIGKILL) while
 it works on them and started again, and none is missed: every span still shows one
 ragpulse evaluation per metric, and the results JSONL holds at most two lines per trace.
+A conversation stored so that the tool serves it newest first, or shuffled, is scored
+turn after turn in the order it was taken, by ``eval --from`` and by ``serve --source``.
 Everything waits on what the tool shows or the files say, never on a clock.
 """
 
