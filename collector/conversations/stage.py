@@ -13,9 +13,16 @@ revised (``revision`` + 1, the same identifier, exported as a ``revision``: a ba
 replaces the earlier one).
 
 Before a turn is evaluated, :meth:`ConversationStage.prepare` numbers it when its spans
-did not (in order of arrival), and joins the earlier turns as its history when its spans
-carried none (apps traced by ragpulse's decorators): their questions and answers, and
-their documents as evidence (``conversations.join_turns`` turns, bounded).
+did not, and joins the earlier turns as its history when its spans carried none (apps
+traced by ragpulse's decorators): their questions and answers, and their documents as
+evidence (``conversations.join_turns`` turns, bounded). *Earlier* means started earlier
+(``start_time_ns``; by the turn numbers when both turns' spans carry one; by arrival for
+the same start, as rows without times have). Turns reach the stage out of order (a tool
+that serves the newest trace first, an exporter's batches, a slow agent turn), and a
+turn never gets a later one as its history or evidence. A turn is scored once, with the
+earlier turns that had arrived: one that arrives after a later turn was scored does not
+revise that turn's record, but the conversation record, made at close, puts every turn
+in its place by start time and numbers the turns numbered on arrival by their place.
 
 With Kafka (``source: kafka``), a conversation's turns pass through different replicas:
 the source routes them (:meth:`ConversationStage.hold_elsewhere`) to the conversation
@@ -110,6 +117,7 @@ class _Turn:
     tool_calls: int
     results: list[_Result]
     documents: list[str]
+    on_arrival: bool = False  # numbered here (its spans did not say): renumbered by its place
 
     def summary(self) -> TurnSummary:
         return TurnSummary(
@@ -128,25 +136,38 @@ class _Turn:
         )
 
     @classmethod
-    def of(cls, summary: TurnSummary, documents: Sequence[str] = (), turn: int = 0) -> _Turn:
-        """A summary held compactly (``turn``: its number when the summary has none)."""
+    def of(cls, summary: TurnSummary, documents: Sequence[str] = ()) -> _Turn:
+        """A summary held compactly (number 0: numbered on arrival)."""
         return cls(
-            summary.turn or turn, summary.trace_id, summary.span_id,
+            summary.turn, summary.trace_id, summary.span_id,
             summary.question[:KEPT_CHARS], summary.answer[:KEPT_CHARS],
             summary.start_time_ns, summary.end_time_ns, summary.tool_calls,
             _compact(summary.results),
             [d[:KEPT_DOCUMENT_CHARS] for d in documents][:KEPT_DOCUMENTS],
+            on_arrival=not summary.turn,
         )  # fmt: skip
 
     @classmethod
-    def of_record(cls, record: RagRecord, results: Sequence[EvalResult], turn: int = 0) -> _Turn:
+    def of_record(
+        cls, record: RagRecord, results: Sequence[EvalResult], *, on_arrival: bool = False
+    ) -> _Turn:
         """A turn record held compactly (no pydantic summary on the way)."""
         return cls(
-            record.turn or turn, record.trace_id, record.span_id,
+            record.turn or 0, record.trace_id, record.span_id,
             record.question[:KEPT_CHARS], record.answer[:KEPT_CHARS],
             record.start_time_ns, record.end_time_ns, len(record.tool_calls),
             _compact(results), kept_documents(record),
+            on_arrival=on_arrival or record.turn is None,
         )  # fmt: skip
+
+    def is_before(self, turn: int | None, start_time_ns: int) -> bool:
+        """Whether this turn came before one that started at ``start_time_ns`` (``turn``:
+        its number when its spans gave one): by the numbers when both spans gave one, else
+        by start time; the same start (rows without times) by arrival: this one, here
+        already, came first."""
+        if turn is not None and not self.on_arrival:
+            return self.turn < turn
+        return self.start_time_ns <= start_time_ns
 
 
 @dataclass
@@ -161,7 +182,22 @@ class _Conversation:
     dropped: int = 0
 
     def ordered(self) -> list[_Turn]:
-        return sorted(self.turns.values(), key=lambda t: (t.turn, t.start_time_ns))
+        """The turns in conversation order, those numbered on arrival renumbered by their
+        place (a turn that started earlier may have arrived later). Under the stage's lock."""
+        turns = _in_order(self.turns.values())
+        for place, turn in enumerate(turns, 1):
+            if turn.on_arrival:
+                turn.turn = place
+        return turns
+
+
+def _in_order(turns: Iterable[_Turn]) -> list[_Turn]:
+    """By the numbers their spans gave when every turn has one, else by start time (the
+    same start by arrival)."""
+    listed = list(turns)
+    if any(t.on_arrival for t in listed):
+        return sorted(listed, key=lambda t: t.start_time_ns)
+    return sorted(listed, key=lambda t: (t.turn, t.start_time_ns))
 
 
 def _key(turn: _Turn) -> tuple[str, str]:
@@ -252,21 +288,27 @@ class ConversationStage:
 
     def prepare(self, record: RagRecord) -> RagRecord:
         """``record`` numbered (when its spans did not say) and, when its spans carried no
-        history, with its conversation's earlier turns joined as its history."""
+        history, with its conversation's earlier turns joined as its history: the turns
+        held or prepared here that started before it (see the module's doc)."""
         cid = record.conversation_id
         if not cid:
             return record
         key = (record.trace_id, record.span_id)
         with self._lock:
             held = self._held.get(cid)
-            pending = [t for k, t in self._pending.get(cid, {}).items() if k != key]
-            earlier = sorted(
-                [t for t in (held.ordered() if held else ()) if _key(t) != key] + pending,
-                key=lambda t: (t.turn, t.start_time_ns),
+            turns = held.ordered() if held else []
+            known = held.turns.get(key) if held else None
+            # Prepared, not exported yet (a turn held already may be prepared again).
+            turns += [
+                t for k, t in self._pending.get(cid, {}).items() if not held or k not in held.turns
+            ]
+            earlier = _in_order(
+                t
+                for t in turns
+                if _key(t) != key and t.is_before(record.turn, record.start_time_ns)
             )
         update: dict[str, Any] = {}
         if record.turn is None:
-            known = held.turns.get((record.trace_id, record.span_id)) if held else None
             update["turn"] = known.turn if known else len(earlier) + 1
             self._numbered_here(record)
         if not record.history and earlier and self.settings.join_turns:
@@ -286,14 +328,18 @@ class ConversationStage:
                 standalone_question=standalone(record.question, history),
             )
         prepared = record.model_copy(update=update) if update else record
-        self._hold_pending(cid, key, prepared)
+        self._hold_pending(cid, key, prepared, on_arrival=record.turn is None)
         return prepared
 
-    def _hold_pending(self, cid: str, key: tuple[str, str], record: RagRecord) -> None:
+    def _hold_pending(
+        self, cid: str, key: tuple[str, str], record: RagRecord, *, on_arrival: bool
+    ) -> None:
         """Remember a prepared turn until its export (bounded: a turn never exported, e.g.
         refused downstream, is forgotten after ``NUMBERED_KEPT`` later ones)."""
         with self._lock:
-            self._pending.setdefault(cid, {})[key] = _Turn.of_record(record, ())
+            self._pending.setdefault(cid, {})[key] = _Turn.of_record(
+                record, (), on_arrival=on_arrival
+            )
             self._pending_order[key] = cid
             while len(self._pending_order) > NUMBERED_KEPT:
                 self._forget_pending(*self._pending_order.popitem(last=False))
@@ -352,11 +398,12 @@ class ConversationStage:
         cid = record.conversation_id
         if not cid:
             return
+        numbered = self.numbered_on_arrival(record.trace_id, record.span_id)
         self._keep(
             cid,
             record.service,
             record.route,
-            _Turn.of_record(record, results),
+            _Turn.of_record(record, results, on_arrival=numbered),
             end=record.attributes.get(END_MARKER) is True,
         )
 
@@ -371,7 +418,8 @@ class ConversationStage:
         end: bool = False,
     ) -> None:
         """Keep a turn summarised elsewhere (a replica's export read from the Kafka turn
-        topic; :func:`summarize`). ``summary.turn`` 0: numbered in order of arrival."""
+        topic; :func:`summarize`). ``summary.turn`` 0: numbered here, after the turns held
+        that started before it."""
         self._keep(conversation_id, service, route, _Turn.of(summary, documents), end=end)
 
     def _keep(
@@ -405,7 +453,9 @@ class ConversationStage:
                 held.dropped += 1
                 self._metrics.conversation_turns_dropped.inc()
             elif turn is None:
-                new.turn = new.turn or len(held.turns) + 1
+                if not new.turn:  # after the turns held that started before it
+                    start = new.start_time_ns
+                    new.turn = 1 + sum(t.is_before(None, start) for t in held.turns.values())
                 held.turns[key] = new
             if end:
                 closing.append((held, "end"))
@@ -513,6 +563,7 @@ class ConversationStage:
                     held.turns[key] = _Turn.of(summary)
                 elif len(summary.results) > len(turn.results):
                     held.turns[key] = _Turn.of(summary, turn.documents)
+                    held.turns[key].on_arrival = turn.on_arrival
             held.revision = record.revision
             dropped = record.attributes.get("ragpulse.conversation.turns_dropped")
             held.dropped = max(held.dropped, dropped if isinstance(dropped, int) else 0)

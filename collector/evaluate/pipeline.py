@@ -403,7 +403,7 @@ class Pipeline:
             with self._lock:
                 self._finish(update)
         traces = [i for i in items if isinstance(i, CompletedTrace)]
-        jobs: list[_Job] = []
+        found_all: list[tuple[RagRecord, _TraceTicket]] = []
         for trace in traces:
             try:
                 found, skip_reason = extract_records(
@@ -427,9 +427,12 @@ class Pipeline:
                     # The label is the field only ("document.score"): bounded cardinality.
                     self._metrics.coerced.labels(str(note).split(":", 1)[0]).inc()
             ticket = _TraceTicket(trace, len(found), self._trace_finished if not inline else _noop)
-            # A turn of a conversation: numbered, and its earlier turns joined when its
-            # spans carried no history (before the metrics read it).
-            jobs.extend(_Job(self.conversations.prepare(record), ticket) for record in found)
+            found_all.extend((record, ticket) for record in found)
+        # A turn of a conversation: numbered, and its earlier turns joined when its spans
+        # carried no history (before the metrics read it); in the order the turns started,
+        # as a batch can hold a later turn before an earlier one (spans sent out of order).
+        found_all.sort(key=lambda found: found[0].start_time_ns)
+        jobs = [_Job(self.conversations.prepare(record), ticket) for record, ticket in found_all]
         cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)
         # Costly tiers a record can go to: inline, every tier with evaluators; else the
         # tiers with a running stage (none for a tier that nothing can reach).

@@ -1,11 +1,14 @@
 """One pass over the traces a tool stores: ``ragpulse eval --from URL``.
 
-The traces whose root span started in ``[since, until)`` are found (newest first where
-the tool orders them; at most ``limit``), fetched whole, page by page, and handed to a
-collector without receivers: assembly, extraction, sampling, evaluation and every sink,
-as for live traffic. At the end every open trace is closed (conversations too), the
-queue is evaluated, and the sinks deliver what they hold before the run reports.
-Memory is bounded by the collector's own bounds: while it is full, reading waits.
+The traces whose root span started in ``[since, until)`` are found (the newest ``limit``
+of them where the tool lists the newest first, as Phoenix and MLflow do), then fetched
+whole, page by page, and handed to a collector without receivers oldest root first, so
+that a conversation's turns are evaluated in the order they were taken (each joined to
+the turns before it): assembly, extraction, sampling, evaluation and every sink, as for
+live traffic. At the end every open trace is closed (conversations too), the queue is
+evaluated, and the sinks deliver what they hold before the run reports. Memory is
+bounded by the collector's own bounds (while it is full, reading waits), but for the
+list of the window's trace ids and start times.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -78,27 +81,15 @@ def backfill(
     without receivers); it is left running for the caller to stop."""
     run = BackfillRun()
     started = time.monotonic()
-    seen: set[str] = set()
     stop = stop or threading.Event()
-    for refs in reader.roots(since_ns, until_ns):
-        wanted: list[TraceRef] = []
-        for ref in refs:
-            if ref.trace_id in seen:
-                run.listed_twice += 1
-                continue
-            if limit is not None and len(seen) >= limit:
-                break
-            seen.add(ref.trace_id)
-            wanted.append(ref)
-        ids = [r.trace_id for r in wanted]
-        for at in range(0, len(ids), reader.settings.traces_per_request):
-            _hand_over(
-                collector, reader, ids[at : at + reader.settings.traces_per_request], run, stop
-            )
-            if progress is not None:
-                progress(run)
-        if stop.is_set() or (limit is not None and len(seen) >= limit):
+    ids = _oldest_first(reader.roots(since_ns, until_ns), limit, run, stop)
+    step = reader.settings.traces_per_request
+    for at in range(0, len(ids), step):
+        if stop.is_set():
             break
+        _hand_over(collector, reader, ids[at : at + step], run, stop)
+        if progress is not None:
+            progress(run)
     # Every trace read is whole: close them all now, evaluate, then close the
     # conversations they belong to (the end of the run: nothing more of them is read).
     while not collector.flush(IDLE_STEP_S):
@@ -110,6 +101,22 @@ def backfill(
     return run
 
 
+def _oldest_first(
+    pages: Iterable[list[TraceRef]], limit: int | None, run: BackfillRun, stop: threading.Event
+) -> list[str]:
+    """The trace ids listed (at most ``limit``: the first listed), oldest root first."""
+    started: dict[str, int] = {}
+    for refs in pages:
+        for ref in refs:
+            if ref.trace_id in started:
+                run.listed_twice += 1
+            elif limit is None or len(started) < limit:
+                started[ref.trace_id] = ref.start_ns
+        if stop.is_set() or (limit is not None and len(started) >= limit):
+            break
+    return sorted(started, key=started.__getitem__)
+
+
 def _hand_over(
     collector: Collecting,
     reader: Reader,
@@ -118,8 +125,9 @@ def _hand_over(
     stop: threading.Event,
 ) -> None:
     """Fetch a few whole traces (every page first: no trace is closed half-read), then
-    hand each to the collector, waiting while it is full."""
-    by_trace: dict[str, list[Span]] = {}
+    hand each to the collector in the order of ``trace_ids`` (a tool's pages need not
+    keep it), waiting while it is full."""
+    by_trace: dict[str, list[Span]] = {trace_id: [] for trace_id in trace_ids}
     nbytes = 0
     for page in reader.traces(trace_ids):
         for span in page.spans:
@@ -128,6 +136,8 @@ def _hand_over(
     spans_read = sum(map(len, by_trace.values()))
     share = nbytes // max(1, spans_read)
     for spans in by_trace.values():
+        if not spans:
+            continue
         while True:
             try:
                 collector.ingest(spans, nbytes=share * len(spans), admit=True)
@@ -137,6 +147,7 @@ def _hand_over(
                     return
     run.spans += spans_read
     run.nbytes += nbytes
-    run.traces += len(by_trace)
+    traces = sum(1 for spans in by_trace.values() if spans)
+    run.traces += traces
     reader.metrics.spans.labels(reader.tool, "ingested").inc(spans_read)
-    reader.metrics.traces.labels(reader.tool).inc(len(by_trace))
+    reader.metrics.traces.labels(reader.tool).inc(traces)

@@ -14,9 +14,13 @@ export delay, the trace's own duration), and Phoenix pages the newest rows first
 window that only moved forward would miss a trace's root. Spans read before are dropped
 by span id; spans of a trace already evaluated are dropped too (counted as ``late``
 when new, as the assembler counts a straggler). The rest go to the collector trace by
-trace, each with an acknowledgement: the assembler decides when a trace is complete
-(its root ended, then ``assembly.grace_s`` of quiet), and the acknowledgement fires once
-it was evaluated and handed to every sink.
+trace, oldest first (the earliest span start read of each; a poll that reads more than
+``page_bytes`` of new spans, a catch-up after a long stop, hands them over in parts of
+about that size), so that a conversation's turns are evaluated in the order they were
+taken whatever order the tool serves them in. Each trace goes with an acknowledgement:
+the assembler decides when a trace is complete (its root ended, then
+``assembly.grace_s`` of quiet), and the acknowledgement fires once it was evaluated and
+handed to every sink.
 
 The position is a low watermark kept on disk (``stored_traces.state_file``), written
 after each poll: the earliest start of a trace not yet settled, else the newest span
@@ -83,6 +87,14 @@ class _Trace:
         self.min_start = min(self.min_start, span.start_time_ns)
         self.max_start = max(self.max_start, span.start_time_ns)
         self.span_ids.add(span.span_id)
+
+
+@dataclass
+class _Fresh:
+    """New spans of a poll, by trace, not handed over yet, and about the bytes they came in."""
+
+    spans: dict[str, list[Span]] = field(default_factory=dict)
+    nbytes: int = 0
 
 
 class FollowState:
@@ -373,14 +385,23 @@ class StoredTraceSource(Source):
         since = self.state.watermark_ns - int(self._settings.overlap_s * 1e9)
         known = self._known if not self._full_read else _nothing_known
         ingested = 0
+        fresh = _Fresh()
         # Stopping at a page of known spans is right only after a poll that read to the
         # end: a poll cut short (a failure, a stop) is followed by a whole read.
         self._full_read = True
-        for page in self.reader.recent(since, wanted=self._wanted, known=known):
-            ingested += self._take(page.spans, page.nbytes)
-            if self._stop.is_set():
-                return ingested
-        self._full_read = False
+        try:
+            for page in self.reader.recent(since, wanted=self._wanted, known=known):
+                self._take(page.spans, page.nbytes, fresh)
+                if fresh.nbytes >= self._settings.page_bytes:
+                    ingested += self._hand_over(fresh)
+                if self._stop.is_set():
+                    break
+            else:
+                self._full_read = False
+        finally:
+            # A poll that fails half-way hands over what it read too: those spans count
+            # as read, and a later poll drops them.
+            ingested += self._hand_over(fresh)
         return ingested
 
     def _wanted(self, trace_id: str) -> bool:
@@ -401,9 +422,9 @@ class StoredTraceSource(Source):
             or trace_id in self.state.settled
         )
 
-    def _take(self, spans: list[Span], nbytes: int) -> int:
+    def _take(self, spans: list[Span], nbytes: int, fresh: _Fresh) -> None:
+        """Keep in ``fresh`` the spans of ``spans`` not read before (counting the others)."""
         tool = self.url.tool
-        fresh: dict[str, list[Span]] = {}
         duplicate = late = 0
         with self._lock:
             for span in spans:
@@ -425,20 +446,31 @@ class StoredTraceSource(Source):
                         span.start_time_ns, span.start_time_ns
                     )
                 trace.add(span)
-                fresh.setdefault(span.trace_id, []).append(span)
+                fresh.spans.setdefault(span.trace_id, []).append(span)
         if duplicate:
             self.source_metrics.spans.labels(tool, "duplicate").inc(duplicate)
         if late:
             self.source_metrics.spans.labels(tool, "late").inc(late)
             self._metrics.dropped.labels(DROP_LATE_SPAN).inc(late)
-        share = nbytes // max(1, len(spans))
+        fresh.nbytes += nbytes * (len(spans) - duplicate - late) // max(1, len(spans))
+
+    def _hand_over(self, fresh: _Fresh) -> int:
+        """Hand the traces in ``fresh`` to the collector, oldest first, and empty it;
+        returns how many spans went."""
+        tool = self.url.tool
+        with self._lock:
+            started = {t: self._open[t].min_start if t in self._open else 0 for t in fresh.spans}
+        share = fresh.nbytes // max(1, sum(map(len, fresh.spans.values())))
         taken = 0
-        for trace_id, trace_spans in fresh.items():
+        for trace_id in sorted(fresh.spans, key=started.__getitem__):
+            trace_spans = fresh.spans[trace_id]
             ack = Ack(on_done=partial(self._finish, trace_id))
             if not self._ingest(trace_spans, ack, share * len(trace_spans)):
                 break  # stopping: the trace stays open, so it is read again after a restart
             taken += len(trace_spans)
             self.source_metrics.traces.labels(tool).inc()
+        fresh.spans.clear()
+        fresh.nbytes = 0
         if taken:
             self.source_metrics.spans.labels(tool, "ingested").inc(taken)
         return taken
