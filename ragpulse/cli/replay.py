@@ -148,7 +148,7 @@ def _read(files: Sequence[tuple[Path, Layout]]) -> _Input:
     from ragpulse.offline.io import count_lines, input_rows, open_text
     from ragpulse.offline.replay import join_recorded, to_rows
 
-    def rows() -> Iterator[ParsedLine]:
+    def read() -> Iterator[ParsedLine]:
         """Every file's rows, numbered on from the file before (lines as ``cat`` joins
         them; rows of a JSON array by their place)."""
         offset = 0
@@ -161,7 +161,7 @@ def _read(files: Sequence[tuple[Path, Layout]]) -> _Input:
                     yield p
             offset = offset + count_lines(file) if layout.kind == "jsonl" else last
 
-    parsed = list(rows())
+    parsed = list(read())
     found = _Input([], 0, 0, [], len(parsed))
     for p in parsed:
         if p.row is None:
@@ -193,7 +193,7 @@ def _nothing_to_replay(found: _Input) -> str | None:
 
 def _replay_run(
     args: argparse.Namespace,
-    files: list[Path],
+    files: list[tuple[Path, Layout]],
     console: Console,
     stop: SignalStop,
     state: _Progress,
