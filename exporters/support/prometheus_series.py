@@ -120,8 +120,8 @@ class ScoreSeries:
         known = list(self._known()) if self._known is not None else []
         with self._lock:  # a consistent copy; the families are built outside the lock
             for metric, method in known:
-                for outcome in OUTCOMES:
-                    self._results.setdefault((metric, method, outcome), [0, time.time()])
+                for kind in OUTCOMES:
+                    self._results.setdefault((metric, method, kind), [0, time.time()])
             scores = [
                 (key, list(s.counts), s.total, list(s.exemplars)) for key, s in self._scores.items()
             ]
