@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ragpulse.cli.demo import signal_table
+from ragpulse.cli.demo_view import signal_table
 from ragpulse.evaluators.signal_guide import SIGNALS, markdown, rows
 from ragpulse.plugins import evaluator_class, resolve_evaluator_names
 from ragpulse.record import Document, RagRecord
