@@ -241,8 +241,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
     """
     from rich.markup import escape
 
-    from ragpulse.offline.io import Interrupted, SignalStop, not_text, path_problem
-    from ragpulse.offline.json_rows import layout_of
+    from ragpulse.offline.io import Interrupted, SignalStop, input_layout, path_problem
 
     if getattr(args, "from_url", None):
         from ragpulse.cli.stored import evaluate_stored
@@ -289,7 +288,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
     if problem:
         console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
         return 2
-    layout = not_text(args.input) or layout_of(args.input)
+    layout = input_layout(args.input)
     if isinstance(layout, str):
         console.print(f"[red]{escape(layout)}[/red]", highlight=False, soft_wrap=True)
         return 1

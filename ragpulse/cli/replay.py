@@ -119,12 +119,11 @@ def _drop_limits(args: argparse.Namespace) -> dict[str, float]:
 def _readable(path: Path, console: Console) -> tuple[list[tuple[Path, Layout]], int | None]:
     """The set's readable files, each with how its rows lie; an exit code when there is
     none."""
-    from ragpulse.offline.io import not_text
-    from ragpulse.offline.json_rows import layout_of
+    from ragpulse.offline.io import input_layout
     from ragpulse.offline.replay import input_files
 
     files = input_files(path)
-    layouts = {f: not_text(f) or layout_of(f) for f in files}
+    layouts = {f: input_layout(f) for f in files}
     problems = [why for why in layouts.values() if isinstance(why, str)]
     if not files or len(problems) == len(files):
         why = problems[0] if problems else f"no rows: no *.jsonl file in {path}"

@@ -85,7 +85,7 @@ from ragpulse.offline.conversations import (
     history_messages,
 )
 from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
-from ragpulse.offline.json_rows import JSONL, Layout, layout_of
+from ragpulse.offline.json_rows import JSONL, Layout
 from ragpulse.offline.options import HarnessOptions
 from ragpulse.offline.score import ParsedLine, row_to_record
 from ragpulse.offline.testset import SET_LINE_KEYS, FieldReport, canonical_row
@@ -488,14 +488,12 @@ def run(options: HarnessOptions, console: Console, settings: Callable[[], Settin
     SIGINT/SIGTERM, the rows scored so far kept. ``settings`` loads the settings, once the
     inputs are known to be usable; the report goes to ``console``, progress to stderr. A
     generator or retriever that does not load raises ConfigError naming its flag."""
-    from ragpulse.offline.io import not_text, path_problem
+    from ragpulse.offline.io import input_layout, path_problem
 
     problem = path_problem(options.input, options.output)
     layout: Layout | str = JSONL
     if problem is None:
-        problem = not_text(options.input)
-    if problem is None:
-        layout = layout_of(options.input)
+        layout = input_layout(options.input)
         problem = layout if isinstance(layout, str) else None
     chosen = CONDITIONS if options.conditions is None else options.conditions
     conditions: list[str] = list(dict.fromkeys(chosen))

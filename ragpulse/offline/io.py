@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Generic, TextIO, TypeVar
 
-from ragpulse.offline.json_rows import Layout, count_rows, json_rows
+from ragpulse.offline.json_rows import Layout, count_rows, json_rows, layout_of
 from ragpulse.offline.score import ParsedLine, parse_line
 
 T = TypeVar("T")
@@ -146,9 +146,23 @@ def input_rows(
     return json_rows(f, layout, max_line_chars, keep_text=keep_text)
 
 
+def input_layout(path: Path) -> Layout | str:
+    """How the rows lie in ``path`` (JSON Lines, or a JSON document's array), or one line
+    saying why it cannot be read: evidently not text (:func:`not_text`), or a JSON
+    document of another shape (:func:`~ragpulse.offline.json_rows.layout_of`)."""
+    problem = not_text(path)
+    if problem:
+        return problem
+    with open_text(path) as f:
+        return layout_of(f, path)
+
+
 def row_count(path: Path, layout: Layout) -> int:
     """Rows (lines, for JSON Lines) in ``path``, for the progress bar's total."""
-    return count_lines(path) if layout.kind == "jsonl" else count_rows(path, layout)
+    if layout.kind == "jsonl":
+        return count_lines(path)
+    with open_text(path) as f:
+        return count_rows(f, layout)
 
 
 def batches(

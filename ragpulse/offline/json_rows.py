@@ -157,30 +157,28 @@ class _Scanner:
             buf, start, i = self._buf, 0, 0
 
 
-def layout_of(path: Path) -> Layout | str:
-    """How the rows lie in ``path``, or one line saying why they cannot be read (what was
-    expected, and the one-line conversion). A file that does not start like a JSON
-    document is JSON Lines, as ever (a bad line is an error row)."""
-    from ragpulse.offline.io import open_text
-
-    with open_text(path) as f:
-        scan = _Scanner(f)
-        first = scan.peek()
-        if first == "[":
-            scan.take()
-            inner = scan.peek()
-            if inner in ("{", "]"):
-                return Layout("array")
-            if inner == "":
-                return f"{path} is a JSON array that never closes: {EXPECTED}"
-            what = {'"': "strings", "[": "arrays"}.get(inner, "numbers, booleans or nulls")
-            hint = " (convert: jq -c '.[] | {question: .}' " if inner == '"' else ""
-            hint = f"{hint}{path} > rows.jsonl)" if hint else ""
-            return f"{path} is a JSON array of {what}, not of row objects: {EXPECTED}{hint}"
-        if first != "{":
-            return JSONL
-        keys, multiline = _object_keys(scan)
-        more = scan.peek() != ""
+def layout_of(f: TextIO, path: Path) -> Layout | str:
+    """How the rows lie in ``f`` (the file ``path``, opened at its start), or one line
+    saying why they cannot be read (what was expected, and the one-line conversion). A
+    file that does not start like a JSON document is JSON Lines, as ever (a bad line is an
+    error row)."""
+    scan = _Scanner(f)
+    first = scan.peek()
+    if first == "[":
+        scan.take()
+        inner = scan.peek()
+        if inner in ("{", "]"):
+            return Layout("array")
+        if inner == "":
+            return f"{path} is a JSON array that never closes: {EXPECTED}"
+        what = {'"': "strings", "[": "arrays"}.get(inner, "numbers, booleans or nulls")
+        hint = " (convert: jq -c '.[] | {question: .}' " if inner == '"' else ""
+        hint = f"{hint}{path} > rows.jsonl)" if hint else ""
+        return f"{path} is a JSON array of {what}, not of row objects: {EXPECTED}{hint}"
+    if first != "{":
+        return JSONL
+    keys, multiline = _object_keys(scan)
+    more = scan.peek() != ""
     if not multiline:
         if more:
             return JSONL
@@ -325,9 +323,6 @@ def _row(n: int, value: _Value, limit: int, keep_text: bool) -> ParsedLine:
     return parsed or ParsedLine(n, None, "invalid JSON: an empty row", "", size=0)
 
 
-def count_rows(path: Path, layout: Layout) -> int:
+def count_rows(f: TextIO, layout: Layout) -> int:
     """Rows of a JSON document (for the progress bar's total): one scan, nothing parsed."""
-    from ragpulse.offline.io import open_text
-
-    with open_text(path) as f:
-        return sum(1 for _ in json_rows(f, layout, max_row_chars=0))
+    return sum(1 for _ in json_rows(f, layout, max_row_chars=0))

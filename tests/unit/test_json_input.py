@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from ragpulse.cli import main
-from ragpulse.offline.io import open_text
-from ragpulse.offline.json_rows import WRAPPERS, Layout, json_rows, layout_of
+from ragpulse.offline.io import input_layout, open_text
+from ragpulse.offline.json_rows import WRAPPERS, Layout, json_rows
 
 ROWS = [
     {"input": "How much storage does the Pro plan include?",
@@ -114,7 +114,7 @@ def test_a_row_over_the_bound_is_an_error_row_and_the_rows_after_it_are_read(
     big = {"question": "q", "contexts": ["x" * 5000], "answer": "a"}
     source = tmp_path / "dataset.json"
     source.write_text(json.dumps([ROWS[0], big, ROWS[1]]), encoding="utf-8")
-    layout = layout_of(source)
+    layout = input_layout(source)
     assert layout == Layout("array")
     with open_text(source) as f:
         rows = list(json_rows(f, layout, max_row_chars=1000))
