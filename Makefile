@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo test lint typecheck layers installed docs bench install clean prometheus chromium backends
+.PHONY: demo check test lint typecheck layers installed docs bench install clean prometheus chromium backends
 
 # pip's notices about package folders that this machine's pip configuration names and
 # lacks ("WARNING: Location ... is ignored") are left out; every other line pip prints,
@@ -50,10 +50,17 @@ install: $(STAMP)
 demo: $(DEMO_STAMP)
 	@$(BIN)/ragpulse demo $(DEMO_ARGS)
 
-test: $(STAMP) prometheus chromium typecheck layers backends docs
+# The inner loop, a few minutes: lint, types, layers and the unit tests, which start no
+# server of anyone else's (no Kafka, Phoenix, MLflow, Prometheus, Chromium or llama.cpp).
+check: $(STAMP) typecheck layers
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+
+# The outer loop: make check, then the documentation build and every test that starts a
+# real server (tests/live, tests/docs), with the tools those tests need installed first.
+test: check prometheus chromium backends docs
+	$(BIN)/python -m pytest -q tests/live tests/docs $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml, docs/) into build/site (git-ignored). --strict turns
 # every warning into a failure: a broken link or anchor, a page missing from the nav, a
@@ -62,17 +69,17 @@ test: $(STAMP) prometheus chromium typecheck layers backends docs
 docs: installed
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
 
-# The package as users get it: a real (non-editable) install into build/typed, where
-# collector/, evaluators/ and exporters/ are the folders ragpulse/collector, ... that
-# pyproject.toml maps them to. mypy and import-linter check that tree, from inside it, so
-# that nothing of the source tree can stand in for it.
+# The package as users get it: build/typed holds the tree an install lays out, where
+# collector/, evaluators/ and exporters/ are the folders ragpulse/collector, ... (the
+# mapping of [tool.setuptools.package-dir] in pyproject.toml). mypy and import-linter check
+# that tree, from inside it, so that nothing of the source tree can stand in for it. rsync
+# keeps it in step incrementally (deleted files go too; mypy's cache stays warm).
 TYPED := build/typed
+SYNC  := rsync -a --delete --filter='-p __pycache__/' --filter='-p *.pyc'
 installed: $(STAMP)
-	rm -rf $(TYPED) build/lib  # build/lib: setuptools keeps files deleted from the tree
-	# The venv's python by its real folder: a checkout whose .venv/bin links to another
-	# venv's bin (the docs test's clones) still runs pip inside that venv.
-	"$$(cd $(BIN) && pwd -P)/python" -m pip install --quiet --no-deps --no-build-isolation \
-	  --target $(TYPED) . 2>&1 | grep -v "^WARNING: Location" || true
+	@mkdir -p $(TYPED)/ragpulse
+	@$(SYNC) --exclude /collector --exclude /evaluators --exclude /exporters ragpulse/ $(TYPED)/ragpulse/
+	@for folder in collector evaluators exporters; do $(SYNC) $$folder/ $(TYPED)/ragpulse/$$folder/; done
 
 # mypy strict over every module of the package; prints how many modules it checked.
 typecheck: installed

@@ -38,7 +38,8 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from support.langfuse_double import LangfuseDouble  # noqa: E402
 from support.tracing_backends import MlflowServer, PhoenixServer, request  # noqa: E402
 
-from ragpulse.collector.backends import SourceMetrics, open_reader, parse_backend_url  # noqa: E402
+from ragpulse.collector.stored.common import SourceMetrics  # noqa: E402
+from ragpulse.collector.stored.tool import open_reader, parse_backend_url  # noqa: E402
 from ragpulse.config import StoredTracesSettings  # noqa: E402
 from ragpulse.errors import BackendError  # noqa: E402
 

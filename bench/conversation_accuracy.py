@@ -66,7 +66,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the judge double and the llama.cpp se
 
 from support.judge_server import JudgeServer  # noqa: E402
 
-from ragpulse.collector.conversations import ConversationStage  # noqa: E402
+from ragpulse.collector.conversations.stage import ConversationStage  # noqa: E402
 from ragpulse.config import ConversationSettings, EvaluationSettings, JudgeSettings, Settings  # noqa: E402
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely  # noqa: E402
 from ragpulse.evaluators.base import ConversationEvaluator, Tier  # noqa: E402
@@ -269,7 +269,7 @@ def records(conversations: Sequence[Built]) -> list[tuple[ConversationRecord, li
     clock, out = Clock(), []
     settings = ConversationSettings(max_open=len(conversations) + 1)
     stage = ConversationStage(settings, conversation_metrics,
-                              lambda c, r: out.append((c, r)), clock=clock)  # fmt: skip
+                              lambda item: out.append((item.record, list(item.results))), clock=clock)  # fmt: skip
     for n, built in enumerate(conversations):
         for i, t in enumerate(built.turns):
             clock.now += 1.0

@@ -1,6 +1,6 @@
 """Conversations at scale: memory per open conversation, turns/s with 100,000 open.
 
-The conversation stage (collector/conversations.py) in this process, driven as the
+The conversation stage (collector/conversations/stage.py) in this process, driven as the
 pipeline drives it: for every turn record ``prepare`` (its number, and the earlier turns
 joined as its history when its spans carried none, as for apps traced by ragpulse's
 decorators: the costly case) then ``observe`` (the turn kept with its results), the
@@ -41,12 +41,12 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from ragpulse.collector.conversations import ConversationStage
+from ragpulse.collector.conversations.stage import ConversationStage
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.base import ConversationEvaluator
 from ragpulse.plugins import load_evaluators
-from ragpulse.record import ConversationRecord, Document, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, Document, EvalResult, ExportItem, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 WORDS = (
@@ -124,7 +124,7 @@ def build(open_: int, clock: Clock) -> tuple[ConversationStage, list[int]]:
     ]
     exported = [0]
 
-    def export(conversation: ConversationRecord, results: list[EvalResult]) -> None:
+    def export(item: ExportItem[ConversationRecord]) -> None:
         exported[0] += 1
 
     settings = ConversationSettings(max_open=open_)  # idle_s 300, keep_closed_s 3600

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from opentelemetry.sdk.trace import TracerProvider
 
 import ragpulse
-from ragpulse.collector.kafka_source import KafkaSource
+from ragpulse.collector.intake.kafka import SpanConsumer
 from ragpulse.collector.service import Collector
 from ragpulse.config import EvaluationSettings, JudgeSettings, Settings, load_settings
 from ragpulse.evaluation import load_evaluators_safely
@@ -70,7 +70,7 @@ def dead_otlp_endpoint(silent: bool) -> None:
 def kafka_without_broker() -> None:
     settings = load_settings(source="kafka", kafka={"bootstrap": "127.0.0.1:1"})
     collector = Collector(settings, evaluators=[], sinks=[], receiver=False, metrics_server=False)
-    source = KafkaSource(settings.kafka, collector, collector.metrics)
+    source = SpanConsumer(settings.kafka, collector, collector.metrics)
     start = seconds(source.start)
     stop = seconds(lambda: (source.stop(), source.close()))
     print(f"Kafka source, no broker: start {start:.3f}s, stop + close {stop:.3f}s")

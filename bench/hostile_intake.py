@@ -458,8 +458,8 @@ def in_process(args: argparse.Namespace, bodies: Bodies) -> None:
     settings = load_settings(otlp_http_port=0, max_body_bytes=args.max_body_bytes)
     me = psutil.Process()
     with Collector(settings, metrics_server=False) as collector:
-        assert collector.receiver is not None and collector.receiver.port is not None
-        client = Client(collector.receiver.port)
+        assert collector.otlp_url is not None
+        client = Client(int(collector.otlp_url.rsplit(":", 1)[1]))
         run_stream(client, bodies, args.warmup, args.valid_every, lambda: 0.0)
         gc.collect()
         tracemalloc.start(25)

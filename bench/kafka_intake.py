@@ -37,8 +37,8 @@ from support.helpers import rag_request
 from support.kafka_env import Broker, free_port
 
 from ragpulse.cli.demo_app import corpus
-from ragpulse.collector import otlp
-from ragpulse.collector.assembly import Assembler
+from ragpulse.collector.assembly.assembler import Assembler
+from ragpulse.collector.intake import otlp
 from ragpulse.config import AssemblySettings
 from ragpulse.telemetry import CollectorMetrics
 

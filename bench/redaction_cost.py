@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ragpulse.collector import otlp
+from ragpulse.collector.intake import otlp
 from ragpulse.collector.service import Collector
 from ragpulse.config import RedactionSettings, load_settings
 from ragpulse.evaluation import evaluate_records
@@ -45,7 +45,7 @@ from ragpulse.exporters.jsonl import JsonlSink
 from ragpulse.exporters.support.results import redact_results
 from ragpulse.log_redaction import RedactingFilter
 from ragpulse.plugins import load_evaluators
-from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.record import Document, EvalResult, ExportItem, RagRecord
 from ragpulse.redaction import Redactor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -113,7 +113,7 @@ def bench_jsonl(
             path.unlink(missing_ok=True)
             sink = JsonlSink(path, settings)
             for record, results in scored:
-                sink.export(record, results)
+                sink.export(ExportItem(record, results))
             sink.shutdown()
 
         out[name] = best(repeat, run)

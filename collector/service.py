@@ -1,4 +1,14 @@
-"""The collector process: intake -> assembly -> evaluation -> sinks, wired from settings."""
+"""The collector process: the rooms built once, in order, and their threads under one owner.
+
+:class:`Collector` builds, from the settings: the sinks (one
+:class:`~ragpulse.collector.evaluate.exports.Exports`), the conversation stage that
+exports through them, the pipeline that evaluates and exports each turn through both, the
+assembler that feeds the pipeline, and last the source chosen by ``settings.source`` (a
+plug-in, :mod:`ragpulse.source`), given the collector as its intake. Every thread all of
+them run is a part of one :class:`~ragpulse.collector.lifecycle.Lifecycle`, started in
+that order (what hands work on starts after what it hands work to) and stopped the other
+way round.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +16,29 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from ragpulse.collector.assembly import Ack, Assembler
-from ragpulse.collector.feedback import FeedbackJoiner
-from ragpulse.collector.grpc_receiver import OtlpGrpcReceiver
-from ragpulse.collector.pipeline import Pipeline
-from ragpulse.collector.receiver import OtlpHttpReceiver
-from ragpulse.collector.source import Source
-from ragpulse.config import BACKEND_SOURCES, Settings
+from ragpulse.collector.assembly.assembler import Assembler
+from ragpulse.collector.conversations.stage import ConversationStage
+from ragpulse.collector.evaluate.exports import Exports
+from ragpulse.collector.evaluate.feedback import FeedbackJoiner
+from ragpulse.collector.evaluate.pipeline import Pipeline
+from ragpulse.collector.evaluate.sampling import SamplingPolicy
+from ragpulse.collector.intake.otlp_source import OtlpSource
+from ragpulse.collector.lifecycle import Deadline, Lifecycle
+from ragpulse.config import Settings
 from ragpulse.errors import CollectorFull, PortUnavailable
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.log_redaction import RedactingFilter, install_log_redaction, remove_log_redaction
 from ragpulse.plugin_context import PluginContext
-from ragpulse.plugins import build_sinks, load_evaluators
-from ragpulse.record import LogEvent, Span
+from ragpulse.plugins import build_sinks, build_source, load_evaluators
+from ragpulse.record import ClosedBy, LogEvent, Span
+from ragpulse.source import Ack, Source, SourceContext
 from ragpulse.telemetry import CollectorMetrics
-
-_R = TypeVar("_R", OtlpHttpReceiver, OtlpGrpcReceiver)
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +54,60 @@ def start_metrics_server(host: str, port: int, registry: CollectorRegistry) -> W
     return server
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """The evaluation side of a collector: the sinks, the conversation stage exporting
+    through them, and the pipeline exporting each turn through both."""
+
+    exports: Exports
+    conversations: ConversationStage
+    pipeline: Pipeline
+
+    @classmethod
+    def build(
+        cls,
+        evaluators: Sequence[AnyEvaluator],
+        sinks: Sequence[Sink],
+        context: PluginContext,
+    ) -> Evaluation:
+        """Wired from ``context.settings`` (its ``evaluation`` and ``conversations``), with
+        ``context.metrics``: the conversation metrics go to the conversation stage, the
+        others to the pipeline's tiers, one sampling policy for both."""
+        settings, metrics = context.settings, context.metrics
+        exports = Exports(sinks, metrics)
+        sampler = SamplingPolicy(settings.evaluation)
+        conversations = ConversationStage(
+            settings.conversations,
+            [e for e in evaluators if isinstance(e, ConversationEvaluator)],
+            exports.conversation,
+            metrics,
+            sampler=sampler,
+            context=context,
+            export_lock=exports.lock,
+        )
+        pipeline = Pipeline(
+            evaluators, exports, metrics, settings.evaluation, sampler, context, conversations
+        )
+        return cls(exports, conversations, pipeline)
+
+
 class Collector:
     """One process worth of ragpulse.
 
-    ``ingest`` is the single entry for every source (thread-safe, never
-    blocks on evaluation). ``start`` launches the evaluation worker, the
-    completion ticker, the metrics endpoint (unless ``metrics_server=False``)
-    and the source chosen by ``settings.source`` (the OTLP/HTTP receiver, with the
-    OTLP/gRPC one unless ``otlp_grpc_port`` is 0, or
-    Kafka; none when ``receiver=False``); ``stop`` drains open traces through
-    evaluation before the sources make their final acknowledgements.
+    ``ingest`` is the single entry for every source (thread-safe, never blocks on
+    evaluation). ``start`` starts every part (the sinks' delivery, the conversation
+    stage, the evaluation workers, the assembly ticker, the source chosen by
+    ``settings.source`` unless ``receiver=False``, then the metrics endpoint unless
+    ``metrics_server=False``); ``stop`` stops them the other way round: the source stops
+    taking data, open traces are drained through evaluation, the sinks shut down, and
+    then the source makes its final acknowledgements.
     """
 
     def __init__(
         self,
         settings: Settings,
         *,
-        evaluators: Sequence[Evaluator] | None = None,
+        evaluators: Sequence[AnyEvaluator] | None = None,
         sinks: Sequence[Sink] | None = None,
         extra_sinks: Sequence[Sink] = (),
         registry: CollectorRegistry | None = None,
@@ -69,82 +117,41 @@ class Collector:
     ) -> None:
         self.settings = settings
         self.metrics = CollectorMetrics(registry)
-        self.assembler = Assembler(
-            settings.assembly,
-            self.metrics,
-            clock or time.monotonic,
-            held_elsewhere=lambda: self.pipeline.backlog_bytes,
-        )
+        self.context = PluginContext(settings, self.metrics)
         ev = settings.evaluation
         chosen = list(evaluators) if evaluators is not None else load_evaluators(ev.evaluators, ev)
-        self.context = PluginContext(settings, self.metrics)
-        all_sinks = list(sinks) if sinks is not None else build_sinks(self.context)
-        # Kafka: a conversation's turns come through different replicas; written to the
-        # conversation topic (the last sink: after the others took a conversation record),
-        # they meet in the member of the conversation group that owns their partition.
-        turns = None
-        if receiver and settings.source == "kafka" and settings.kafka.turn_topic():
-            from ragpulse.collector.turn_writer import TurnTopicMetrics, TurnWriter
-
-            turn_metrics = TurnTopicMetrics(self.metrics.registry)
-            turns = TurnWriter(
-                settings.kafka,
-                turn_metrics,
-                lambda t, s: self.pipeline.conversations.numbered_on_arrival(t, s),
-            )
-        self.pipeline = Pipeline(
-            chosen, [*all_sinks, *extra_sinks, *([turns] if turns else [])], self.metrics, ev,
-            context=self.context, local_conversations=turns is None,
-        )  # fmt: skip
+        built = list(sinks) if sinks is not None else build_sinks(self.context)
+        evaluation = Evaluation.build(chosen, [*built, *extra_sinks], self.context)
+        self.exports = evaluation.exports
+        self.conversations = evaluation.conversations
+        self.pipeline = evaluation.pipeline
+        self.assembler = Assembler(
+            settings.assembly, self.metrics, clock or time.monotonic, held_elsewhere=self.pipeline
+        )
         self.feedback = FeedbackJoiner(self.assembler, self.pipeline.late_feedback, self.metrics)
-        self.receiver: OtlpHttpReceiver | None = None
-        self.grpc_receiver: OtlpGrpcReceiver | None = None
         self.sources: list[Source] = []
-        if receiver and settings.source == "otlp_http":
-            token = settings.auth_token.get_secret_value() if settings.auth_token else None
+        if receiver:  # last: it is handed the collector, complete now, as its intake
+            context = SourceContext(self, settings, self.metrics, self.conversations)
+            self.sources.append(build_source(context))
+        self._metrics_endpoint = _MetricsEndpoint(
+            settings.host, settings.metrics_port, self.metrics
+        )
+        self.lifecycle = Lifecycle(
+            [
+                _LogRedaction(settings),
+                _Shared(self.context),
+                self.exports,
+                self.conversations,
+                *self.pipeline.parts(),
+                _AssemblyTicker(self.assembler, self.pipeline, self.metrics, settings),
+                *(_SourcePart(source) for source in self.sources),
+                # /metrics last: it answering means the sources listen too (tests and
+                # readiness probes wait on it).
+                *([self._metrics_endpoint] if metrics_server else []),
+            ]
+        )
 
-            def otlp_receiver(kind: type[_R], port: int) -> _R:
-                # Both transports: the same intake, limits, token and backpressure.
-                return kind(
-                    self.ingest,
-                    self.metrics,
-                    host=settings.host,
-                    port=port,
-                    max_body_bytes=settings.max_body_bytes,
-                    auth_token=token,
-                    overloaded=lambda: self.pipeline.overloaded,
-                    ingest_logs=self.ingest_logs,
-                )
-
-            self.receiver = otlp_receiver(OtlpHttpReceiver, settings.otlp_http_port)
-            self.sources.append(self.receiver)
-            if settings.otlp_grpc_port:  # 0 = no gRPC receiver
-                self.grpc_receiver = otlp_receiver(OtlpGrpcReceiver, settings.otlp_grpc_port)
-                self.sources.append(self.grpc_receiver)
-        elif receiver and settings.source == "kafka":
-            from ragpulse.collector.kafka_source import KafkaSource
-
-            delivered = turns.delivered if turns is not None else None
-            self.sources.append(
-                KafkaSource(settings.kafka, self, self.metrics, before_commit=delivered)
-            )
-            if turns is not None:
-                from ragpulse.collector.turn_consumer import TurnConsumer
-
-                self.sources.append(
-                    TurnConsumer(settings.kafka, self.pipeline.conversations, turn_metrics)
-                )
-        elif receiver and settings.source in BACKEND_SOURCES:
-            from ragpulse.collector.backends.follow import FollowSource
-
-            self.sources.append(FollowSource(settings, self, self.metrics, settle=self.settle))
-        self._want_metrics_server = metrics_server
-        self._metrics_server: WSGIServer | None = None
-        self._stop = threading.Event()
-        self._ticker: threading.Thread | None = None
-        self._log_filter: RedactingFilter | None = None
-
-    # -- intake ---------------------------------------------------------------
+    # -- intake (what a source sees: ragpulse.source.Intake) -------------------------------
     def ingest(
         self, spans: Sequence[Span], ack: Ack | None = None, *, nbytes: int = 0, admit: bool = False
     ) -> int:
@@ -176,6 +183,10 @@ class Collector:
             self._check_backlog()
         return self.assembler.add_logs(events, nbytes=nbytes, admit=admit)
 
+    @property
+    def overloaded(self) -> bool:
+        return self.pipeline.overloaded
+
     def _check_backlog(self) -> None:
         if self.pipeline.overloaded:
             self.metrics.intake_refused.labels("backlog").inc()
@@ -201,57 +212,27 @@ class Collector:
     def settle(self, timeout: float = 10.0) -> bool:
         """Wait until every sink delivered what it was handed (a source that acknowledges
         only delivered results: follow mode); False when one did not within ``timeout``."""
-        deadline = time.monotonic() + timeout
-        return all(
-            sink.force_flush(max(0.0, deadline - time.monotonic())) for sink in self.pipeline.sinks
-        )
+        return self.exports.force_flush(timeout)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Close every open trace now and wait until it is exported (tests, demo, replay)."""
         self.pipeline.submit(self.assembler.drain())
         return self.pipeline.wait_idle(timeout)
 
-    # -- lifecycle --------------------------------------------------------------
+    def close_conversations(self, why: ClosedBy) -> None:
+        """Close every open conversation now (the end of a one-shot read: nothing more of
+        them comes)."""
+        self.conversations.close_all(why)
+
+    # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> Collector:
         """Start everything; a port that cannot be bound raises :class:`PortUnavailable`
         (one line naming the port and the flag that moves it) with nothing left running."""
-        s = self.settings
-        # Log lines leave the process too (redaction.apply_to: logs); logging is
-        # configured by now (ragpulse serve's basicConfig).
-        self._log_filter = install_log_redaction(self.settings)
-        self.pipeline.start()
-        self._ticker = threading.Thread(target=self._tick, name="ragpulse-assembly", daemon=True)
-        self._ticker.start()
-        for source in self.sources:
-            try:
-                source.start()
-            except OSError as exc:
-                self.stop(timeout=1.0)  # what did start stops again
-                if source is self.receiver:
-                    raise PortUnavailable(
-                        s.host, s.otlp_http_port, "OTLP/HTTP receiver", "--otlp-http-port",
-                        "otlp_http_port", exc,
-                    ) from exc  # fmt: skip
-                if source is self.grpc_receiver:
-                    raise PortUnavailable(
-                        s.host, s.otlp_grpc_port, "OTLP/gRPC receiver", "--otlp-grpc-port",
-                        "otlp_grpc_port", exc,
-                    ) from exc  # fmt: skip
-                raise
-        # /metrics last: it answering means the sources listen too (tests and readiness
-        # probes wait on it); a port in use stops what started, leaving nothing running.
-        if self._want_metrics_server:
-            try:
-                self._metrics_server = start_metrics_server(
-                    s.host, s.metrics_port, self.metrics.registry
-                )
-            except PortUnavailable:
-                self.stop(timeout=1.0)
-                raise
+        self.lifecycle.start()
         return self
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop intake, evaluate what is open and queued, acknowledge, shut the sinks down.
+        """Stop intake, evaluate what is open and queued, shut the sinks down, acknowledge.
 
         Bounded by ``timeout`` (default ``settings.shutdown_timeout_s``) for the drain:
         the cheap tier finishes first, costly tiers finish their queues if their models
@@ -259,25 +240,7 @@ class Collector:
         a fifth of the bound, at most 2 s, is kept for the sinks' own shutdown.
         """
         timeout = self.settings.shutdown_timeout_s if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        for source in self.sources:
-            source.stop()
-        self._stop.set()
-        if self._ticker is not None:
-            self._ticker.join(max(0.0, min(5.0, deadline - time.monotonic())))
-        self.pipeline.submit(self.assembler.drain())
-        reserve = min(2.0, timeout / 5)
-        self.pipeline.stop(max(0.0, deadline - reserve - time.monotonic()), sinks_deadline=deadline)
-        for source in self.sources:
-            source.close()
-        self.context.close()  # judge clients' event loops
-        if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
-            self._metrics_server = None
-        if self._log_filter is not None:
-            remove_log_redaction(self._log_filter)
-            self._log_filter = None
+        self.lifecycle.stop(Deadline.within(timeout, reserve_s=min(2.0, timeout / 5)))
 
     def __enter__(self) -> Collector:
         return self.start()
@@ -286,26 +249,156 @@ class Collector:
         self.stop()
 
     @property
+    def sinks(self) -> list[Sink]:
+        return self.exports.sinks
+
+    @property
     def otlp_url(self) -> str | None:
-        return self.receiver.url if self.receiver is not None else None
+        """The OTLP/HTTP receiver's base URL, when that source runs (the demo, tests)."""
+        otlp = self._otlp()
+        return otlp.url if otlp is not None else None
 
     @property
     def otlp_grpc_target(self) -> str | None:
         """``host:port`` of the OTLP/gRPC receiver, when it runs."""
-        return self.grpc_receiver.target if self.grpc_receiver is not None else None
+        otlp = self._otlp()
+        return otlp.grpc_target if otlp is not None else None
+
+    def _otlp(self) -> OtlpSource | None:
+        return next((s for s in self.sources if isinstance(s, OtlpSource)), None)
 
     @property
     def metrics_url(self) -> str | None:
-        if self._metrics_server is None:
-            return None
-        return f"http://{self.settings.host}:{self._metrics_server.server_port}/metrics"
+        return self._metrics_endpoint.url
 
-    def _tick(self) -> None:
-        while not self._stop.wait(self.settings.assembly.tick_s):
+
+class _SourcePart:
+    """A :class:`~ragpulse.source.Source` as a part: ``stop`` takes no deadline (sources
+    bound their own waits)."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.name = f"source {source.name}"
+
+    def start(self) -> None:
+        self.source.start()
+
+    def stop(self, deadline: Deadline) -> None:
+        self.source.stop()
+
+    def close(self) -> None:
+        self.source.close()
+
+
+class _AssemblyTicker:
+    """Moves completed traces from the assembler to the pipeline every ``assembly.tick_s``;
+    its stop closes every trace still open and hands it on (the drain)."""
+
+    name = "assembly ticker"
+
+    def __init__(
+        self,
+        assembler: Assembler,
+        pipeline: Pipeline,
+        metrics: CollectorMetrics,
+        settings: Settings,
+    ) -> None:
+        self._assembler, self._pipeline, self._metrics = assembler, pipeline, metrics
+        self._tick_s = settings.assembly.tick_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="ragpulse-assembly", daemon=True)
+        self._thread.start()
+
+    def stop(self, deadline: Deadline) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(deadline.left(5.0))
+            self._thread = None
+        self._pipeline.submit(self._assembler.drain())
+
+    def close(self) -> None:
+        pass
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._tick_s):
             try:
-                completed = self.assembler.pop_complete()
+                completed = self._assembler.pop_complete()
                 if completed:
-                    self.pipeline.submit(completed)
-                self.metrics.held_bytes.set(self.assembler.held_bytes + self.pipeline.backlog_bytes)
+                    self._pipeline.submit(completed)
+                held = self._assembler.held_bytes + self._pipeline.backlog_bytes
+                self._metrics.held_bytes.set(held)
             except Exception:  # the ticker must survive anything
                 log.exception("assembly tick failed")
+
+
+class _MetricsEndpoint:
+    """Prometheus ``/metrics``; it answers until the last pass of a stop."""
+
+    name = "metrics endpoint"
+
+    def __init__(self, host: str, port: int, metrics: CollectorMetrics) -> None:
+        self._host, self._port, self._metrics = host, port, metrics
+        self._server: WSGIServer | None = None
+
+    def start(self) -> None:
+        self._server = start_metrics_server(self._host, self._port, self._metrics.registry)
+
+    def stop(self, deadline: Deadline) -> None:
+        pass  # scraped while the collector drains
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def url(self) -> str | None:
+        if self._server is None:
+            return None
+        return f"http://{self._host}:{self._server.server_port}/metrics"
+
+
+class _LogRedaction:
+    """Log lines leave the process too (``redaction.apply_to: logs``): redacted while the
+    collector runs (logging is configured by then: ``ragpulse serve``'s basicConfig)."""
+
+    name = "log redaction"
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._filter: RedactingFilter | None = None
+
+    def start(self) -> None:
+        self._filter = install_log_redaction(self._settings)
+
+    def stop(self, deadline: Deadline) -> None:
+        pass
+
+    def close(self) -> None:
+        if self._filter is not None:
+            remove_log_redaction(self._filter)
+            self._filter = None
+
+
+class _Shared:
+    """The plug-in context's shared objects (the judge clients and their event loops),
+    built by the parts that need them and closed after every part stopped."""
+
+    name = "shared plug-in objects"
+
+    def __init__(self, context: PluginContext) -> None:
+        self._context = context
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, deadline: Deadline) -> None:
+        pass
+
+    def close(self) -> None:
+        self._context.close()

@@ -1,21 +1,41 @@
-"""The evaluator contract and the shared work every evaluator gets for free."""
+"""The evaluator contracts and the shared work every evaluator gets for free.
+
+Three contracts, each an abstract class whose abstract method a plug-in implements:
+:class:`Evaluator` (``score``: one turn record), :class:`BatchEvaluator` (``score_batch``:
+turn records in batches, where a model is cheaper on many at once) and
+:class:`ConversationEvaluator` (``score_conversation``: a closed conversation). What they
+share (name, tier, direction, options, ``load``, ``result``) is :class:`EvaluatorBase`,
+which no plug-in subclasses directly. A class that gives ``metric`` and ``method`` and
+leaves its contract's abstract method out is refused when it is defined.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from abc import ABC
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
-from ragpulse.errors import deprecated
 from ragpulse.evaluators.text.analyses import TextAnalyses
-from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
+from ragpulse.plugin_context import PluginContext, PluginOptions, unimplemented, validate_options
 from ragpulse.record import ConversationRecord, Direction, EvalResult, RagRecord
 
 if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
+
+__all__ = [
+    "AGENT_TURNS",
+    "ANSWERED",
+    "RECORD_KINDS",
+    "AnyEvaluator",
+    "BatchEvaluator",
+    "ConversationEvaluator",
+    "Evaluator",
+    "EvaluatorBase",
+    "Tier",
+]
 
 log = logging.getLogger(__name__)
 # EvalResult's own validator, called on a dict of the fields: the same checks and the same
@@ -43,22 +63,10 @@ class Tier(StrEnum):
     JUDGE = "judge"  # LLM judges, on a budgeted sample
 
 
-class _Name(str):
-    """An evaluator's ``metric/method`` name. Calling it (``cls.name``, the form of earlier
-    releases) still works, with a deprecation warning."""
-
-    def __call__(self) -> str:
-        deprecated(f"Evaluator.name() is deprecated: read the attribute Evaluator.name ({self})")
-        return str(self)
-
-
-_LEGACY_HOOKS = {"_score": "score", "_score_batch": "score_batch"}
-
-
-class Evaluator(ABC):
-    """Turns records into one :class:`EvalResult` each.
-
-    A plug-in is one subclass in one file plus one entry-point line:
+class EvaluatorBase(ABC):
+    """What every evaluator is, whatever it scores; a plug-in subclasses one of the three
+    contracts (:class:`Evaluator`, :class:`BatchEvaluator`, :class:`ConversationEvaluator`),
+    one file plus one entry-point line:
 
     - ``metric``, ``method``, ``tier`` and ``direction`` (which way is good); ``name``
       (``metric/method``) is set from the first two;
@@ -66,15 +74,13 @@ class Evaluator(ABC):
       validated when the settings load; read them as ``self.options``;
     - :meth:`load` receives the :class:`PluginContext` (settings, metrics, shared
       models and clients) once, before the first batch;
-    - :meth:`score` (one record) or :meth:`score_batch` (a batch): one of the two is
-      required, checked when the class is defined;
-    - :attr:`texts` gives each text's analysis (tokens, sentences, normalised form, or
-      anything derived once per text), shared with the other evaluators.
+    - its contract's scoring method, required when the class is defined;
+    - :meth:`result` and :meth:`not_applicable` build its results; :attr:`texts` gives
+      each text's analysis (tokens, sentences, normalised form, or anything derived once
+      per text), shared with the other evaluators.
 
-    Contract: :meth:`evaluate` is called from the collector's evaluation worker thread
-    (never from the intake path), may block, and never raises: whatever ``score`` or
-    ``score_batch`` raises becomes that record's error result. Subclasses hold no
-    per-call state, so one instance may score concurrently from several threads.
+    Subclasses hold no per-call state, so one instance may score concurrently from
+    several threads.
     """
 
     metric: ClassVar[str]
@@ -85,9 +91,6 @@ class Evaluator(ABC):
     direction: ClassVar[Direction] = Direction.HIGHER_IS_BETTER
     default_enabled: ClassVar[bool] = True
     """Selected when the configuration names no evaluators (and :meth:`missing` is None)."""
-    applies_to: ClassVar[frozenset[str]] = RECORD_KINDS
-    """The record kinds it scores (:data:`ANSWERED` for an answer metric, :data:`AGENT_TURNS`
-    for an agent signal); records of another kind get no result of it at all."""
     requires_reference: ClassVar[bool] = False
     """Scores against a test-set row's :class:`~ragpulse.record.Reference` (recall@k, answer
     correctness, behaviour): never on by default in ``serve`` (live records carry none);
@@ -112,22 +115,23 @@ class Evaluator(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for old, new in _LEGACY_HOOKS.items():
-            if old in cls.__dict__ and new not in cls.__dict__:
-                deprecated(
-                    f"{cls.__module__}.{cls.__qualname__}.{old} is deprecated: name it {new} "
-                    f"(ragpulse.evaluators.base.Evaluator.{new})",
-                    stacklevel=2,
-                )
-                setattr(cls, new, cls.__dict__[old])
         metric, method = getattr(cls, "metric", None), getattr(cls, "method", None)
         if metric is None or method is None:
             return  # a base for others (JudgeEvaluator, LexicalEvaluator, ...)
-        cls.name = _Name(f"{metric}/{method}")
-        if cls.score is Evaluator.score and cls.score_batch is Evaluator.score_batch:
+        cls.name = f"{metric}/{method}"
+        if not issubclass(cls, Evaluator | ConversationEvaluator):
             raise TypeError(
-                f"{cls.__qualname__} ({cls.name}) must implement score(record) or "
-                "score_batch(records)"
+                f"{cls.__qualname__} ({cls.name}) must subclass Evaluator, BatchEvaluator or "
+                "ConversationEvaluator"
+            )
+        missing = unimplemented(cls)
+        if missing:
+            batches = issubclass(cls, Evaluator) and cls.score_batch is not Evaluator.score_batch
+            hint = ""
+            if batches and "score" in missing:
+                hint = " (it scores batches: subclass BatchEvaluator)"
+            raise TypeError(
+                f"{cls.__qualname__} ({cls.name}) must implement {', '.join(missing)}{hint}"
             )
 
     @classmethod
@@ -167,48 +171,6 @@ class Evaluator(ABC):
         evaluator asks first (before :meth:`load`: a fresh one per use, shared by none)."""
         return self._texts if self._texts is not None else TextAnalyses()
 
-    def evaluate(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        """Score a batch; the i-th result belongs to the i-th record."""
-        if not records:
-            return []
-        start = time.perf_counter()
-        try:
-            results = self.score_batch(records)
-            if len(results) != len(records):
-                raise RuntimeError(
-                    f"{self.name} returned {len(results)} results for {len(records)} records"
-                )
-        except Exception:
-            # The batch failed as a whole: retry one by one so that one bad record
-            # costs only its own result.
-            log.debug("batch failed in %s, retrying per record", self.name, exc_info=True)
-            results = [self._evaluate_one_safely(r) for r in records]
-        per_record_ms = (time.perf_counter() - start) * 1000 / len(records)
-        for r in results:
-            if r.duration_ms is None:
-                # The results were built during this call and no one else holds them yet:
-                # stamping in place spares a pydantic copy per result on the hot path.
-                object.__setattr__(r, "duration_ms", per_record_ms)
-        return results
-
-    def _evaluate_one_safely(self, record: RagRecord) -> EvalResult:
-        start = time.perf_counter()
-        try:
-            return self.score_batch([record])[0]
-        except Exception as exc:
-            log.warning("%s failed on trace %s: %r", self.name, record.trace_id, exc)
-            return self.error_result(exc, duration_ms=(time.perf_counter() - start) * 1000)
-
-    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        """The i-th record's result at index i. Default: :meth:`score` per record;
-        override it where a batch is cheaper than its records one by one (a model)."""
-        return [self.score(r) for r in records]
-
-    def score(self, record: RagRecord) -> EvalResult:
-        """One record's result (:meth:`result`, :meth:`not_applicable`); may raise, the
-        caller turns an exception into the record's error result."""
-        raise NotImplementedError(f"{type(self).__name__} implements score_batch only")
-
     def result(
         self,
         score: float | None,
@@ -243,7 +205,74 @@ class Evaluator(ABC):
         )
 
 
-class ConversationEvaluator(Evaluator):
+class Evaluator(EvaluatorBase):
+    """Turns turn records into one :class:`EvalResult` each: implement :meth:`score`.
+
+    Contract: :meth:`evaluate` is called from the collector's evaluation worker thread
+    (never from the intake path), may block, and never raises: whatever ``score`` (or
+    ``score_batch``) raises becomes that record's error result.
+    """
+
+    applies_to: ClassVar[frozenset[str]] = RECORD_KINDS
+    """The record kinds it scores (:data:`ANSWERED` for an answer metric, :data:`AGENT_TURNS`
+    for an agent signal); records of another kind get no result of it at all."""
+
+    def evaluate(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        """Score a batch; the i-th result belongs to the i-th record."""
+        if not records:
+            return []
+        start = time.perf_counter()
+        try:
+            results = self.score_batch(records)
+            if len(results) != len(records):
+                raise RuntimeError(
+                    f"{self.name} returned {len(results)} results for {len(records)} records"
+                )
+        except Exception:
+            # The batch failed as a whole: retry one by one so that one bad record
+            # costs only its own result.
+            log.debug("batch failed in %s, retrying per record", self.name, exc_info=True)
+            results = [self._evaluate_one_safely(r) for r in records]
+        per_record_ms = (time.perf_counter() - start) * 1000 / len(records)
+        for r in results:
+            if r.duration_ms is None:
+                # The results were built during this call and no one else holds them yet:
+                # stamping in place spares a pydantic copy per result on the hot path.
+                object.__setattr__(r, "duration_ms", per_record_ms)
+        return results
+
+    def _evaluate_one_safely(self, record: RagRecord) -> EvalResult:
+        start = time.perf_counter()
+        try:
+            return self.score_batch([record])[0]
+        except Exception as exc:
+            log.warning("%s failed on trace %s: %r", self.name, record.trace_id, exc)
+            return self.error_result(exc, duration_ms=(time.perf_counter() - start) * 1000)
+
+    @abstractmethod
+    def score(self, record: RagRecord) -> EvalResult:
+        """One record's result (:meth:`result`, :meth:`not_applicable`); may raise, the
+        caller turns an exception into the record's error result."""
+
+    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        """The i-th record's result at index i: :meth:`score` per record."""
+        return [self.score(r) for r in records]
+
+
+class BatchEvaluator(Evaluator):
+    """An :class:`Evaluator` that scores a batch at once (a model, a judge): implement
+    :meth:`score_batch`; :meth:`score` is the batch of one."""
+
+    @abstractmethod
+    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        """The i-th record's result at index i; may raise (the records are then scored one
+        by one, and what still raises becomes that record's error result)."""
+
+    def score(self, record: RagRecord) -> EvalResult:
+        return self.score_batch([record])[0]
+
+
+class ConversationEvaluator(EvaluatorBase):
     """Turns conversation records into one :class:`EvalResult` each: a conversation metric.
 
     A plug-in like any evaluator (same entry-point group, ``Options``, :meth:`load`,
@@ -252,20 +281,9 @@ class ConversationEvaluator(Evaluator):
     on its revised record, when it resumes); turn records never reach it.
     """
 
-    applies_to: ClassVar[frozenset[str]] = frozenset()  # no turn record
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        named = getattr(cls, "metric", None) and getattr(cls, "method", None)
-        if named and cls.score_conversation is ConversationEvaluator.score_conversation:
-            raise TypeError(f"{cls.__qualname__} ({cls.name}) must implement score_conversation")
-
-    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        raise TypeError(f"{self.name} scores conversations, not turn records")
-
+    @abstractmethod
     def score_conversation(self, conversation: ConversationRecord) -> EvalResult:
         """One conversation's result; may raise (the caller makes it an error result)."""
-        raise NotImplementedError
 
     def evaluate_conversations(
         self, conversations: Sequence[ConversationRecord]
@@ -285,3 +303,8 @@ class ConversationEvaluator(Evaluator):
                 object.__setattr__(result, "duration_ms", (time.perf_counter() - start) * 1000)
             out.append(result)
         return out
+
+
+AnyEvaluator: TypeAlias = Evaluator | ConversationEvaluator
+"""What the ``ragpulse.evaluators`` entry points name: an evaluator of turn records or of
+conversations."""

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from ragpulse.record import EvalResult, TurnSummary
 
-METHOD_ORDER = ("llm_judge", "nli", "spans", "probe", "embedding", "lexical", "rules")
+METHOD_ORDER = (
+    "llm_judge",
+    # models: those trained for the metric's very question, then the general ones
+    "nli", "spans", "cross_encoder", "classifier", "probe", "embedding",
+    "perplexity",
+    # rules and arithmetic
+    "agent", "token_f1", "token_recall", "ids", "content", "lexical", "rules",
+)  # fmt: skip
 """Which method's result stands for a metric when several scored the turn: a judge's
-verdict before a model's, a model's before a rule's."""
+verdict before a model's, a model's before a rule's. Every method of a metric that has
+more than one is ranked here (a test holds the registered evaluators to it); a method of
+a plug-in not listed ranks after all of them."""
+_RANK = {method: i for i, method in enumerate(METHOD_ORDER)}
 
 
 def result_of(turn: TurnSummary, metric: str) -> EvalResult | None:
@@ -15,8 +25,7 @@ def result_of(turn: TurnSummary, metric: str) -> EvalResult | None:
     scored = [r for r in turn.results if r.metric == metric and r.score is not None]
     if not scored:
         return None
-    rank = {m: i for i, m in enumerate(METHOD_ORDER)}
-    return min(scored, key=lambda r: rank.get(r.method, len(rank)))
+    return min(scored, key=lambda r: _RANK.get(r.method, len(_RANK)))
 
 
 def labelled(turn: TurnSummary, metric: str, label: str) -> bool:

@@ -5,7 +5,9 @@ gets more lines: the first with what existed then (``attributes["ragpulse.pendin
 lists the tiers to come), then one short update line per such tier
 (``{"trace_id", "span_id", "service", "route", "update": "judge", "attributes",
 "results"}``) with that tier's results, or none and
-``ragpulse.sampled.<tier>: "skipped:<reason>"`` when it did not evaluate the record.
+``ragpulse.sampled.<tier>: "skipped:<reason>"`` when it did not evaluate the record. A
+record rebuilt from more spans (a revision) gets a whole line again, with
+``"revised": true``: the last line of a ``trace_id`` and ``span_id`` stands.
 
 Every string but the record's hex ids is redacted first (the ``redaction``
 section, path ``jsonl``; on by default for e-mails, phone and card numbers). Each text
@@ -17,22 +19,20 @@ length (:func:`ragpulse.results.stored_row`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import Field
 
-from ragpulse import moved
 from ragpulse.config import RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import ConversationRecord, EvalResult, RagRecord
+from ragpulse.record import ConversationRecord, ExportItem, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.results import EVALUATED_CHARS, conversation_line, record_line
 
 
-class JsonlSink(Sink):
+class JsonlSink(Sink["JsonlSink.Options"]):
     """``sinks.jsonl.path`` (``serve --results-jsonl``): one line per evaluated record, and
     one per costly tier that reported after the record's first line."""
 
@@ -83,24 +83,21 @@ class JsonlSink(Sink):
         }
 
     @classmethod
-    def create(cls, options: PluginOptions, context: PluginContext) -> JsonlSink | None:
-        assert isinstance(options, cls.Options)
+    def create(cls, options: JsonlSink.Options, context: PluginContext) -> JsonlSink | None:
         if not options.path:
             return None
         return cls(options.path, options.redaction, options.max_text_chars)
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        line = record_line(record, results, self.redactor, self.max_text_chars)
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        line = record_line(item, self.redactor, self.max_text_chars)
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()  # readers (tail -f, tests) see whole lines promptly
 
-    def export_conversation(
-        self, conversation: ConversationRecord, results: Sequence[EvalResult]
-    ) -> None:
+    def export_conversation(self, item: ExportItem[ConversationRecord]) -> None:
         """One line ``{"conversation": ..., "results": ...}`` per closed (or revised)
-        conversation."""
-        line = conversation_line(conversation, results, self.redactor)
+        conversation, and per judge's update of one."""
+        line = conversation_line(item, self.redactor)
         with self._lock:
             self._file.write(line + "\n")
             self._file.flush()
@@ -109,8 +106,3 @@ class JsonlSink(Sink):
         with self._lock:
             if self._owned and not self._file.closed:
                 self._file.close()
-
-
-def __getattr__(name: str) -> Any:
-    """The results format's names of earlier releases (now :mod:`ragpulse.results`)."""
-    return moved.moved_name(__name__, name)

@@ -24,8 +24,10 @@ the scores of observations Langfuse does not have are counted as ``no_target``
 
 ``batch_scores: true`` (the default) sends a list of scores per request, as the
 current API takes them (202, or 207 with the refused ones counted); ``false`` sends one
-score per request, for Langfuse servers that take only that. Batching, retries and
-counting: :mod:`ragpulse.exporters.support.delivery`.
+score per request, for Langfuse servers that take only that. The sink composes its
+transport (:class:`LangfuseApi`) with a delivery
+(:mod:`ragpulse.exporters.support.tool_sink`): batching, retries and counting are
+:mod:`ragpulse.exporters.support.delivery`'s.
 """
 
 from __future__ import annotations
@@ -40,18 +42,14 @@ from pydantic import Field, SecretStr
 
 from ragpulse.backend_client import BackendClient, Credentials
 from ragpulse.errors import BackendRefused, ConfigError
-from ragpulse.exporters.support.delivery import (
-    ApiRequest,
-    DeliveryOptions,
-    Endpoint,
-    HttpSink,
-    Judged,
-    Outcome,
-    Reply,
-)
+from ragpulse.exporters.support.delivery import ApiRequest, DeliveryOptions, Outcome, Reply
+from ragpulse.exporters.support.http_api import Endpoint, HttpTransport
 from ragpulse.exporters.support.results import error_label, result_metadata
 from ragpulse.exporters.support.target_check import SpansToCheck, TargetCheck, TargetCheckOptions
+from ragpulse.exporters.support.tool_sink import Judged, ToolSink
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 HOST_ENV = "LANGFUSE_HOST"
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
@@ -101,7 +99,7 @@ def _score(result: EvalResult, id_: str) -> dict[str, Any]:
     return score
 
 
-class LangfuseSink(HttpSink[dict[str, Any]]):
+class LangfuseSink(ToolSink[dict[str, Any], "LangfuseSink.Options"]):
     name = "langfuse"
 
     class Options(TargetCheckOptions):
@@ -116,29 +114,26 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
             "per request (Langfuse servers that take only that).",
         )
 
-    def endpoint(self, options: DeliveryOptions) -> Endpoint:
-        assert isinstance(options, self.Options)
-        host = options.host or os.environ.get(HOST_ENV)
-        public = options.public_key or os.environ.get(PUBLIC_KEY_ENV)
-        secret = (
-            options.secret_key.get_secret_value()
-            if options.secret_key
-            else os.environ.get(SECRET_KEY_ENV)
-        )
-        if not host or not public or not secret:
-            raise ConfigError(
-                "sinks.langfuse needs host, public_key and secret_key (or LANGFUSE_HOST, "
-                "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY)"
-            )
-        return Endpoint(host, auth=httpx.BasicAuth(public, secret))
-
-    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> TargetCheck | None:
-        assert isinstance(options, self.Options)
+    def __init__(
+        self,
+        options: LangfuseSink.Options,
+        *,
+        metrics: CollectorMetrics | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        endpoint = langfuse_endpoint(options)
+        metrics = metrics if metrics is not None else CollectorMetrics()
         credentials = Credentials({**options.headers, **endpoint.headers}, endpoint.auth)
-        return TargetCheck(
+        check = TargetCheck(
             self.name, "langfuse", endpoint.base_url, credentials, options,
-            observations_in_langfuse, self.metrics, fix=FIX,
+            observations_in_langfuse, metrics, fix=FIX,
         )  # fmt: skip
+        api = LangfuseApi(endpoint, options, transport, batch_scores=options.batch_scores)
+        super().__init__(options, api, metrics=metrics, check=check)
+
+    @classmethod
+    def create(cls, options: LangfuseSink.Options, context: PluginContext) -> LangfuseSink:
+        return cls(options, metrics=context.metrics)
 
     def item_span(self, item: dict[str, Any]) -> str | None:
         span_id = item.get("observationId")
@@ -168,10 +163,38 @@ class LangfuseSink(HttpSink[dict[str, Any]]):
             out.append(score)
         return out
 
-    def requests(self, batch: list[dict[str, Any]]) -> list[ApiRequest]:
-        assert isinstance(self.settings, self.Options)
-        if self.settings.batch_scores:
-            return [ApiRequest(SCORES_PATH, batch, len(batch))]
+
+def langfuse_endpoint(options: LangfuseSink.Options) -> Endpoint:
+    """Langfuse's URL and keys, from the options and Langfuse's variables."""
+    host = options.host or os.environ.get(HOST_ENV)
+    public = options.public_key or os.environ.get(PUBLIC_KEY_ENV)
+    given = options.secret_key
+    secret = given.get_secret_value() if given else os.environ.get(SECRET_KEY_ENV)
+    if not host or not public or not secret:
+        raise ConfigError(
+            "sinks.langfuse needs host, public_key and secret_key (or LANGFUSE_HOST, "
+            "LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY)"
+        )
+    return Endpoint(host, auth=httpx.BasicAuth(public, secret))
+
+
+class LangfuseApi(HttpTransport[dict[str, Any]]):
+    """Langfuse's score API: a list of scores per request, or one (``batch_scores``)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        options: DeliveryOptions,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        batch_scores: bool = True,
+    ) -> None:
+        super().__init__(endpoint, options, transport)
+        self.batch_scores = batch_scores
+
+    def requests(self, batch: Sequence[dict[str, Any]]) -> list[ApiRequest]:
+        if self.batch_scores:
+            return [ApiRequest(SCORES_PATH, list(batch), len(batch))]
         return [ApiRequest(SCORES_PATH, score, 1) for score in batch]
 
     def reply(self, request: ApiRequest, response: httpx.Response) -> Reply:

@@ -3,78 +3,62 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from dataclasses import replace
+from typing import TypeVar
 
-from ragpulse import semconv as sc
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import ConversationRecord, EvalResult, EvaluatedRecord, RagRecord
+from ragpulse.record import ConversationRecord, ExportItem, ExportKind, RagRecord
+
+R = TypeVar("R", RagRecord, ConversationRecord)
 
 
 class InMemorySink(Sink):
-    """Every evaluated record with its results, one item per record (updates joined)."""
+    """Every evaluated record as one export item, its record's later items joined: an
+    update's results are added (its ``sampled`` and ``pending`` replace the item's), a
+    revision replaces the item."""
 
     name = "memory"
 
     def __init__(self) -> None:
         super().__init__()
-        self._items: list[EvaluatedRecord] = []
-        self._conversations: dict[str, tuple[ConversationRecord, list[EvalResult]]] = {}
+        self._items: list[ExportItem[RagRecord]] = []
+        self._conversations: dict[str, ExportItem[ConversationRecord]] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def create(cls, options: PluginOptions, context: PluginContext) -> InMemorySink | None:
         return None  # only ever added programmatically (Collector(extra_sinks=...))
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        """Keep the record; an update (``ragpulse.update``) joins the record's item: its
-        results are added and its attributes replace the item's."""
+    def export(self, item: ExportItem[RagRecord]) -> None:
         with self._lock:
-            if sc.RAGPULSE_UPDATE in record.attributes:
+            if item.kind is not ExportKind.FIRST:
+                key = (item.record.trace_id, item.record.span_id)
                 for i in range(len(self._items) - 1, -1, -1):
-                    item = self._items[i]
-                    if (item.record.trace_id, item.record.span_id) == (
-                        record.trace_id,
-                        record.span_id,
-                    ):
-                        attributes = {
-                            k: v for k, v in record.attributes.items() if k != sc.RAGPULSE_UPDATE
-                        }
-                        merged = item.record.model_copy(update={"attributes": attributes})
-                        self._items[i] = EvaluatedRecord(
-                            record=merged, results=[*item.results, *results]
-                        )
+                    kept = self._items[i]
+                    if (kept.record.trace_id, kept.record.span_id) == key:
+                        self._items[i] = _joined(kept, item)
                         return
-            self._items.append(EvaluatedRecord(record=record, results=list(results)))
+            self._items.append(item)
 
-    def export_conversation(
-        self, conversation: ConversationRecord, results: Sequence[EvalResult]
-    ) -> None:
+    def export_conversation(self, item: ExportItem[ConversationRecord]) -> None:
         """Keep a conversation's latest record (a revision replaces the earlier one; an
-        update, ``ragpulse.update``, adds its results to the record it follows)."""
+        update adds its results to the record of the same revision it follows)."""
         with self._lock:
-            kept = self._conversations.get(conversation.conversation_id)
-            if sc.RAGPULSE_UPDATE in conversation.attributes and kept is not None:
-                earlier, earlier_results = kept
-                if earlier.revision == conversation.revision:
-                    attributes = {
-                        k: v for k, v in conversation.attributes.items()
-                        if k not in (sc.RAGPULSE_UPDATE, sc.RAGPULSE_PENDING)
-                    }  # fmt: skip
-                    merged = earlier.model_copy(update={"attributes": attributes})
-                    self._conversations[conversation.conversation_id] = (
-                        merged, [*earlier_results, *results]
-                    )  # fmt: skip
-                    return
-            self._conversations[conversation.conversation_id] = (conversation, list(results))
+            cid = item.record.conversation_id
+            kept = self._conversations.get(cid)
+            if kept is not None and kept.record.revision == item.record.revision:
+                self._conversations[cid] = _joined(kept, item)
+            else:
+                self._conversations[cid] = item
 
     @property
-    def items(self) -> list[EvaluatedRecord]:
+    def items(self) -> list[ExportItem[RagRecord]]:
         with self._lock:
             return list(self._items)
 
     @property
-    def conversations(self) -> dict[str, tuple[ConversationRecord, list[EvalResult]]]:
+    def conversations(self) -> dict[str, ExportItem[ConversationRecord]]:
         """Each conversation's latest record and results, by conversation id."""
         with self._lock:
             return dict(self._conversations)
@@ -83,3 +67,15 @@ class InMemorySink(Sink):
         with self._lock:
             self._items.clear()
             self._conversations.clear()
+
+
+def _joined(kept: ExportItem[R], item: ExportItem[R]) -> ExportItem[R]:
+    """``item`` as kept after ``kept``: an update joined to it, anything else in its place."""
+    if item.kind is not ExportKind.UPDATE:
+        return item
+    return replace(
+        kept,
+        results=[*kept.results, *item.results],
+        sampled={**kept.sampled, **item.sampled},
+        pending=item.pending,
+    )

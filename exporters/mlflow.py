@@ -32,7 +32,9 @@ and what one found and wrote stands in for the next one's lookup for a while
 (``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's results
 cost one lookup, not one each. Two replicas writing the same trace at the same moment can
 still both create one.
-Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
+The sink composes its transport (:class:`MlflowApi`) with a delivery
+(:mod:`ragpulse.exporters.support.tool_sink`): batching, retries and counting are
+:mod:`ragpulse.exporters.support.delivery`'s.
 """
 
 from __future__ import annotations
@@ -50,16 +52,11 @@ import httpx
 from pydantic import Field
 
 from ragpulse.errors import ConfigError
-from ragpulse.exporters.support.delivery import (
-    ApiRequest,
-    DeliveryOptions,
-    Endpoint,
-    HttpSink,
-    Judged,
-    Outcome,
-    Reply,
-)
+from ragpulse.exporters.support.delivery import ApiRequest, DeliveryOptions, Outcome, Reply
+from ragpulse.exporters.support.http_api import Endpoint, HttpTransport
 from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
+from ragpulse.exporters.support.tool_sink import Judged, ToolSink
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.semconv import ANNOTATOR_LLM
 from ragpulse.telemetry import CollectorMetrics
@@ -126,7 +123,7 @@ def _string_map(meta: dict[str, Any]) -> dict[str, str]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in meta.items()}
 
 
-class MlflowSink(HttpSink[Assessment]):
+class MlflowSink(ToolSink[Assessment, "MlflowSink.Options"]):
     name = "mlflow"
 
     class Options(DeliveryOptions):
@@ -148,34 +145,17 @@ class MlflowSink(HttpSink[Assessment]):
 
     def __init__(
         self,
-        options: DeliveryOptions,
+        options: MlflowSink.Options,
         *,
         metrics: CollectorMetrics | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._trace_locks = [threading.Lock() for _ in range(TRACE_LOCKS)]
-        self._lookups: OrderedDict[str, tuple[float, dict[tuple[str, str, str], Any]]] = (
-            OrderedDict()
-        )
-        self._lookups_lock = threading.Lock()
-        super().__init__(options, metrics=metrics, transport=transport)
+        api = MlflowApi(mlflow_endpoint(options), options, transport)
+        super().__init__(options, api, metrics=metrics)
 
-    def endpoint(self, options: DeliveryOptions) -> Endpoint:
-        assert isinstance(options, self.Options)
-        uri = options.tracking_uri or os.environ.get(TRACKING_URI_ENV)
-        if not uri or not uri.startswith(("http://", "https://")):
-            raise ConfigError(
-                "sinks.mlflow.tracking_uri (or MLFLOW_TRACKING_URI) must be the tracking "
-                "server's http(s) URL, e.g. http://127.0.0.1:5000"
-            )
-        experiment = options.experiment_id or os.environ.get(EXPERIMENT_ID_ENV)
-        headers = {EXPERIMENT_HEADER: experiment} if experiment else {}
-        auth: httpx.Auth | None = None
-        if token := os.environ.get(TOKEN_ENV):
-            headers["Authorization"] = f"Bearer {token}"
-        elif (user := os.environ.get(USERNAME_ENV)) and (password := os.environ.get(PASSWORD_ENV)):
-            auth = httpx.BasicAuth(user, password)
-        return Endpoint(uri, headers, auth)
+    @classmethod
+    def create(cls, options: MlflowSink.Options, context: PluginContext) -> MlflowSink:
+        return cls(options, metrics=context.metrics)
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Assessment]:
         trace_id = f"tr-{record.trace_id}"
@@ -198,8 +178,44 @@ class MlflowSink(HttpSink[Assessment]):
         }
         return [Assessment(trace_id, _body(r, trace_id, {}, meta)) for r in results]
 
-    def requests(self, batch: list[Assessment]) -> list[ApiRequest]:
-        """One request per trace, carrying its assessments (``send`` writes them)."""
+
+def mlflow_endpoint(options: MlflowSink.Options) -> Endpoint:
+    """The tracking server's URL and credentials, from the options and MLflow's variables."""
+    uri = options.tracking_uri or os.environ.get(TRACKING_URI_ENV)
+    if not uri or not uri.startswith(("http://", "https://")):
+        raise ConfigError(
+            "sinks.mlflow.tracking_uri (or MLFLOW_TRACKING_URI) must be the tracking "
+            "server's http(s) URL, e.g. http://127.0.0.1:5000"
+        )
+    experiment = options.experiment_id or os.environ.get(EXPERIMENT_ID_ENV)
+    headers = {EXPERIMENT_HEADER: experiment} if experiment else {}
+    auth: httpx.Auth | None = None
+    if token := os.environ.get(TOKEN_ENV):
+        headers["Authorization"] = f"Bearer {token}"
+    elif (user := os.environ.get(USERNAME_ENV)) and (password := os.environ.get(PASSWORD_ENV)):
+        auth = httpx.BasicAuth(user, password)
+    return Endpoint(uri, headers, auth)
+
+
+class MlflowApi(HttpTransport[Assessment]):
+    """MLflow's assessment API: one request per trace, each assessment created or
+    ragpulse's earlier one updated in place (see the module doc)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        options: DeliveryOptions,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(endpoint, options, transport)
+        self._trace_locks = [threading.Lock() for _ in range(TRACE_LOCKS)]
+        self._lookups: OrderedDict[str, tuple[float, dict[tuple[str, str, str], Any]]] = (
+            OrderedDict()
+        )
+        self._lookups_lock = threading.Lock()
+
+    def requests(self, batch: Sequence[Assessment]) -> list[ApiRequest]:
+        """One request per trace, carrying its assessments (:meth:`exchange` writes them)."""
         by_trace: dict[str, list[dict[str, Any]]] = {}
         for a in batch:
             by_trace.setdefault(a.trace_id, []).append({"assessment": a.body})
@@ -208,7 +224,7 @@ class MlflowSink(HttpSink[Assessment]):
             for trace_id, bodies in by_trace.items()
         ]
 
-    def send(self, client: httpx.Client, request: ApiRequest) -> httpx.Response:
+    def exchange(self, request: ApiRequest) -> httpx.Response:
         """Create each assessment, or update ragpulse's earlier one in place; the first
         answer that is not a success, else the last (a retry redoes the whole request:
         what went through is found and updated, never created twice)."""
@@ -216,12 +232,12 @@ class MlflowSink(HttpSink[Assessment]):
         with self._trace_locks[hash(trace_path) % len(self._trace_locks)]:
             earlier = self._looked_up(trace_path)
             if earlier is None:
-                found = client.get(trace_path)
+                found = self.client.get(trace_path)
                 if found.status_code != 200:
                     return found  # 404 RESOURCE_DOES_NOT_EXIST: retried (reply)
                 earlier = _earlier_assessments(found)
             try:
-                answer = self._write(client, request, earlier)
+                answer = self._write(request, earlier)
             except BaseException:
                 self._forget(trace_path)  # what went through is unknown: look again
                 raise
@@ -233,7 +249,6 @@ class MlflowSink(HttpSink[Assessment]):
 
     def _write(
         self,
-        client: httpx.Client,
         request: ApiRequest,
         earlier: dict[tuple[str, str, str], dict[str, Any]],
     ) -> httpx.Response:
@@ -244,10 +259,10 @@ class MlflowSink(HttpSink[Assessment]):
             key = _key(body)
             found = earlier.get(key)
             if found is None:
-                answer = client.post(request.path, json=wrapped)
+                answer = self.client.post(request.path, json=wrapped)
             else:
                 path = f"{request.path}/{found['assessment_id']}"
-                answer = client.patch(path, json=_update(body, found))
+                answer = self.client.patch(path, json=_update(body, found))
             if not 200 <= answer.status_code < 300:
                 return answer
             written = _assessment_of(answer)

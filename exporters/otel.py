@@ -68,7 +68,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.results import MAX_DETAILS_CHARS, annotator_kind, redact_results
 from ragpulse.exporters.support.targets import evaluated_span
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import CollectorMetrics
 
@@ -221,7 +221,7 @@ class LogsWhereAccepted(LogRecordExporter):
         self.inner.shutdown()  # type: ignore[no-untyped-call]  # the SDK's base is unannotated
 
 
-class OtelEvaluationSink(Sink):
+class OtelEvaluationSink(Sink["OtelEvaluationSink.Options"]):
     """Exports through its own providers, so it never mixes with an app's telemetry."""
 
     name = "otel"
@@ -277,8 +277,9 @@ class OtelEvaluationSink(Sink):
         return {"redaction": settings.redaction.model_dump()}
 
     @classmethod
-    def create(cls, options: PluginOptions, context: PluginContext) -> OtelEvaluationSink | None:
-        assert isinstance(options, cls.Options)
+    def create(
+        cls, options: OtelEvaluationSink.Options, context: PluginContext
+    ) -> OtelEvaluationSink | None:
         if not options.endpoint:
             return None
         base = options.endpoint.rstrip("/")
@@ -322,7 +323,11 @@ class OtelEvaluationSink(Sink):
                 self._tracers[project] = (provider, provider.get_tracer(_SCOPE))
             return self._tracers[project][1]
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        """Every item alike: an update's results are new signals, and a revision's results
+        are new signals too, which a tool that keys them by ``identifier`` takes in place
+        of the earlier ones (events and spans cannot be taken back)."""
+        record, results = item.record, item.results
         if not record.trace_id or not record.span_id:
             return
         # Targets first: where an injection was found is read from unredacted details.

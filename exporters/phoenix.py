@@ -34,7 +34,9 @@ later a sample of the judged spans is read back
 trace's ``openinference.project.name`` or ``default``) and the annotations on spans
 Phoenix does not have are counted as ``no_target``
 (:mod:`ragpulse.exporters.support.target_check`).
-Batching, retries and counting: :mod:`ragpulse.exporters.support.delivery`.
+The sink composes its transport (:class:`PhoenixApi`) with a delivery
+(:mod:`ragpulse.exporters.support.tool_sink`): batching, retries and counting are
+:mod:`ragpulse.exporters.support.delivery`'s.
 """
 
 from __future__ import annotations
@@ -45,22 +47,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
+import httpx
 from pydantic import Field, SecretStr
 
 from ragpulse import semconv as sc
 from ragpulse.backend_client import BackendClient, Credentials
 from ragpulse.errors import BackendRefused
-from ragpulse.exporters.support.delivery import (
-    ApiRequest,
-    DeliveryOptions,
-    Endpoint,
-    HttpSink,
-    Judged,
-)
+from ragpulse.exporters.support.delivery import ApiRequest
+from ragpulse.exporters.support.http_api import Endpoint, HttpTransport
 from ragpulse.exporters.support.results import annotator_kind, error_label, result_metadata
 from ragpulse.exporters.support.target_check import SpansToCheck, TargetCheck, TargetCheckOptions
 from ragpulse.exporters.support.targets import is_span_id
+from ragpulse.exporters.support.tool_sink import Judged, ToolSink
+from ragpulse.plugin_context import PluginContext
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
+from ragpulse.telemetry import CollectorMetrics
 
 API_KEY_ENV = "PHOENIX_API_KEY"
 PER_DOCUMENT_METRICS = frozenset({"context_relevance"})
@@ -107,7 +108,25 @@ def _per_document(entry: object) -> dict[str, Any] | None:
     return None
 
 
-class PhoenixSink(HttpSink[Annotation]):
+def phoenix_endpoint(options: PhoenixSink.Options) -> Endpoint:
+    key = options.api_key.get_secret_value() if options.api_key else os.environ.get(API_KEY_ENV)
+    return Endpoint(options.endpoint, {"Authorization": f"Bearer {key}"} if key else {})
+
+
+class PhoenixApi(HttpTransport[Annotation]):
+    """Phoenix's annotation API: one request per kind of annotation in a batch."""
+
+    def requests(self, batch: Sequence[Annotation]) -> list[ApiRequest]:
+        out = []
+        for kind, path in _PATHS.items():
+            data = [a.body for a in batch if a.kind == kind]
+            if data:
+                # sync=false: Phoenix queues them and retries for spans not arrived yet.
+                out.append(ApiRequest(path, {"data": data}, len(data), {"sync": "false"}))
+        return out
+
+
+class PhoenixSink(ToolSink[Annotation, "PhoenixSink.Options"]):
     name = "phoenix"
 
     class Options(TargetCheckOptions):
@@ -116,18 +135,26 @@ class PhoenixSink(HttpSink[Annotation]):
             None, description=f"Sent as a Bearer token; falls back to {API_KEY_ENV}."
         )
 
-    def endpoint(self, options: DeliveryOptions) -> Endpoint:
-        assert isinstance(options, self.Options)
-        key = options.api_key.get_secret_value() if options.api_key else os.environ.get(API_KEY_ENV)
-        return Endpoint(options.endpoint, {"Authorization": f"Bearer {key}"} if key else {})
-
-    def target_check(self, options: DeliveryOptions, endpoint: Endpoint) -> TargetCheck | None:
-        assert isinstance(options, self.Options)
+    def __init__(
+        self,
+        options: PhoenixSink.Options,
+        *,
+        metrics: CollectorMetrics | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        endpoint = phoenix_endpoint(options)
+        metrics = metrics if metrics is not None else CollectorMetrics()
         credentials = Credentials({**options.headers, **endpoint.headers})
-        return TargetCheck(
+        check = TargetCheck(
             self.name, "phoenix", endpoint.base_url, credentials, options, spans_in_phoenix,
-            self.metrics, fix=FIX,
+            metrics, fix=FIX,
         )  # fmt: skip
+        api = PhoenixApi(endpoint, options, transport)
+        super().__init__(options, api, metrics=metrics, check=check)
+
+    @classmethod
+    def create(cls, options: PhoenixSink.Options, context: PluginContext) -> PhoenixSink:
+        return cls(options, metrics=context.metrics)
 
     def item_span(self, item: Annotation) -> str | None:
         span_id = item.body.get("span_id")
@@ -210,15 +237,6 @@ class PhoenixSink(HttpSink[Annotation]):
             )
             for position, annotation in zip(positions, annotations, strict=True)
         ]
-
-    def requests(self, batch: list[Annotation]) -> list[ApiRequest]:
-        out = []
-        for kind, path in _PATHS.items():
-            data = [a.body for a in batch if a.kind == kind]
-            if data:
-                # sync=false: Phoenix queues them and retries for spans not arrived yet.
-                out.append(ApiRequest(path, {"data": data}, len(data), {"sync": "false"}))
-        return out
 
 
 def document_positions(

@@ -17,6 +17,11 @@ so that the series stay bounded and every replica labels alike. A (service, tool
 pair's series start at 0 the first time the pair is seen, so that the first error or
 injection shows in ``rate()`` / ``increase()``.
 
+A record exported again after a costly tier (an update) adds that tier's scores and
+injections; the agent turn was counted when it came first. A record rebuilt from more
+spans (a revision) counts in ``ragpulse_records_revised{service,route}`` only: a
+histogram cannot take back what it observed, so its scores are not observed twice.
+
 Closed conversations (:meth:`PrometheusSink.export_conversation`) count in
 ``ragpulse_conversation_records{service,route,closed_by,outcome}`` (outcome ``new`` for a
 conversation's first record, ``revised`` for each revision: a resumed conversation counts
@@ -27,9 +32,8 @@ record, a revision observed again) and
 judged by rules and by the judge counts once per method). Their conversation metrics'
 scores go into ``ragpulse_eval_score`` like every other metric's (the metric names are
 the conversation metrics' own), with the first turn's trace as exemplar, so that the
-score panels, recording rules and alerts take them as they are. A judge's update
-(``ragpulse.update``) adds its scores and frustration only: the record was counted when
-it came first.
+score panels, recording rules and alerts take them as they are. A judge's update adds
+its scores and frustration only: the record was counted when it came first.
 
 Settings: ``sinks.prometheus`` (:class:`PrometheusSink.Options`).
 """
@@ -42,12 +46,18 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import Field
 
-from ragpulse import semconv as sc
 from ragpulse.config import AgentSettings, RedactionSettings, Settings
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.prometheus_series import ScoreSeries
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import ConversationRecord, EvalResult, RagRecord, ToolCall
+from ragpulse.record import (
+    ConversationRecord,
+    EvalResult,
+    ExportItem,
+    ExportKind,
+    RagRecord,
+    ToolCall,
+)
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import LabelLimiter, PairLimiter
 
@@ -87,7 +97,7 @@ def injection_locations(result: EvalResult) -> set[str]:
     return {w for w in where if w in ("question", "document")}
 
 
-class PrometheusSink(Sink):
+class PrometheusSink(Sink["PrometheusSink.Options"]):
     name = "prometheus"
     default_enabled = True
 
@@ -147,6 +157,13 @@ class PrometheusSink(Sink):
         self._services = LabelLimiter(settings.services, settings.max_services)
         self._pairs = PairLimiter(settings.max_route_pairs)
         self.series = ScoreSeries(registry, evaluators)
+        self.records_revised = Counter(
+            "ragpulse_records_revised",
+            "Records exported again, rebuilt from more spans (a revision): counted here, "
+            "their scores not observed a second time.",
+            ["service", "route"],
+            registry=registry,
+        )
         self.injections = Counter(
             "ragpulse_injection_detected",
             "Records with a prompt injection detected, by where it was found.",
@@ -211,8 +228,7 @@ class PrometheusSink(Sink):
         }
 
     @classmethod
-    def create(cls, options: PluginOptions, context: PluginContext) -> PrometheusSink:
-        assert isinstance(options, cls.Options)
+    def create(cls, options: PrometheusSink.Options, context: PluginContext) -> PrometheusSink:
         metrics = context.metrics
         return cls(metrics.registry, options, evaluators=metrics.loaded_evaluators)
 
@@ -227,9 +243,13 @@ class PrometheusSink(Sink):
             self._redacted[value] = redacted
         return redacted
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        record, results = item.record, item.results
         service = self._services(self._label(record.service))
         route = self._pairs(service, self._routes(self._label(record.route)))
+        if item.kind is ExportKind.REVISION:
+            self.records_revised.labels(service, route).inc()
+            return
         self.series.add(
             results, service, route, {"trace_id": record.trace_id, "span_id": record.span_id}
         )
@@ -238,11 +258,13 @@ class PrometheusSink(Sink):
                 for where in injection_locations(result):
                     self.injections.labels(where).inc()
         if record.kind == "agent":
-            self._agent_turn(record, results, service)
+            if item.kind is ExportKind.FIRST:
+                self._agent_turn(record, service)
+            for tool in self._injected_tools(record, results):
+                self.agent_tool_injections.labels(service, tool).inc()
 
-    def export_conversation(
-        self, conversation: ConversationRecord, results: Sequence[EvalResult]
-    ) -> None:
+    def export_conversation(self, item: ExportItem[ConversationRecord]) -> None:
+        conversation, results = item.record, item.results
         service = self._services(self._label(conversation.service))
         route = self._pairs(service, self._routes(self._label(conversation.route)))
         if conversation.turns:
@@ -253,16 +275,17 @@ class PrometheusSink(Sink):
             r.method for r in results if r.metric == FRUSTRATION and r.label == FRUSTRATED
         }:
             self.conversation_frustrated.labels(service, route, method).inc()
-        if sc.RAGPULSE_UPDATE in conversation.attributes:
+        if item.kind is ExportKind.UPDATE:
             return  # a judge's results for a record counted when it came first
-        outcome = "revised" if conversation.revision > 1 else "new"
+        outcome = "revised" if item.kind is ExportKind.REVISION else "new"
         self.conversation_records.labels(service, route, conversation.closed_by, outcome).inc()
         self.conversation_turns.labels(service, route).observe(len(conversation.turns))
 
     def _tool(self, name: str) -> str:
         return name if name in self._tools else OTHER_TOOL
 
-    def _agent_turn(self, record: RagRecord, results: Sequence[EvalResult], service: str) -> None:
+    def _agent_turn(self, record: RagRecord, service: str) -> None:
+        """The turn, its steps and its tool calls: once, when the turn is first exported."""
         self.agent_turns.labels(service).inc()
         self.agent_steps.labels(service).observe(len(record.tool_calls) + record.model_calls)
         counts: dict[tuple[str, str], int] = {}
@@ -277,8 +300,6 @@ class PrometheusSink(Sink):
                 self.agent_tool_injections.labels(service, tool)
         for (tool, outcome), count in counts.items():  # one locked increment per series
             self.agent_tool_calls.labels(service, tool, outcome).inc(count)
-        for tool in self._injected_tools(record, results):
-            self.agent_tool_injections.labels(service, tool).inc()
 
     def _injected_tools(self, record: RagRecord, results: Sequence[EvalResult]) -> set[str]:
         """The tools (labels) whose results an injection detector flagged, over every

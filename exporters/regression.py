@@ -7,14 +7,15 @@ keeps the evaluated records its rule selects, in
 ``{"set", "written_at", "reason", "sampling", "record", "results"}``
 
 * ``reason``: why the rule kept it, e.g. ``faithfulness/lexical score 0.213 < 0.5``.
-* ``sampling``: ``{tier: reason}`` from the record's ``ragpulse.sampled.<tier>``
-  attributes (why each costly tier evaluated it).
+* ``sampling``: ``{tier: reason}``, why each tier evaluated it (the export item's
+  ``sampled``; the record's ``attributes`` show it as ``ragpulse.sampled.<tier>``).
 * ``record``: the :class:`~ragpulse.record.RagRecord` as JSON, each text up to
   ``max_text_chars`` (default ``evaluation.max_text_chars``); ``truncated`` (only when
   one was cut) gives each cut text's field and length; ``results``: its results as the
   JSONL sink writes them. A costly tier's results that arrive after
-  the record was exported (``ragpulse.update``) are checked against the rules too;
-  a line written then carries the record's earlier results as well.
+  the record was exported (an update) are checked against the rules too; a line
+  written then carries the record's earlier results as well. A record rebuilt from
+  more spans (a revision) is checked with its new results alone.
 
 Every string of ``record`` and ``results`` (question, answer, documents and
 their metadata, attributes, explanations, details) is redacted
@@ -55,10 +56,9 @@ from ragpulse.config import RedactionSettings, Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext, PluginOptions
-from ragpulse.record import Direction, EvalResult, RagRecord
+from ragpulse.record import Direction, EvalResult, ExportItem, ExportKind, RagRecord
 from ragpulse.redaction import Redactor
-from ragpulse.results import EVALUATED_CHARS, TRUNCATED, stored_row
-from ragpulse.semconv import RAGPULSE_PENDING, RAGPULSE_SAMPLED_PREFIX, RAGPULSE_UPDATE
+from ragpulse.results import EVALUATED_CHARS, TRUNCATED, state_attributes, stored_row
 from ragpulse.signals import feedback_score, trace_fraction
 from ragpulse.telemetry import CollectorMetrics
 
@@ -212,7 +212,7 @@ class _OpenFile:
     handle: IO[str]
 
 
-class RegressionSink(Sink):
+class RegressionSink(Sink["RegressionSink.Options"]):
     """Writes the records each set's rule selects; thread-safe, one flush per line.
 
     ``clock`` (seconds since the epoch) is injectable for rotation tests.
@@ -300,8 +300,9 @@ class RegressionSink(Sink):
         }
 
     @classmethod
-    def create(cls, options: PluginOptions, context: PluginContext) -> RegressionSink | None:
-        assert isinstance(options, cls.Options)
+    def create(
+        cls, options: RegressionSink.Options, context: PluginContext
+    ) -> RegressionSink | None:
         if options.directory is None or not options.sets:
             return None
         return cls(
@@ -316,10 +317,11 @@ class RegressionSink(Sink):
 
     # -- export ----------------------------------------------------------------------------
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        record, results = item.record, item.results
         try:
             # A rule looks at the new results; a line written carries all of the record's.
-            every = self._with_earlier(record, results)
+            every = self._with_earlier(item)
             chosen = [
                 (set_name, reason)
                 for set_name, rule in self.sets.items()
@@ -327,7 +329,7 @@ class RegressionSink(Sink):
             ]
             if not chosen:
                 return
-            body = self._body(record, every)
+            body = self._body(item, every)
             key = question_key(body["record"].get("question") or "")
         except Exception:
             self._failed(f"cannot select or redact the record of trace {record.trace_id}")
@@ -352,34 +354,34 @@ class RegressionSink(Sink):
                 seen.add(key)
                 self.written += 1
 
-    def _with_earlier(
-        self, record: RagRecord, results: Sequence[EvalResult]
-    ) -> Sequence[EvalResult]:
-        """``results`` after those the record was exported with before (an update joins
-        its record's earlier results, kept while a costly tier is pending)."""
-        key = (record.trace_id, record.span_id)
+    def _with_earlier(self, item: ExportItem[RagRecord]) -> Sequence[EvalResult]:
+        """The item's results after those its record was exported with before (an update
+        joins its record's earlier results, kept while a costly tier is pending; a
+        revision's results replace them)."""
+        key = (item.record.trace_id, item.record.span_id)
         with self._lock:
-            earlier = self._pending.pop(key, []) if RAGPULSE_UPDATE in record.attributes else []
-            every = [*earlier, *results]
-            if record.attributes.get(RAGPULSE_PENDING):
+            earlier: list[EvalResult] = []
+            if item.kind is not ExportKind.FIRST:
+                earlier = self._pending.pop(key, [])
+            if item.kind is ExportKind.REVISION:
+                earlier = []
+            every = [*earlier, *item.results]
+            if item.pending:
                 self._pending[key] = every
                 while len(self._pending) > PENDING_KEPT:
                     self._pending.popitem(last=False)
         return every
 
-    def _body(self, record: RagRecord, results: Sequence[EvalResult]) -> dict[str, Any]:
+    def _body(self, item: ExportItem[RagRecord], results: Sequence[EvalResult]) -> dict[str, Any]:
         # One row, so that a word of a value redacted in the record is also caught
         # where a result quotes it alone (unsupported_tokens).
-        row = stored_row(record, results, self.redactor, self.max_text_chars)
+        row = stored_row(
+            item.record, results, self.redactor, self.max_text_chars, state_attributes(item)
+        )
         redacted_results = row.pop("results")
         truncated = row.pop(TRUNCATED, None)
-        sampling = {
-            key[len(RAGPULSE_SAMPLED_PREFIX) :]: value
-            for key, value in record.attributes.items()
-            if key.startswith(RAGPULSE_SAMPLED_PREFIX)
-        }
         body = {
-            "sampling": self.redactor.redact_json(sampling),
+            "sampling": self.redactor.redact_json(dict(item.sampled)),
             "record": row,
             "results": redacted_results,
         }

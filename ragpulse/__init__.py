@@ -12,8 +12,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ragpulse import moved
-
 if TYPE_CHECKING:  # "import X as X": re-exported for type checkers
     from ragpulse.function_evaluator import evaluator as evaluator
     from ragpulse.record import Document as Document
@@ -47,10 +45,6 @@ _EXPORTS = {
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
 __all__ = sorted(_WHERE)
 __version__ = "0.1.0"
-
-# Module paths of earlier releases (ragpulse.evaluators.lexical, ...) import with a
-# deprecation warning naming the new one (ragpulse/moved.py).
-moved.install()
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,6 @@
 """JSON over HTTP to a tracing tool's API, for everything that reads from one.
 
-The stored-trace readers (:mod:`ragpulse.collector.backends`) page through a tool's
+The stored-trace readers (:mod:`ragpulse.collector.stored`) page through a tool's
 traces with it, and the Phoenix and Langfuse sinks read back a sample of the spans they
 annotated (:mod:`ragpulse.exporters.support.target_check`): one client, so both bound
 what they read, retry and count the same way. Requests are bounded in what is read back
@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 from prometheus_client import Counter
@@ -42,7 +42,8 @@ class RequestMetrics(Protocol):
 
 M = TypeVar("M", bound=RequestMetrics)
 
-Tool = Literal["phoenix", "mlflow", "langfuse"]
+Tool = str
+"""A tracing tool, by the name of its registered source (``ragpulse.sources``)."""
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,13 @@ import os
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 
-from ragpulse.errors import ConfigError, deprecated
+from ragpulse.errors import ConfigError
 from ragpulse.options import PluginOptions
 from ragpulse.settings_env import environment_problems, reads_settings
-
-if TYPE_CHECKING:
-    from ragpulse.settings_report import Origins
 
 CONFIG_ENV = "RAGPULSE_CONFIG"
 
@@ -56,8 +53,6 @@ class AssemblySettings(_Section):
     )
     tick_s: float = Field(0.1, gt=0, description="How often completion is checked.")
 
-
-_MOVED_JUDGE_KEYS = ("escalate_faithfulness_below", "escalate_on_injection")
 
 Rate = Annotated[
     float,
@@ -173,21 +168,6 @@ class JudgeSettings(TierSettings):
     cache_max_age_days: float = Field(
         30.0, gt=0, description="Disk cache entries older than this are deleted."
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _moved(cls, data: Any) -> Any:
-        """Settings of earlier releases that now live elsewhere: say where."""
-        if isinstance(data, dict):
-            moved = [key for key in _MOVED_JUDGE_KEYS if key in data]
-            if moved:
-                raise ValueError(
-                    f"{', '.join(moved)}: no longer a judge setting; which records the judge "
-                    "sees beyond its rate is set by evaluation.sampling.priorities (rules "
-                    "'low_score' with metric faithfulness and below, and 'injection'); "
-                    "remove the key"
-                )
-        return data
 
     @property
     def configured(self) -> bool:
@@ -441,19 +421,16 @@ BOOTSTRAP_TIMEOUT_MS = 5000
 """How long a Kafka client waits for the broker per attempt, and backs off at most."""
 
 
-BACKEND_SOURCES = ("phoenix", "mlflow", "langfuse")
-"""Tracing tools whose stored traces ragpulse reads (``source`` values, ``--from`` schemes)."""
-
-
 class StoredTracesSettings(_Section):
     """Reading the traces a tracing tool already stores: ``ragpulse eval --from URL`` once,
-    ``ragpulse serve --source phoenix|mlflow|langfuse`` following new ones."""
+    ``ragpulse serve --source <tool>`` following new ones (the registered tools, with the
+    shape of each one's URL, are listed by ``ragpulse serve --help``)."""
 
     url: str | None = Field(
         None,
-        description="phoenix://HOST:PORT/PROJECT, mlflow://HOST:PORT/EXPERIMENT_ID or "
-        "langfuse://HOST:PORT (phoenix+https://... and so on for TLS). Credentials never go "
-        "in the URL: see api_key, username/password, public_key/secret_key.",
+        description="The tool's URL, TOOL://HOST:PORT/... in the shape ragpulse serve --help "
+        "gives for each tool under --source-url (TOOL+https://... for TLS). Credentials never "
+        "go in the URL: see api_key, username/password, public_key/secret_key.",
     )
     poll_s: float = Field(5.0, gt=0, description="Follow mode: how often new traces are read.")
     overlap_s: float = Field(
@@ -558,10 +535,11 @@ class Settings(_Section):
     """Everything ``ragpulse serve`` needs: the defaults and what is given; the file and
     the environment are read by :func:`load_settings`."""
 
-    source: Literal["otlp_http", "kafka", "phoenix", "mlflow", "langfuse"] = Field(
+    source: str = Field(
         "otlp_http",
         description="Where spans come from: the OTLP/HTTP receiver, Kafka, or the traces a "
         "tracing tool stores (stored_traces.url).",
+        json_schema_extra={"registry": "ragpulse.sources"},
     )
     host: str = "127.0.0.1"
     otlp_http_port: int = Field(4318, ge=0, le=65535)
@@ -595,6 +573,27 @@ class Settings(_Section):
         description="Options per sink, by entry-point name (built-in or third-party); naming a "
         "sink enables it, {enabled: false} turns one off. Validated by the sink's Options.",
     )
+    sources: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Options of a third-party source, by entry-point name, validated by the "
+        "source's Options; ragpulse's own sources read theirs where they are (the receivers' "
+        "keys above, kafka, stored_traces).",
+    )
+
+    @field_validator("source")
+    @classmethod
+    def _registered_source(cls, value: str) -> str:
+        """A source registered under ``ragpulse.sources`` (its class is not imported here)."""
+        from ragpulse import plugin_index
+        from ragpulse.suggestions import did_you_mean
+
+        known = sorted(plugin_index.group(plugin_index.SOURCE_GROUP))
+        if value not in known:
+            listed = f"{', '.join(known[:-1])} or {known[-1]}" if len(known) > 1 else "".join(known)
+            raise ValueError(
+                f"should be a registered source{did_you_mean(value, known)}: {listed or 'none'}"
+            )
+        return value
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -645,27 +644,21 @@ def load_settings(
     for a mistyped name, the closest real one. ``checks`` need valid settings (the
     commands pass :func:`ragpulse.plugins.plugin_problems`: plug-in options, evaluator
     names); they run on the rest when part is invalid, so that one run says it all.
-
-    A key of an earlier release (:data:`ragpulse.settings_moved.DEPRECATED_KEYS`), in
-    any source, is read at its new place with a
-    :class:`~ragpulse.errors.RagpulseDeprecationWarning` naming the new key.
     """
     from ragpulse.settings_report import Origins, Problem, SettingsProblems, problems_of
 
     path = config_file or os.environ.get(CONFIG_ENV)
     file = Path(path) if path else None
-    raw_file = read_config_file(file) if file else {}  # unreadable: one line, at once
-    origins = Origins.gather({k: v for k, v in overrides.items() if v is not None}, file, raw_file)
-    for said in origins.deprecations():
-        deprecated(said)
-    file_data, flags = dict(origins.file_data), dict(origins.flags)
+    file_data = read_config_file(file) if file else {}  # unreadable: one line, at once
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    origins = Origins.gather(flags, file, file_data)
     problems = [Problem(var, "", what, hint) for var, what, hint in environment_problems(Settings)]
     try:
         settings: Settings | None = _build(file_data, flags)
     except ValidationError as exc:
         unknown = {p.where for p in problems}  # said already: not again as an unknown key
         problems += [p for p in problems_of(exc, Settings, origins) if p.where not in unknown]
-        settings = _the_rest(file_data, flags, exc, origins)
+        settings = _the_rest(file_data, flags, exc)
     for check in checks:
         for setting, what, hint in check(settings) if settings is not None else ():
             problems.append(Problem(origins.of(setting), ".".join(setting), what, hint))
@@ -684,7 +677,7 @@ def _build(file_data: dict[str, Any], flags: dict[str, Any]) -> Settings:
 
 
 def _the_rest(
-    file_data: dict[str, Any], flags: dict[str, Any], exc: ValidationError, origins: Origins
+    file_data: dict[str, Any], flags: dict[str, Any], exc: ValidationError
 ) -> Settings | None:
     """The settings without what ``exc`` found wrong (None if still invalid), so that the
     later checks report their problems in the same run."""
@@ -692,7 +685,6 @@ def _the_rest(
 
     bad = [tuple(str(part) for part in error["loc"]) for error in exc.errors()]
     hidden = {name for path in bad for name in env_names(path) if name in os.environ}
-    hidden |= {name for path in bad for name in origins.variables_of(path)}
     saved = {name: os.environ.pop(name) for name in hidden if name in os.environ}
     try:
         return _build(without(file_data, bad), without(flags, bad))
@@ -700,10 +692,3 @@ def _the_rest(
         return None
     finally:
         os.environ.update(saved)
-
-
-def __getattr__(name: str) -> Any:
-    """The sinks' settings sections of earlier releases (now each sink's ``Options``)."""
-    from ragpulse import moved
-
-    return moved.moved_name(__name__, name)

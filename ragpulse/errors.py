@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 
+__all__ = ["ConfigError", "ModelUnavailable", "RagpulseError"]
+"""What a plug-in or an app meets; the rest are the collector's own."""
+
 
 class RagpulseError(Exception):
     """Base of all ragpulse errors."""
@@ -97,19 +100,3 @@ class PortUnavailable(ConfigError):
             )
         super().__init__(message)
         self.host, self.port, self.purpose = host, port, purpose
-
-
-class RagpulseDeprecationWarning(DeprecationWarning):
-    """A name or setting that still works but has a new one; the message names it.
-
-    Python hides deprecation warnings outside ``__main__`` by default; the ``ragpulse``
-    command shows these once each, so that a plug-in or settings file written against
-    an earlier release says what to rename.
-    """
-
-
-def deprecated(message: str, stacklevel: int = 2) -> None:
-    """Warn once per call site that ``message`` (old name -> new name) applies."""
-    import warnings
-
-    warnings.warn(message, RagpulseDeprecationWarning, stacklevel=stacklevel + 1)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ModelUnavailable
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator, Evaluator, EvaluatorBase
 from ragpulse.evaluators.text.analyses import ANALYSES_KEPT
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
+E = TypeVar("E", bound=EvaluatorBase)
 
 TRUNCATED_INPUT = "truncated_input"
 """The key, in every result's ``details``, listing what of the record was not evaluated."""
@@ -38,7 +39,7 @@ class Truncation(BaseModel):
     documents: int | None = None  # for "documents[i:]": how many were left out
 
 
-def text_limits(evaluators: Sequence[Evaluator]) -> tuple[int, int]:
+def text_limits(evaluators: Sequence[EvaluatorBase]) -> tuple[int, int]:
     """(max_text_chars, max_record_chars) of the settings the evaluators were loaded with.
 
     Read from their plug-in context so that every caller (collector, ``ragpulse eval``,
@@ -128,10 +129,11 @@ def _passes(records: Sequence[RagRecord]) -> list[tuple[int, int]]:
 
 def evaluate_records(
     records: Sequence[RagRecord],
-    evaluators: Sequence[Evaluator],
+    evaluators: Sequence[AnyEvaluator],
     metrics: CollectorMetrics | None = None,
 ) -> list[list[EvalResult]]:
-    """Run every evaluator over the batch; results[i] belongs to records[i].
+    """Run every evaluator of turn records over the batch; results[i] belongs to
+    records[i] (conversation evaluators are the conversation stage's: left out here).
 
     An evaluator scores only the records whose kind it applies to
     (:attr:`~ragpulse.evaluators.base.Evaluator.applies_to`).
@@ -151,6 +153,8 @@ def evaluate_records(
         chunk = evaluated[start:stop]
         kinds = {r.kind for r in chunk}
         for evaluator in evaluators:
+            if not isinstance(evaluator, Evaluator):
+                continue
             # Each evaluator scores the kinds of record it applies to (an answer metric
             # not a retrieval alone, an agent signal agent turns only): the rest get none.
             positions: Sequence[int] = range(start, stop)
@@ -182,8 +186,8 @@ def evaluate_records(
 
 
 def load_evaluators_safely(
-    evaluators: Sequence[Evaluator], context: PluginContext | None = None
-) -> list[Evaluator]:
+    evaluators: Sequence[E], context: PluginContext | None = None
+) -> list[E]:
     """Load each evaluator with ``context``; drop (log once, count) those that cannot run.
 
     Without a context (tests, notebooks) each call gets a fresh one with default settings.

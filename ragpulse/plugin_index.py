@@ -12,6 +12,8 @@ an installer) is seen once the cache folder is cleared.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 import sys
 from functools import cache
@@ -19,9 +21,12 @@ from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, e
 
 from ragpulse.disk_cache import cached, digest
 
+log = logging.getLogger(__name__)
+
 EVALUATOR_GROUP = "ragpulse.evaluators"
 SINK_GROUP = "ragpulse.sinks"
-GROUPS = (EVALUATOR_GROUP, SINK_GROUP)
+SOURCE_GROUP = "ragpulse.sources"
+GROUPS = (EVALUATOR_GROUP, SINK_GROUP, SOURCE_GROUP)
 
 Listing = dict[str, dict[str, str]]
 """group -> entry-point name -> value (``module:attribute``); under ``OWN``, ragpulse's own
@@ -60,7 +65,7 @@ def _listing() -> Listing:
     # One file per sys.path, replaced when a folder's time differs from the one it was
     # read at (not one file per state, which would pile up with every installation).
     folders = _folders()
-    key = digest(folder for folder, _ in folders)
+    key = digest([*GROUPS, *(folder for folder, _ in folders)])
     stored = cached(
         "listing",
         key,
@@ -86,3 +91,38 @@ def own_evaluators() -> dict[str, str]:
 def own(name: str, value: str) -> bool:
     """Whether ragpulse's own distribution declares this evaluator entry point."""
     return _listing().get(OWN, {}).get(name) == value
+
+
+def _stamp(module: str) -> str:
+    """``module``'s file and modification time, found without importing it (its parent
+    packages are imported: keep a source's package ``__init__`` light)."""
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+        return f"{origin}@{os.stat(origin).st_mtime_ns}" if origin else "missing"
+    except Exception:  # a package that fails to import: its source fails when used
+        return "missing"
+
+
+def _read_source_urls() -> dict[str, str]:
+    found = {}
+    for name, ep in sorted(group(SOURCE_GROUP).items()):
+        try:
+            shape = getattr(ep.load(), "url_shape", None)
+        except Exception as exc:  # said when the source is asked for by name
+            log.debug("source %s does not load: %r", name, exc)
+            continue
+        if isinstance(shape, str):
+            found[name] = shape
+    return found
+
+
+@cache
+def source_urls() -> dict[str, str]:
+    """Registered sources that read a URL (a tracing tool's stored traces), each with the
+    URL's shape (``phoenix`` -> ``phoenix://HOST:PORT/PROJECT``), by name: what the help
+    texts list. Read from the classes (importing every source, ~1 s) once,
+    then kept on disk while the entry points and their modules are unchanged."""
+    entries = group(SOURCE_GROUP)
+    stamps = [f"{name}={ep.value}:{_stamp(ep.module)}" for name, ep in entries.items()]
+    return cached("source-urls", digest(stamps), _read_source_urls, dict)

@@ -1,7 +1,7 @@
-"""Find evaluators and sinks through entry points; import only what a run uses.
+"""Find evaluators, sinks and trace sources through entry points; import only what a run uses.
 
-Third-party packages add their own under the ``ragpulse.evaluators`` and
-``ragpulse.sinks`` entry-point groups; ragpulse's own are registered the same way
+Third-party packages add their own under the ``ragpulse.evaluators``, ``ragpulse.sinks``
+and ``ragpulse.sources`` entry-point groups; ragpulse's own are registered the same way
 in pyproject.toml (one line each). Entry points are listed without importing
 them: a run that names ``faithfulness/lexical`` imports that module only, so a
 short ``ragpulse eval`` does not pay for the judge client or the model stack.
@@ -24,12 +24,13 @@ from ragpulse import function_evaluator, plugin_index
 from ragpulse.config import EvaluationSettings, Settings
 from ragpulse.disk_cache import cached, digest
 from ragpulse.errors import ConfigError, OptionsError
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator, Evaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.function_loader import is_spec
 from ragpulse.plugin_context import PluginContext
-from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP
-from ragpulse.suggestions import did_you_mean as did_you_mean  # re-exported: its old home
+from ragpulse.plugin_index import EVALUATOR_GROUP, SINK_GROUP, SOURCE_GROUP
+from ragpulse.source import Source, SourceContext
+from ragpulse.suggestions import did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +44,32 @@ class _Broken(Exception):
     pass
 
 
-_BASES: dict[str, type] = {EVALUATOR_GROUP: Evaluator, SINK_GROUP: Sink}
+CONTRACTS: dict[str, tuple[type, ...]] = {
+    EVALUATOR_GROUP: (Evaluator, ConversationEvaluator),
+    SINK_GROUP: (Sink,),
+    SOURCE_GROUP: (Source,),
+}
+"""Entry-point group -> the contracts its plug-ins implement (checked when one loads)."""
 
 
 @cache
 def _load(group: str, name: str) -> type:
     """Import one entry point and check its type; _Broken says why it cannot be used."""
-    ep, base = _entry_points(group)[name], _BASES[group]
+    ep, contracts = _entry_points(group)[name], CONTRACTS[group]
     try:
         cls = ep.load()
     except Exception as exc:
         raise _Broken(f"{ep.value} failed to import: {type(exc).__name__}: {exc}") from exc
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise ConfigError(f"entry point {name!r} -> {ep.value} is not a {base.__name__}")
-    if issubclass(cls, Evaluator) and cls.name != name:
+    if not (isinstance(cls, type) and issubclass(cls, contracts)):
+        wanted = " or ".join(contract.__name__ for contract in contracts)
+        raise ConfigError(f"entry point {name!r} -> {ep.value} is not a {wanted}")
+    if issubclass(cls, Evaluator | ConversationEvaluator) and cls.name != name:
         raise ConfigError(f"entry point {name!r} loads {cls.name!r}: names must agree")
-    if issubclass(cls, Sink) and cls.name != name:
-        raise ConfigError(f"entry point {name!r} loads a sink named {cls.name!r}: names must agree")
+    if issubclass(cls, Sink | Source) and cls.name != name:
+        kind = "sink" if issubclass(cls, Sink) else "source"
+        raise ConfigError(
+            f"entry point {name!r} loads a {kind} named {cls.name!r}: names must agree"
+        )
     return cls
 
 
@@ -78,7 +88,9 @@ def _one(group: str, name: str, kind: str) -> type:
     """One plug-in by name: unknown or broken is a ConfigError that lists the registered ones."""
     if name not in _entry_points(group):
         known = sorted(_entry_points(group))
-        hint = did_you_mean(name, known if "/" in name or group == SINK_GROUP else metric_names())
+        hint = did_you_mean(
+            name, known if "/" in name or group != EVALUATOR_GROUP else metric_names()
+        )
         if group == EVALUATOR_GROUP:  # 50-odd names: the closest, and where to see them all
             listed = f"`ragpulse metrics` lists the {len(known)} registered ones"
         else:
@@ -95,16 +107,16 @@ def evaluator_names() -> list[str]:
     return sorted(_entry_points(EVALUATOR_GROUP))
 
 
-def evaluator_class(name: str) -> type[Evaluator]:
+def evaluator_class(name: str) -> type[AnyEvaluator]:
     """A registered ``metric/method``, or a ``module:function`` under ``@ragpulse.evaluator``."""
     if is_spec(name):
         return function_evaluator.load(name)
-    return cast(type[Evaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
+    return cast(type[AnyEvaluator], _one(EVALUATOR_GROUP, name, "evaluator"))
 
 
-def evaluator_classes() -> dict[str, type[Evaluator]]:
+def evaluator_classes() -> dict[str, type[AnyEvaluator]]:
     """All importable evaluators by ``metric/method`` name (imports every one)."""
-    return cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, evaluator_names()))
+    return cast(dict[str, type[AnyEvaluator]], _classes(EVALUATOR_GROUP, evaluator_names()))
 
 
 def sink_class(name: str) -> type[Sink]:
@@ -115,6 +127,20 @@ def sink_classes() -> dict[str, type[Sink]]:
     return cast(dict[str, type[Sink]], _classes(SINK_GROUP, sorted(_entry_points(SINK_GROUP))))
 
 
+def source_names() -> list[str]:
+    """Every registered source (nothing imported): what ``--source`` and the ``source``
+    setting take."""
+    return sorted(_entry_points(SOURCE_GROUP))
+
+
+def source_class(name: str) -> type[Source]:
+    return cast(type[Source], _one(SOURCE_GROUP, name, "source"))
+
+
+def source_classes() -> dict[str, type[Source]]:
+    return cast(dict[str, type[Source]], _classes(SOURCE_GROUP, source_names()))
+
+
 def _own(name: str) -> bool:
     return plugin_index.own(name, _entry_points(EVALUATOR_GROUP)[name].value)
 
@@ -123,25 +149,25 @@ def _own(name: str) -> bool:
 class OwnDefault:
     """What choosing the defaults needs of one of ragpulse's own evaluators, read from its
     class: whether it is ``default_enabled``, and whether it is a judge whose availability
-    and configuration :class:`JudgeEvaluator` decides (for all of them at once)."""
+    and configuration :class:`JudgeBase` decides (for all of them at once)."""
 
     enabled: bool
     judge: bool
 
 
 def _read_own_defaults() -> dict[str, OwnDefault]:
-    from ragpulse.evaluators.judge.base import JudgeEvaluator
+    from ragpulse.evaluators.judge.base import JudgeBase
 
-    def judge(cls: type[Evaluator]) -> bool:
+    def judge(cls: type[AnyEvaluator]) -> bool:
         return (
-            issubclass(cls, JudgeEvaluator)
-            and cls.missing.__func__ is JudgeEvaluator.missing.__func__  # type: ignore[attr-defined]
-            and cls.unconfigured.__func__ is JudgeEvaluator.unconfigured.__func__  # type: ignore[attr-defined]
+            issubclass(cls, JudgeBase)
+            and cls.missing.__func__ is JudgeBase.missing.__func__  # type: ignore[attr-defined]
+            and cls.unconfigured.__func__ is JudgeBase.unconfigured.__func__  # type: ignore[attr-defined]
         )
 
     found = {}
     for name, cls in _classes(EVALUATOR_GROUP, [n for n in evaluator_names() if _own(n)]).items():
-        evaluator = cast(type[Evaluator], cls)
+        evaluator = cast(type[AnyEvaluator], cls)
         found[name] = OwnDefault(evaluator.default_enabled, judge(evaluator))
     return found
 
@@ -175,14 +201,14 @@ def _defaults(names: Iterable[str], settings: EvaluationSettings, off: Off) -> l
     candidates = [n for n in names if not _own(n) or (n in own and own[n].enabled)]
     judges = [n for n in candidates if _own(n) and n in own and own[n].judge]
     if judges:  # decided for all of them by their base class, none of them imported
-        from ragpulse.evaluators.judge.base import JudgeEvaluator
+        from ragpulse.evaluators.judge.base import JudgeBase
 
-        if JudgeEvaluator.missing() is not None:  # no openai client: left out, as below
+        if JudgeBase.missing() is not None:  # no openai client: left out, as below
             candidates = [n for n in candidates if n not in judges]
-        elif why := JudgeEvaluator.unconfigured(settings):
+        elif why := JudgeBase.unconfigured(settings):
             off.setdefault(why, []).extend(judges)
             candidates = [n for n in candidates if n not in judges]
-    classes = cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, candidates))
+    classes = cast(dict[str, type[AnyEvaluator]], _classes(EVALUATOR_GROUP, candidates))
     for name, cls in classes.items():
         if not cls.default_enabled or cls.missing() is not None:
             continue
@@ -216,7 +242,7 @@ def metric_names() -> list[str]:
 def _runnable(names: Iterable[str], settings: EvaluationSettings) -> tuple[list[str], list[str]]:
     """(the names that can run here and are configured, why each other one cannot)."""
     ready, why = [], []
-    for name, cls in cast(dict[str, type[Evaluator]], _classes(EVALUATOR_GROUP, names)).items():
+    for name, cls in cast(dict[str, type[AnyEvaluator]], _classes(EVALUATOR_GROUP, names)).items():
         reason = cls.missing() or cls.unconfigured(settings)
         if reason:
             why.append(f"{name}: {reason}")
@@ -284,7 +310,7 @@ def load_evaluators(
     settings: EvaluationSettings | None = None,
     *,
     say_off: bool = True,
-) -> list[Evaluator]:
+) -> list[AnyEvaluator]:
     """Instantiate the selection with ``settings.options[name]`` (validated ``Options``);
     ``say_off``: as :func:`resolve_evaluator_names` (false where the caller says it)."""
     settings = settings or EvaluationSettings()
@@ -314,6 +340,12 @@ def build_sinks(context: PluginContext) -> list[Sink]:
     return sinks
 
 
+def build_source(context: SourceContext) -> Source:
+    """The source ``context.settings.source`` names, built with its validated options."""
+    cls = source_class(context.settings.source)
+    return cls.create(cls.options_from(context.settings), context)
+
+
 def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]]:
     """(setting path, what is wrong, hint) for every plug-in option, sink and evaluator
     name in ``settings`` that cannot work; imports only the plug-ins named there."""
@@ -326,7 +358,7 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
             problems.extend(((*path, *key), what, hint) for key, what, hint in exc.problems)
         except ConfigError as exc:
             # The path names the plug-in already: "evaluator faithfulness/lexical: " goes.
-            what = re.sub(r"^(evaluator|sink) \S+: ", "", str(exc))
+            what = re.sub(r"^(evaluator|sink|source) \S+: ", "", str(exc))
             problems.append((path, what, ""))
 
     for name, raw in settings.evaluation.options.items():
@@ -339,6 +371,13 @@ def plugin_problems(settings: Settings) -> list[tuple[tuple[str, ...], str, str]
             problems.append((("sinks", name, "enabled"), "must be true or false", ""))
             continue
         check(("sinks", name), partial(lambda n: sink_class(n).options_from(settings), name))
+    for name in settings.sources:
+        check(("sources", name), partial(lambda n: source_class(n).options_from(settings), name))
+    if settings.source not in settings.sources:  # a built-in source's own keys, or none
+        check(
+            ("sources", settings.source),
+            lambda: source_class(settings.source).options_from(settings),
+        )
     for item in settings.evaluation.evaluators or ():
         check(
             ("evaluation", "evaluators"),

@@ -6,10 +6,33 @@ pydantic models only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AttributeValue",
+    "ClosedBy",
+    "ConversationRecord",
+    "Direction",
+    "Document",
+    "DocumentSource",
+    "EvalResult",
+    "ExportItem",
+    "ExportKind",
+    "HistoryMessage",
+    "LogEvent",
+    "RagRecord",
+    "Reference",
+    "Span",
+    "SpanEvent",
+    "SpanStatus",
+    "ToolCall",
+    "TurnSummary",
+]
 
 AttributeValue = str | bool | int | float | list[Any] | dict[str, Any] | None
 
@@ -124,6 +147,8 @@ class ToolCall(BaseModel):
 
 
 class SpanStatus(StrEnum):
+    """A span's status code, as OTLP gives it."""
+
     UNSET = "unset"
     OK = "ok"
     ERROR = "error"
@@ -338,13 +363,6 @@ class EvalResult(BaseModel):
         return self.score if self.direction is Direction.HIGHER_IS_BETTER else 1.0 - self.score
 
 
-class EvaluatedRecord(BaseModel):
-    """A record with its results: the unit sinks receive and files store."""
-
-    record: RagRecord
-    results: list[EvalResult]
-
-
 class TurnSummary(BaseModel):
     """A turn as its conversation record keeps it: ids, texts (bounded), its results."""
 
@@ -363,6 +381,12 @@ class TurnSummary(BaseModel):
     tool_calls: int = 0
 
 
+ClosedBy = Literal["idle", "end", "end_of_run", "evicted", "shutdown"]
+"""Why a conversation closed: idle past ``conversations.idle_s``, an explicit end marker,
+the end of an offline run, evicted past ``conversations.max_open``, or the collector's
+shutdown."""
+
+
 class ConversationRecord(BaseModel):
     """A conversation (chat session) with its turns: what conversation evaluators score.
 
@@ -378,7 +402,7 @@ class ConversationRecord(BaseModel):
     route: str | None = None
     turns: list[TurnSummary] = Field(default_factory=list)
     revision: int = 1
-    closed_by: Literal["idle", "end", "end_of_run", "evicted", "shutdown"] = "idle"
+    closed_by: ClosedBy = "idle"
     start_time_ns: int = 0
     end_time_ns: int = 0
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
@@ -393,3 +417,48 @@ class ConversationRecord(BaseModel):
     def identifier(self) -> str:
         """Stable across revisions and repeats: backends upsert the record's results by it."""
         return f"ragpulse.conversation.{self.conversation_id}"
+
+
+class ExportKind(StrEnum):
+    """Why a record goes to the sinks now."""
+
+    FIRST = "first"
+    """The record's first export, with every result it has then (its cheap ones at least)."""
+    UPDATE = "update"
+    """A costly tier reported on a record exported before: that tier's results only (none
+    when the tier skipped the record, its ``sampled`` reason says why)."""
+    REVISION = "revision"
+    """The record rebuilt from more spans (spans that came late, a conversation that
+    resumed): it replaces the record exported before, and its results (all of them) that
+    record's evaluations."""
+
+
+RecordT = TypeVar("RecordT", RagRecord, ConversationRecord)
+
+
+@dataclass(frozen=True)
+class ExportItem(Generic[RecordT]):
+    """What a sink receives: a record (a turn's :class:`RagRecord` or a
+    :class:`ConversationRecord`), the results it carries, and where the record stands in
+    the tiers. Tiers are named by their value (``"cheap"``, ``"model"``, ``"judge"``).
+
+    A record is exported more than once when a costly tier outlasts the export delay: a
+    ``first`` item with ``pending`` naming the tiers still to come, then one ``update``
+    item per such tier with only that tier's new results. Each result is handed over
+    exactly once.
+    """
+
+    record: RecordT
+    results: Sequence[EvalResult]
+    kind: ExportKind = ExportKind.FIRST
+    tier: str | None = None
+    """The costly tier an ``update`` carries the results of (None for the other kinds)."""
+    sampled: Mapping[str, str] = field(default_factory=dict)
+    """Tier -> why it evaluated the record (``base_rate``, ``priority:low_score``...) or
+    why it did not (``skipped:<reason>``), for the tiers the record was sampled for."""
+    pending: tuple[str, ...] = ()
+    """The costly tiers still to report on this record, in order."""
+
+    def __post_init__(self) -> None:
+        if (self.kind is ExportKind.UPDATE) != (self.tier is not None):
+            raise ValueError("an update names its tier, and only an update does")

@@ -2,14 +2,16 @@
 
 One shape for every writer (the JSONL sink, regression sets, ``ragpulse eval``'s output,
 replays): the record's fields, then ``results``, each result without its timing
-(``duration_ms``) and without ``error`` when it has none. A record that a costly tier
-reported on after its first line gets a short *update* line (:func:`record_line`).
+(``duration_ms``) and without ``error`` when it has none. What a sink's export item says
+of the tiers is written among the record's ``attributes`` (:func:`state_attributes`). A
+record that a costly tier reported on after its first line gets a short *update* line,
+a record rebuilt from more spans a whole line again (:func:`record_line`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from pydantic import TypeAdapter
@@ -17,7 +19,15 @@ from typing_extensions import TypedDict
 
 from ragpulse import semconv as sc
 from ragpulse.config import EvaluationSettings
-from ragpulse.record import ConversationRecord, Direction, EvalResult, RagRecord
+from ragpulse.record import (
+    AttributeValue,
+    ConversationRecord,
+    Direction,
+    EvalResult,
+    ExportItem,
+    ExportKind,
+    RagRecord,
+)
 from ragpulse.redaction import Redactor
 
 _ALWAYS_LEFT_OUT = frozenset({"duration_ms"})
@@ -64,6 +74,25 @@ def results_json(results: Sequence[EvalResult]) -> str:
 
 UPDATE_FIELDS = ("trace_id", "span_id", "service", "route")
 """What an update line keeps of the record: enough to join it to the record's first line."""
+
+REVISED = "revised"
+"""The key, on a record line, saying (true) that the record was rebuilt from more spans:
+the line replaces the earlier ones of its ``trace_id`` and ``span_id``, results and all."""
+
+
+def state_attributes(item: ExportItem[Any]) -> dict[str, AttributeValue]:
+    """What the item says of the tiers, as a line shows it among the record's attributes:
+    ``ragpulse.sampled.<tier>`` (why each tier evaluated the record, or skipped it),
+    ``ragpulse.pending`` (the costly tiers still to come, when there are) and, on an
+    update, ``ragpulse.update`` (its tier)."""
+    attributes: dict[str, AttributeValue] = {
+        f"{sc.RAGPULSE_SAMPLED_PREFIX}{tier}": why for tier, why in item.sampled.items()
+    }
+    if item.pending:
+        attributes[sc.RAGPULSE_PENDING] = list(item.pending)
+    if item.tier is not None:
+        attributes[sc.RAGPULSE_UPDATE] = item.tier
+    return attributes
 
 
 EVALUATED_CHARS: int = EvaluationSettings.model_fields["max_text_chars"].default
@@ -125,16 +154,20 @@ def stored_row(
     results: Sequence[EvalResult],
     redactor: Redactor | None = None,
     max_text_chars: int | None = None,
+    state: Mapping[str, AttributeValue] | None = None,
 ) -> dict[str, Any]:
     """The record's fields and ``results`` as a sink stores them: redacted, each text cut
     to ``max_text_chars`` (None: kept whole) and, when one was, :data:`TRUNCATED` saying
-    which and how long it was. A 10 MB document costs what ``max_text_chars`` does: it
-    is cut (with :data:`REDACTION_MARGIN`) before it is encoded and redacted."""
+    which and how long it was; ``state`` (:func:`state_attributes`) joins the record's
+    attributes. A 10 MB document costs what ``max_text_chars`` does: it is cut (with
+    :data:`REDACTION_MARGIN`) before it is encoded and redacted."""
     long = _long_texts(record, max_text_chars) if max_text_chars is not None else []
     if long:
         assert max_text_chars is not None
         record = _cut_record(record, [p for p, _ in long], max_text_chars + REDACTION_MARGIN)
     row = record.model_dump(mode="json")
+    if state:
+        row["attributes"].update(state)
     row["results"] = [result_dict(r) for r in results]
     if redactor is not None:
         # The whole record, even for an update: a result may quote a word of a value
@@ -154,49 +187,53 @@ def stored_row(
 
 
 def record_line(
-    record: RagRecord,
-    results: Sequence[EvalResult],
+    item: ExportItem[RagRecord],
     redactor: Redactor | None = None,
     max_text_chars: int | None = None,
 ) -> str:
-    """The record and its results (:func:`stored_row`); for an update
-    (``ragpulse.update``), a short line.
+    """The item's record and results (:func:`stored_row`, with :func:`state_attributes`
+    among its attributes); for an update, a short line; for a revision, the whole line
+    with :data:`REVISED`.
 
-    An update line carries the record's ids, ``update`` (the tier), the record's
+    An update line carries the record's ids, ``update`` (the tier), the
     ``ragpulse.sampled.*`` / ``ragpulse.pending`` attributes and that tier's results:
     join it to the record's first line by ``trace_id`` and ``span_id``.
     """
-    row = stored_row(record, results, redactor, max_text_chars)
-    tier = record.attributes.get(sc.RAGPULSE_UPDATE)
-    if tier is not None:
-        attributes = {
+    row = stored_row(item.record, item.results, redactor, max_text_chars, state_attributes(item))
+    if item.kind is ExportKind.UPDATE:
+        state = {
             key: value
             for key, value in row["attributes"].items()
             if key.startswith(sc.RAGPULSE_SAMPLED_PREFIX) or key == sc.RAGPULSE_PENDING
         }
         row = {
             **{key: row[key] for key in UPDATE_FIELDS},
-            "update": tier,
-            "attributes": attributes,
+            "update": item.tier,
+            "attributes": state,
             "results": row["results"],
         }
+    elif item.kind is ExportKind.REVISION:
+        row[REVISED] = True
     return json.dumps(row, ensure_ascii=False)
 
 
 def conversation_line(
-    conversation: ConversationRecord,
-    results: Sequence[EvalResult],
-    redactor: Redactor | None = None,
+    item: ExportItem[ConversationRecord], redactor: Redactor | None = None
 ) -> str:
     """A conversation and its results as one line: ``{"conversation": {...}, "results":
-    [...]}``. A resumed conversation's revised record comes as a later line with the same
+    [...]}``, with :func:`state_attributes` among its attributes. A resumed
+    conversation's revised record comes as a later line with the same
     ``conversation_id`` and a higher ``revision``: the last one stands."""
-    dump = conversation.model_dump(mode="json")
-    row: dict[str, Any] = {"conversation": dump, "results": [result_dict(r) for r in results]}
+    dump = item.record.model_dump(mode="json")
+    dump["attributes"].update(state_attributes(item))
+    row: dict[str, Any] = {
+        "conversation": dump,
+        "results": [result_dict(r) for r in item.results],
+    }
     if redactor is not None and redactor.enabled:
         kept = {k: dump[k] for k in ("conversation_id",)}
         ids = [(t["trace_id"], t["span_id"]) for t in dump["turns"]]
-        row = redactor.redact_json(row, redactor.destinations(r.details for r in results))
+        row = redactor.redact_json(row, redactor.destinations(r.details for r in item.results))
         row["conversation"].update(kept)
         for turn, (trace_id, span_id) in zip(row["conversation"]["turns"], ids, strict=True):
             turn["trace_id"], turn["span_id"] = trace_id, span_id

@@ -214,13 +214,15 @@ RAGPULSE_STREAM_CLOSED_EARLY = "ragpulse.stream.closed_early"
 the recorded answer is partial."""
 
 RAGPULSE_SAMPLED_PREFIX = "ragpulse.sampled."
-"""Record attribute ``ragpulse.sampled.<tier>`` = why that tier evaluated the record."""
+"""``ragpulse.sampled.<tier>`` = why that tier evaluated the record: an attribute of the
+record as a results line shows it (JSONL, regression sets), from its export item's
+``sampled``."""
 RAGPULSE_PENDING = "ragpulse.pending"
-"""Record attribute on an export made before every sampled tier finished: the costly
-tiers still to come (``["judge"]``); their results follow as updates."""
+"""On a results line written before every sampled tier finished: the costly tiers still
+to come (``["judge"]``, the export item's ``pending``); their results follow as updates."""
 RAGPULSE_UPDATE = "ragpulse.update"
-"""Record attribute on a follow-up export: the costly tier (``model``, ``judge``) whose
-results it carries (only those); the record was exported before with its other results."""
+"""On a follow-up results line: the costly tier (``model``, ``judge``) whose results it
+carries (only those, the export item's ``tier``); the record was exported before."""
 ROLE_FEEDBACK = "feedback"
 RAGPULSE_FEEDBACK_TRACE_ID = "ragpulse.feedback.trace_id"
 """On a feedback span: the trace the feedback is about (hex)."""

@@ -18,14 +18,12 @@ import difflib
 import json
 import os
 import types
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
 from ragpulse.errors import ConfigError
-from ragpulse.settings_moved import TABLE, Key, dotted, lookup, message, move_keys, new_key, put
 
 PREFIX = "RAGPULSE_"
 
@@ -115,11 +113,8 @@ def _other_names() -> set[str]:
 
 def reads_settings(environ: Mapping[str, str]) -> bool:
     """Whether ``environ`` has a ``RAGPULSE_*`` variable the settings read (or should
-    refuse): any but those read elsewhere, and any that names a key of earlier releases
-    (``RAGPULSE_SERVICE_NAME`` is the app side's name and such a key)."""
+    refuse): any but those read elsewhere."""
     names = [key.upper() for key in environ if key.upper().startswith(PREFIX)]
-    if any(is_old_variable(name) for name in names):
-        return True
     return bool(names) and not set(names) <= _other_names()
 
 
@@ -140,8 +135,6 @@ def environment_problems(
     for key in sorted(upper):
         if not key.startswith(PREFIX) or key in known or key.startswith(tuple(open_prefixes)):
             continue
-        if is_old_variable(key):
-            continue  # read, with a deprecation message naming the new variable
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else "no setting has a close name"
         problems.append((key, "unknown environment variable", hint))
@@ -224,108 +217,3 @@ def _submodel_or_type(annotation: Any) -> Any:
 
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
-
-
-# -- variables of earlier releases (ragpulse/settings_moved.py) -----------------------------
-
-
-def variable_key(name: str) -> Key:
-    """The dotted key a ``RAGPULSE_*`` variable names (a flag's short name: its setting)."""
-    upper = name.upper()
-    if upper in ALIASES:
-        return tuple(ALIASES[upper].split("."))
-    return tuple(upper.removeprefix(PREFIX).lower().split("__"))
-
-
-def is_old_variable(name: str) -> bool:
-    """A variable that names an old key or a key below an old section (a flag's short
-    name never does: it names the flag's setting wherever that lives)."""
-    upper = name.upper()
-    return (
-        upper.startswith(PREFIX)
-        and upper not in ALIASES
-        and new_key(variable_key(upper)) is not None
-    )
-
-
-def _value(key: Key, text: str) -> Any:
-    """A variable's value as the nested settings take it: one that names a section at or
-    above a key of the table (``RAGPULSE_PROMETHEUS``, ``RAGPULSE_EVALUATION``,
-    ``RAGPULSE_SINKS``) holds JSON, as pydantic-settings reads a section's variable."""
-    if not any(k[: len(key)] == key for pair in TABLE for k in pair):
-        return text
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text  # not JSON: validation says so, at the new key
-    return value if isinstance(value, dict) else text
-
-
-def environment_tree(environ: Mapping[str, str], names: Iterable[str]) -> dict[str, Any]:
-    """The variables ``names`` of ``environ`` as one source's nested settings."""
-    upper = {k.upper(): v for k, v in environ.items()}
-    tree: dict[str, Any] = {}
-    for name in sorted(names, key=lambda n: len(variable_key(n))):  # sections first
-        key = variable_key(name)
-        value = _value(key, upper[name])
-        if isinstance(value, Mapping) and isinstance(lookup(tree, key), Mapping):
-            value = {**lookup(tree, key), **value}
-        put(tree, key, value)
-    return tree
-
-
-def old_variables(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Every old variable set in ``environ``, as nested settings at the old keys."""
-    names = [name.upper() for name in environ if is_old_variable(name)]
-    return environment_tree(environ, names)
-
-
-@dataclass(frozen=True)
-class VariableMove:
-    """A variable that set an old key: the key it set, where that lives now."""
-
-    variable: str
-    old: Key
-    new: Key
-    ignored: bool
-
-    def message(self) -> str:
-        new_variable = env_name(dotted(self.new))
-        said = message(
-            self.variable, self.old, self.new, ignored=self.ignored, variable=new_variable
-        )
-        if self.variable in _other_names():  # RAGPULSE_SERVICE_NAME: the app's name too
-            said += f" (the app side reads {self.variable} as before)"
-        return said
-
-
-def environment_moves(environ: Mapping[str, str]) -> list[VariableMove]:
-    """One :class:`VariableMove` per old key a variable sets (a variable below an old
-    section is reported at its own key), ``ignored`` when the environment sets the new key
-    as well: the moves the settings sources make of the same variables."""
-    names = [
-        name.upper()
-        for name in environ
-        if name.upper().startswith(PREFIX) and _related(variable_key(name))
-    ]
-    if not names:
-        return []
-    _, moves = move_keys(environment_tree(environ, names))
-    found: list[VariableMove] = []
-    for move in moves:
-        for name in sorted(names):
-            key = variable_key(name)
-            if key[: len(move.old)] == move.old:  # the variable is at or below the key
-                old, new = move.below(key)
-            elif move.old[: len(key)] == key:  # a section's variable holds the key
-                old, new = move.old, move.new
-            else:
-                continue
-            found.append(VariableMove(name, old, new, move.ignored))
-    return found
-
-
-def _related(key: Key) -> bool:
-    """``key`` is above, at or below an old key or its new place (where a variable can set
-    the new key: the old one is then ignored)."""
-    return any(key[: len(k)] == k or k[: len(key)] == key for pair in TABLE for k in pair)

@@ -13,7 +13,7 @@ import difflib
 import os
 import re
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +22,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic_core import ErrorDetails
 
 from ragpulse.errors import ConfigError
-from ragpulse.settings_env import (
-    ALIASES,
-    VariableMove,
-    environment_moves,
-    nested_name,
-    submodel,
-)
-from ragpulse.settings_moved import Move, message, move_keys
+from ragpulse.settings_env import ALIASES, nested_name, submodel
 
 Path_ = tuple[str, ...]
 
@@ -66,104 +59,42 @@ class SettingsProblems(ConfigError):
 
 @dataclass(frozen=True)
 class Origins:
-    """Where values can come from, highest precedence first: flags, environment, file.
-
-    Built from what each source gives with the keys of earlier releases already at their
-    new places (:func:`gather` moves them): a value moved from an old key is said to come
-    from where the old key was given, and :meth:`deprecations` says what was moved."""
+    """Where values can come from, highest precedence first: flags, environment, file."""
 
     flags: Mapping[str, Any]
     environ: Mapping[str, str]
     file: Path | None
     file_data: Mapping[str, Any]
     file_lines: Mapping[Path_, int]
-    flag_moves: Sequence[Move] = ()
-    file_moves: Sequence[Move] = ()
-    env_moves: Sequence[VariableMove] = ()
 
     @classmethod
     def gather(
         cls, flags: Mapping[str, Any], file: Path | None, file_data: Mapping[str, Any]
     ) -> Origins:
-        """The origins of ``flags`` and ``file_data`` as given (old keys and all) and of
-        the ``RAGPULSE_*`` variables set now."""
+        """The origins of ``flags``, ``file_data`` and the ``RAGPULSE_*`` variables set now."""
         upper = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith("RAGPULSE_")}
-        moved_flags, flag_moves = move_keys(flags)
-        moved_file, file_moves = move_keys(file_data)
         lines: Mapping[Path_, int] = _LazyLines(file) if file else {}
-        return cls(
-            moved_flags, upper, file, moved_file, lines, flag_moves, file_moves,
-            environment_moves(upper),
-        )  # fmt: skip
-
-    def deprecations(self) -> list[str]:
-        """One message per old key given, naming its new place (and, for a variable, the
-        new variable); sorted by source as problems are."""
-        said = [message(flag_name(m.old), m.old, m.new, ignored=m.ignored) for m in self.flag_moves]
-        said += [move.message() for move in self.env_moves]
-        said += [
-            message(self._written_at(m.old), m.old, m.new, ignored=m.ignored)
-            for m in self.file_moves
-        ]
-        return said
-
-    def old_key(self, path: Path_) -> Path_ | None:
-        """The old key the value at ``path`` was given under, if it was."""
-        if self._from_flags(path) or self._from_environment(path):
-            source: Sequence[Move | VariableMove] = [*self.flag_moves, *self.env_moves]
-        elif self.file is not None and _lookup(self.file_data, path) is not _MISSING:
-            source = self.file_moves
-        else:
-            return None
-        for move in source:
-            if not move.ignored and path[: len(move.new)] == move.new:
-                return move.old + path[len(move.new) :]
-        return None
+        return cls(flags, upper, file, file_data, lines)
 
     def of(self, path: Path_) -> str:
         """Where the value at ``path`` (or the section above it) was set."""
-        if self._from_flags(path):
-            return flag_name(self._old(path, self.flag_moves))
+        if _lookup(self.flags, path) is not _MISSING:
+            return flag_name(path)
         variable = self._from_environment(path)
         if variable:
             return variable
         if self.file is not None and _lookup(self.file_data, path) is not _MISSING:
-            return self.file_at(path)
+            return self._file_at(path)
         return "settings"
-
-    def variables_of(self, path: Path_) -> list[str]:
-        """The variables of earlier releases' keys that set ``path``, a key below it or the
-        section above it."""
-        return [
-            move.variable
-            for move in self.env_moves
-            if not move.ignored
-            and (path[: len(move.new)] == move.new or move.new[: len(path)] == path)
-        ]
-
-    def _from_flags(self, path: Path_) -> bool:
-        return _lookup(self.flags, path) is not _MISSING
 
     def _from_environment(self, path: Path_) -> str | None:
         for depth in range(len(path), 0, -1):
             for name in env_names(path[:depth]):
                 if name in self.environ:
                     return name
-        moved = [m for m in self.env_moves if not m.ignored]
-        for move in moved:  # a key at or above the value
-            if path[: len(move.new)] == move.new:
-                return move.variable
-        for move in moved:  # a key below a section that has a problem
-            if move.new[: len(path)] == path:
-                return move.variable
         return None
 
-    def file_at(self, path: Path_) -> str:
-        if path not in self.file_lines:
-            path = self._old(path, self.file_moves)
-        return self._written_at(path)
-
-    def _written_at(self, path: Path_) -> str:
+    def _file_at(self, path: Path_) -> str:
         """The file and the line of ``path`` as written in the file (or the section above)."""
         assert self.file is not None
         for depth in range(len(path), 0, -1):
@@ -171,20 +102,6 @@ class Origins:
             if line is not None:
                 return f"{self.file}:{line}"
         return str(self.file)
-
-    @staticmethod
-    def _old(path: Path_, moves: Sequence[Move]) -> Path_:
-        """Where ``path`` was written in a source whose old keys ``moves`` moved: the old
-        key for a value at or below one; for a section above one, the old key's section."""
-        moves = [move for move in moves if not move.ignored]
-        for move in moves:
-            if path[: len(move.new)] == move.new:
-                return move.old + path[len(move.new) :]
-        for move in moves:
-            if move.new[: len(path)] == path:
-                below = len(move.new) - len(path)
-                return move.old[: max(1, len(move.old) - below)]
-        return path
 
 
 _MISSING = object()

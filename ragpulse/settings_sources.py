@@ -16,8 +16,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from ragpulse.settings_env import PREFIX, alias_values, old_variables
-from ragpulse.settings_moved import move_keys
+from ragpulse.settings_env import PREFIX, alias_values
 
 M = TypeVar("M", bound=BaseModel)
 _config_data: ContextVar[dict[str, Any] | None] = ContextVar("ragpulse_config_data", default=None)
@@ -50,9 +49,7 @@ def _reading_sources(model: type[BaseModel]) -> type[BaseSettings]:
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Flags, then RAGPULSE_* (nested names, then the flags' short names), then the file.
-        # The flags and the file come with their old keys moved (config.load_settings).
-        env = _MovedEnvironmentSource(settings_cls, env_settings)
-        return (init_settings, env, _AliasSource(settings_cls), _FileSource(settings_cls))
+        return (init_settings, env_settings, _AliasSource(settings_cls), _FileSource(settings_cls))
 
     namespace = {
         "__module__": __name__,
@@ -62,35 +59,6 @@ def _reading_sources(model: type[BaseModel]) -> type[BaseSettings]:
         "settings_customise_sources": classmethod(sources),
     }
     return cast(type[BaseSettings], type(model.__name__, (BaseSettings, model), namespace))
-
-
-class _MovedEnvironmentSource(PydanticBaseSettingsSource):
-    """``RAGPULSE_*`` by their nested names, with the variables of earlier releases' keys
-    (:mod:`ragpulse.settings_moved`) at their new places: the new key wins where both
-    are set. pydantic-settings reads none of those below a section that left the
-    settings model (``RAGPULSE_PROMETHEUS__MAX_ROUTES``): they are read here."""
-
-    def __init__(
-        self, settings_cls: type[BaseSettings], nested: PydanticBaseSettingsSource
-    ) -> None:
-        super().__init__(settings_cls)
-        self._nested = nested
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ returns every variable at once
-
-    def __call__(self) -> dict[str, Any]:
-        return move_keys(_merged(old_variables(os.environ), self._nested()))[0]
-
-
-def _merged(low: dict[str, Any], high: dict[str, Any]) -> dict[str, Any]:
-    """``high`` over ``low``, mappings merged key by key."""
-    out = dict(low)
-    for key, value in high.items():
-        below = out.get(key)
-        both = isinstance(below, dict) and isinstance(value, dict)
-        out[key] = _merged(below, value) if both else value  # type: ignore[arg-type]
-    return out
 
 
 class _AliasSource(PydanticBaseSettingsSource):

@@ -1,7 +1,7 @@
 """Tool results as documents: the rules live agent turns and offline agent rows share.
 
 An agent's tool calls reach ragpulse two ways: as spans of a live trace
-(``ragpulse.collector.agent_turns``) and as messages of an offline row (``ragpulse
+(``ragpulse.collector.extract.agent_turns``) and as messages of an offline row (``ragpulse
 eval``, ``ragpulse.offline.agent_rows``). Both assemble :class:`PendingCall` items and
 turn them into the record's documents and tool calls here (as fields: the record
 validates them all in one call), so that a result becomes the same documents whichever

@@ -15,6 +15,9 @@ from ragpulse.telemetry import CollectorMetrics
 
 S = TypeVar("S", bound=Server)
 
+# Under .ci/run, a skip not listed in tests/allowed_skips.toml fails the run.
+pytest_plugins = ["support.skips"]
+
 # The OTLP/gRPC receiver defaults to port 4317: every `ragpulse serve` and Collector a
 # test starts would bind it, so two at once (or two test runs) would collide. Off unless
 # a test asks for it (flags and settings arguments beat the environment).

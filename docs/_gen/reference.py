@@ -10,7 +10,9 @@ ragpulse does:
   direction, whether it is on by default, and its options;
 * ``reference/prometheus.md``: every series the collector declares (its own, the
   default sinks', Kafka intake's and the re-key stage's), with help text and labels;
-* ``reference/api.md``: the public Python API, from docstrings (mkdocstrings).
+* ``reference/api.md``: the public Python API, from docstrings (mkdocstrings);
+* ``reference/public-api.md``: the public surface in one list (:mod:`ragpulse.public_api`):
+  each public module's ``__all__``, the plug-in kinds, the commands, the settings.
 
 Only public, stable modules are imported here.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import importlib
 import inspect
 import re
 import types
@@ -32,13 +35,12 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-import ragpulse
-from ragpulse import plugins
+from ragpulse import plugin_index, plugins, public_api
 from ragpulse.cli import build_parser
 from ragpulse.config import Settings
 from ragpulse.plugin_context import PluginContext
-from ragpulse.settings_env import env_name, nested_name, submodel
-from ragpulse.settings_moved import DEPRECATED_KEYS
+from ragpulse.settings_env import env_name, submodel
+from ragpulse.source import Source
 from ragpulse.telemetry import CollectorMetrics
 
 GENERATED = (
@@ -143,6 +145,14 @@ def item_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def registered(info: FieldInfo) -> str | None:
+    """The names a field takes from a plug-in registry (``source``: ``ragpulse.sources``)."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    if extra.get("registry") != plugin_index.SOURCE_GROUP:
+        return None
+    return " \\| ".join(f"`{name}`" for name in plugins.source_names())
+
+
 def settings_table(model: type[BaseModel], prefix: str, env: bool) -> list[str]:
     """One row per plain field: key (type, default), environment variable, description."""
     columns = ["key", "type and default", *(["environment"] if env else []), "description"]
@@ -150,7 +160,7 @@ def settings_table(model: type[BaseModel], prefix: str, env: bool) -> list[str]:
     for name, info in model.model_fields.items():
         if submodel(info.annotation) is not None:
             continue  # its own section below
-        kind = type_name(info.annotation) + constraints(info)
+        kind = registered(info) or type_name(info.annotation) + constraints(info)
         cells = [f"`{name}`", f"{kind}; default {default_of(info)}"]
         if env:
             cells.append(f"`{env_name(prefix + name)}`")
@@ -198,30 +208,7 @@ def settings_page() -> str:
         "(`evaluation.options.<metric/method>`, `sinks.<name>`) are listed with each "
         "plug-in in the [metric catalogue](metrics.md#sinks).\n\n"
     )
-    return intro + "\n".join(settings_sections(Settings)) + "\n" + deprecated_section()
-
-
-def deprecated_section() -> str:
-    """The keys of earlier releases that still read (ragpulse.settings_moved)."""
-    rows = [
-        "## Deprecated keys\n",
-        "Keys of earlier releases that still read, in the file, the environment and as "
-        "flags: each is moved to its new place, with a deprecation message naming the new "
-        "key (`ragpulse config check` lists them as notes, `ragpulse config show` shows the "
-        "new key and where the old one was given). Where a source gives both, the new key "
-        "wins. A section moves key by key (`<key>` below stands for each of its keys).\n",
-        "| old key | old variable | new key | new variable |",
-        "|---|---|---|---|",
-    ]
-    for old, new in DEPRECATED_KEYS.items():
-        if new.startswith("sinks.") and new.count(".") == 1:  # a section: key by key
-            old_var, new_var = nested_name(old) + "__<KEY>", nested_name(new) + "__<KEY>"
-            old, new = old + ".<key>", new + ".<key>"
-        else:
-            old_var, new_var = nested_name(old), env_name(new)
-        now = f"`{new_var}`" if new_var != old_var else f"`{new_var}` (the flag's name: unchanged)"
-        rows.append(f"| `{old}` | `{old_var}` | `{new}` | {now} |")
-    return "\n".join(rows) + "\n"
+    return intro + "\n".join(settings_sections(Settings)) + "\n"
 
 
 # -- CLI --------------------------------------------------------------------------------
@@ -351,6 +338,22 @@ def metrics_page() -> str:
         lines.append(f"{state}. " + first_paragraph(sink.__doc__ or sink.Options.__doc__) + "\n")
         if sink.Options.model_fields:
             lines.append("\n".join(options_rows(sink.Options)) + "\n")
+    lines.append("## Sources\n")
+    lines.append(
+        "Where spans come from: `source` (`ragpulse serve --source`) names one. ragpulse's "
+        "own read their settings where they always were (the receivers' top-level keys, "
+        "[`kafka`](settings.md), [`stored_traces`](settings.md)); a third-party source "
+        "reads `sources.<name>`, validated by its options below.\n"
+    )
+    for name, source in plugins.source_classes().items():
+        lines.append(f"### `{name}`\n")
+        doc = first_paragraph(source.__doc__ or "")
+        url = f" URL: `{source.url_shape}`." if source.url_shape else ""
+        lines.append(f"{doc}{url}\n")
+        # A source that reads its settings elsewhere (the built-in ones) has them there.
+        reads_own = source.options_from.__func__ is Source.options_from.__func__  # type: ignore[attr-defined]
+        if reads_own and source.Options.model_fields:
+            lines.append("\n".join(options_rows(source.Options)) + "\n")
     return "\n".join(lines)
 
 
@@ -359,10 +362,10 @@ def metrics_page() -> str:
 
 def declared_series() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     """(exposed name, type, help, labels, where) for every series ragpulse declares."""
-    from ragpulse.collector.backends.common import SourceMetrics
-    from ragpulse.collector.kafka_source import KafkaMetrics
-    from ragpulse.collector.rekey import Rekeyer
-    from ragpulse.collector.turn_writer import TurnTopicMetrics
+    from ragpulse.collector.conversations.turn_writer import TurnTopicMetrics
+    from ragpulse.collector.intake.kafka import KafkaMetrics
+    from ragpulse.collector.intake.rekey import Rekeyer
+    from ragpulse.collector.stored.common import SourceMetrics
     from ragpulse.config import KafkaSettings
 
     found: list[tuple[str, str, str, tuple[str, ...], str]] = []
@@ -443,33 +446,93 @@ def prometheus_page() -> str:
 
 # -- API --------------------------------------------------------------------------------
 
-API_MODULES = {
+MODULE_DOCS = {
+    "ragpulse": "Instrumentation (app side), feedback, plain-function evaluators and the record "
+    "shapes, all importable from the package itself.",
     "ragpulse.record": "The shapes every part of ragpulse speaks: spans, records, results.",
-    "ragpulse.evaluators.base.Evaluator": "The evaluator plug-in contract.",
-    "ragpulse.exporters.base.Sink": "The sink plug-in contract.",
-    "ragpulse.plugin_context.PluginContext": "What every plug-in gets: settings, metrics, "
-    "shared objects.",
+    "ragpulse.plugin_context": "What every plug-in gets: settings, metrics, shared objects; "
+    "the base of its options.",
+    "ragpulse.errors": "The errors an app or a plug-in meets (a plug-in's `load` raises "
+    "`ModelUnavailable` when it cannot run here).",
 }
+"""One line per public module; a plug-in contract's module is said by its group."""
+
+
+def module_doc(module: str) -> str:
+    contracts = {
+        cls.__module__: group for group, classes in plugins.CONTRACTS.items() for cls in classes
+    }
+    if module in contracts:
+        return f"The contracts of the `{contracts[module]}` entry-point group."
+    return MODULE_DOCS[module]
 
 
 def api_page() -> str:
     lines = [
         "# Python API\n",
         GENERATED,
-        "The names an app or a plug-in imports. Everything else inside the package may move "
-        "between releases.\n",
-        "## `ragpulse`\n",
-        "Instrumentation (app side), feedback, plain-function evaluators and the record "
-        "shapes, all importable from the package itself.\n",
+        "The names an app or a plug-in imports ([Public surface](public-api.md) lists them); "
+        "everything else inside the package may move between releases.\n",
     ]
-    for name in ragpulse.__all__:
-        lines.append(f"::: ragpulse.{name}\n    options:\n      heading_level: 3\n")
-    for path, doc in API_MODULES.items():
-        lines.append(f"## `{path}`\n\n{doc}\n")
+    for module, names in public_api.names().items():
+        lines.append(f"## `{module}`\n\n{module_doc(module)}\n")
+        if module == "ragpulse":  # lazy names: each rendered from where it is defined
+            for name in names:
+                lines.append(f"::: ragpulse.{name}\n    options:\n      heading_level: 3\n")
+            continue
+        members = "".join(f"\n        - {name}" for name in names)
         lines.append(
-            f"::: {path}\n    options:\n      heading_level: 3\n      show_root_heading: "
-            f"{'false' if path == 'ragpulse.record' else 'true'}\n"
+            f"::: {module}\n    options:\n      heading_level: 3\n      show_root_heading: "
+            f"false\n      members:{members}\n"
         )
+    return "\n".join(lines)
+
+
+def surface_page() -> str:
+    """What is public, in one list: the Python names, the plug-in kinds, the commands and
+    the settings."""
+    lines = [
+        "# Public surface\n",
+        GENERATED,
+        "What an app, a plug-in or an operator relies on: the Python names below (each "
+        "module's `__all__`), the plug-in kinds, the commands and their flags, and the "
+        "settings keys. Everything else inside the package may move between releases "
+        "without notice.\n",
+        "## Python names\n",
+        "Documented on the [Python API](api.md) page.\n",
+    ]
+    for module, names in public_api.names().items():
+        lines += [f"### `{module}`\n", module_doc(module) + "\n", "| name | what |", "|---|---|"]
+        for name in sorted(names):
+            obj = getattr(importlib.import_module(module), name)
+            if isinstance(obj, type) or inspect.isfunction(obj):
+                what = cell(first_paragraph(obj.__doc__))
+            else:  # a constant or a type alias: its value
+                shown = sorted(obj) if isinstance(obj, frozenset) else obj
+                shown = str(shown).replace("typing.", "").replace(" | ", " or ")
+                what = f"`{cell(shown)}`"
+            lines.append(f"| `{name}` | {what} |")
+        lines.append("")
+    lines += [
+        "## Plug-in kinds\n",
+        "A plug-in is one class in one file of its own package plus one entry point in the "
+        "group of its kind ([Your own metrics and sinks](../how-to/plugins.md)).\n",
+        "| entry-point group | the class implements |",
+        "|---|---|",
+    ]
+    for group, contracts in plugins.CONTRACTS.items():
+        named = " or ".join(f"`{c.__module__}.{c.__name__}`" for c in contracts)
+        lines.append(f"| `{group}` | {named} |")
+    parser = build_parser()
+    commands = ", ".join(f"`ragpulse {name}`" for name in subparsers(parser))
+    lines += [
+        "",
+        "## Commands\n",
+        f"{commands}: each with the flags on the [Command line](cli.md) page.\n",
+        "## Settings\n",
+        "Every key on the [Settings](settings.md) page, with its environment variable; each "
+        "plug-in's options with the plug-in in the [metric catalogue](metrics.md).\n",
+    ]
     return "\n".join(lines)
 
 
@@ -479,6 +542,7 @@ PAGES = {
     "reference/metrics.md": metrics_page,
     "reference/prometheus.md": prometheus_page,
     "reference/api.md": api_page,
+    "reference/public-api.md": surface_page,
 }
 
 for path, build in PAGES.items():

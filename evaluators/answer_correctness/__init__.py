@@ -1,10 +1,1 @@
 """``answer_correctness/<method>``: the answer against a test-set row's reference answers."""
-
-from typing import Any
-
-from ragpulse import moved
-
-
-def __getattr__(name: str) -> Any:
-    """Names this module held in earlier releases, read where they live now (warns)."""
-    return moved.moved_name(__name__, name)

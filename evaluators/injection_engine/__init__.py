@@ -28,36 +28,8 @@ payloads and floods), ``engine`` (a pattern set on Hyperscan), ``scan`` (one tex
 
 from __future__ import annotations
 
-from ragpulse.evaluators.injection_engine.rule import (
-    DELIMITER,
-    DOC_COMMAND,
-    ENCODED,
-    EXFIL,
-    EXTRACTION,
-    FAMILIES,
-    HIDDEN,
-    HIJACK,
-    OVERRIDE,
-    TOOL,
-    Rule,
-)
+from ragpulse.evaluators.injection_engine.rule import FAMILIES
 from ragpulse.evaluators.injection_engine.rule_table import RULES
-from ragpulse.evaluators.injection_engine.scan import EXCERPT_CHARS, TextScan, scan_text
+from ragpulse.evaluators.injection_engine.scan import TextScan, scan_text
 
-__all__ = [
-    "DELIMITER",
-    "DOC_COMMAND",
-    "ENCODED",
-    "EXCERPT_CHARS",
-    "EXFIL",
-    "EXTRACTION",
-    "FAMILIES",
-    "HIDDEN",
-    "HIJACK",
-    "OVERRIDE",
-    "RULES",
-    "TOOL",
-    "Rule",
-    "TextScan",
-    "scan_text",
-]
+__all__ = ["FAMILIES", "RULES", "TextScan", "scan_text"]

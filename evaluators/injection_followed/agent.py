@@ -26,8 +26,6 @@ from ragpulse.evaluators.base import AGENT_TURNS, Evaluator, Tier
 from ragpulse.evaluators.injection_engine.planted import contains, payloads, planted
 from ragpulse.record import Direction, EvalResult, RagRecord, ToolCall
 
-"""Record attribute with the conversation's earlier messages, when extraction kept them."""
-
 _VALUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("iban", re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")),
     ("account", re.compile(r"(?<![\w.])\d[\d -]{6,}\d(?![\w.])")),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragpulse.config import EvaluationSettings, JudgeSettings
 from ragpulse.errors import ModelUnavailable
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, EvaluatorBase, Tier
 from ragpulse.evaluators.judge.budget import OverBudget, record_reservation
 from ragpulse.evaluators.judge.usage import JudgeError, Usage
 from ragpulse.evaluators.models.loading import missing_extra
@@ -36,8 +37,9 @@ def shared_client(context: PluginContext, judge: JudgeSettings) -> JudgeClient:
     return context.shared(key, make)
 
 
-class JudgeEvaluator(Evaluator):
-    """Subclasses implement :meth:`_judge` (async, one record) and set ``calls_per_record``.
+class JudgeBase(EvaluatorBase):
+    """What every judge shares, of turn records (:class:`JudgeEvaluator`) or of
+    conversations (:class:`~ragpulse.evaluators.judge.conversation.ConversationJudge`).
 
     The judge's endpoint, model and budget come from ``evaluation.judge`` in
     the context's settings. A record is judged only when the shared budget has
@@ -81,18 +83,6 @@ class JudgeEvaluator(Evaluator):
         self._wait = policy == "wait" or (policy == "auto" and context.offline)
         self.client = shared_client(context, self.judge)
 
-    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        if self.client is None:
-            raise ModelUnavailable(f"{self.name}: load() was not called")
-        return self.client.run(self._judge_all(records))
-
-    async def _judge_all(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        # asyncio is imported where a judge runs (its loop has it loaded by then), not with
-        # this module: choosing the defaults imports it to ask whether a judge is configured.
-        import asyncio
-
-        return list(await asyncio.gather(*(self._judge_safely(r) for r in records)))
-
     async def _reserve(self) -> str | None:
         """None once the budget granted this record's calls, else why it was refused."""
         assert self.client is not None and self.context is not None
@@ -111,10 +101,6 @@ class JudgeEvaluator(Evaluator):
             import asyncio  # loaded: this runs on the client's loop
 
             await asyncio.sleep(max(wait, 0.05))
-
-    async def _judge_safely(self, record: RagRecord) -> EvalResult:
-        """Runs in its own task (``gather``), so the reservation set here is this record's."""
-        return await self._budgeted(self._judge(record))
 
     async def _budgeted(self, judging: Coroutine[Any, Any, EvalResult]) -> EvalResult:
         """``judging`` (one record's or one conversation's verdicts) under the budget: the
@@ -156,9 +142,6 @@ class JudgeEvaluator(Evaluator):
         finally:
             record_reservation.reset(token)
 
-    async def _judge(self, record: RagRecord) -> EvalResult:
-        raise NotImplementedError
-
     def judged(
         self, score: float | None, usage: Usage, prompts: Sequence[str], **details: Any
     ) -> EvalResult:
@@ -174,3 +157,28 @@ class JudgeEvaluator(Evaluator):
             cached_prompt_tokens=usage.cached_prompt_tokens,
             completion_tokens=usage.completion_tokens,
         )
+
+
+class JudgeEvaluator(JudgeBase, BatchEvaluator):
+    """A judged metric of turn records: subclasses implement :meth:`_judge` (async, one
+    record) and set ``calls_per_record``; the records of a batch are judged concurrently."""
+
+    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        if self.client is None:
+            raise ModelUnavailable(f"{self.name}: load() was not called")
+        return self.client.run(self._judge_all(records))
+
+    async def _judge_all(self, records: Sequence[RagRecord]) -> list[EvalResult]:
+        # asyncio is imported where a judge runs (its loop has it loaded by then), not with
+        # this module: choosing the defaults imports it to ask whether a judge is configured.
+        import asyncio
+
+        return list(await asyncio.gather(*(self._judge_safely(r) for r in records)))
+
+    async def _judge_safely(self, record: RagRecord) -> EvalResult:
+        """Runs in its own task (``gather``), so the reservation set here is this record's."""
+        return await self._budgeted(self._judge(record))
+
+    @abstractmethod
+    async def _judge(self, record: RagRecord) -> EvalResult:
+        """One record's result from the judge's verdicts (:meth:`judged`)."""

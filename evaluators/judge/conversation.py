@@ -21,6 +21,7 @@ over the turns with a verdict.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -28,7 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.base import ConversationEvaluator
-from ragpulse.evaluators.judge.base import JudgeEvaluator
+from ragpulse.evaluators.judge.base import JudgeBase
 from ragpulse.evaluators.judge.cache import NO_VERDICT, cache_key
 from ragpulse.evaluators.judge.prompts import Prompt
 from ragpulse.evaluators.judge.usage import Usage
@@ -74,7 +75,7 @@ TRANSCRIPT_RULES = (
 )
 
 
-class ConversationJudge(ConversationEvaluator, JudgeEvaluator):
+class ConversationJudge(JudgeBase, ConversationEvaluator):
     """A judged conversation metric: subclasses set ``metric``, ``prompt``, ``verdict_model``,
     ``first_turn`` and implement :meth:`aggregate`."""
 
@@ -192,8 +193,8 @@ class ConversationJudge(ConversationEvaluator, JudgeEvaluator):
         inputs = {"start": start, "window": window}
         return cache_key(f"{self.prompt.id}/turn", self.client.model, inputs)
 
+    @abstractmethod
     def aggregate(self, verdicts: dict[int, Any], numbers: dict[int, int]) -> EvalResult:
         """The conversation's result from its turns' verdicts (by position, 1-based, in
         order; ``numbers`` maps a position to the turn's number): score, label,
         explanation and details; the base adds the verdicts and the cost."""
-        raise NotImplementedError

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 from pydantic import Field
 
 from ragpulse.errors import ConfigError, ModelUnavailable
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, Tier
 from ragpulse.evaluators.models.classifier_runtime import Classifier, Head, load_classifier
 from ragpulse.evaluators.models.loading import missing_extra
 from ragpulse.evaluators.models.presets import Preset, names, preset
@@ -57,7 +57,7 @@ class DetectorOptions(PluginOptions):
     threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads")
 
 
-class DetectorEvaluator(Evaluator):
+class DetectorEvaluator(BatchEvaluator):
     """A model-tier evaluator over a Hugging Face classifier; subclasses set ``head``."""
 
     tier = Tier.MODEL

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, Tier
 from ragpulse.evaluators.models.loading import MINILM, missing_extra
 from ragpulse.plugin_context import PluginContext, PluginOptions
 
@@ -30,7 +30,7 @@ class EmbeddingOptions(PluginOptions):
     )
 
 
-class EmbeddingEvaluator(Evaluator):
+class EmbeddingEvaluator(BatchEvaluator):
     tier = Tier.MODEL
     default_enabled = False  # opt in: evaluation.evaluators
 

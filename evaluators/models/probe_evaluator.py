@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, Tier
 from ragpulse.evaluators.models.loading import missing_extra
 from ragpulse.plugin_context import PluginOptions
 
@@ -27,7 +27,7 @@ class ProbeOptions(PluginOptions):
     )
 
 
-class ProbeEvaluator(Evaluator):
+class ProbeEvaluator(BatchEvaluator):
     """A logistic-regression probe over MiniLM features, weights shipped in the package."""
 
     tier = Tier.MODEL

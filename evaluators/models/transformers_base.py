@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field
 
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, Tier
 from ragpulse.evaluators.models.loading import missing_extra, seq2seq, sequence_classifier
 from ragpulse.plugin_context import PluginContext, PluginOptions
 
@@ -28,7 +28,7 @@ class TransformersOptions(PluginOptions):
     batch_size: int = Field(8, ge=1, description="texts per forward pass")
 
 
-class TransformersEvaluator(Evaluator):
+class TransformersEvaluator(BatchEvaluator):
     """Subclasses set ``model_kind`` and an ``Options`` deriving from
     :class:`TransformersOptions` with their default model."""
 

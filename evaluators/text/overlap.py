@@ -7,9 +7,10 @@ once for all of them, and once only while it keeps being retrieved.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, Tier
 from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.record import EvalResult, RagRecord
 
@@ -20,7 +21,7 @@ def share_in(unique: Sequence[str], vocabulary: frozenset[str]) -> float:
     return len(vocabulary.intersection(unique)) / len(unique)
 
 
-class LexicalEvaluator(Evaluator):
+class LexicalEvaluator(BatchEvaluator):
     """Scores a batch with one :class:`TextAnalyses` (the context's, once loaded):
     subclasses fill :meth:`lexical`."""
 
@@ -30,6 +31,6 @@ class LexicalEvaluator(Evaluator):
         texts = self.texts
         return [self.lexical(r, texts) for r in records]
 
+    @abstractmethod
     def lexical(self, record: RagRecord, texts: TextAnalyses) -> EvalResult:
         """One record's result, reading its texts' analyses from ``texts``."""
-        raise NotImplementedError

@@ -31,7 +31,7 @@ def load_settings(config: Path | None, **overrides: Any) -> Settings:
     def plugins_as_run(settings: Settings) -> list[tuple[tuple[str, ...], str, str]]:
         # A source URL fills in its tool's sink (sinks.phoenix without an endpoint is fine).
         if settings.stored_traces.url:
-            from ragpulse.collector.backends.write_back import stored_write_back
+            from ragpulse.collector.stored.write_back import stored_write_back
 
             settings = stored_write_back(settings)
         return plugin_problems(settings)
@@ -39,6 +39,11 @@ def load_settings(config: Path | None, **overrides: Any) -> Settings:
     settings = _load_settings(config, checks=[plugins_as_run], **overrides)
     install_log_redaction(settings)
     return settings
+
+
+def spoken(items: list[str]) -> str:
+    """``a, b or c``, as help texts list choices."""
+    return f"{', '.join(items[:-1])} or {items[-1]}" if len(items) > 1 else "".join(items)
 
 
 def csv_list(value: str) -> list[str]:

@@ -5,20 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from ragpulse.cli.common import console, load_settings
+from ragpulse.cli.common import load_settings
 from ragpulse.config import CONFIG_ENV, Settings, read_config_file
-from ragpulse.errors import RagpulseDeprecationWarning
 from ragpulse.settings_report import Origins, leaves
 
 
@@ -45,8 +41,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 def config_command(args: argparse.Namespace, out: Console) -> int:
     """Raises ConfigError (exit 2, every problem listed) when the settings are invalid."""
     if args.config_command == "check":
-        with _notes():
-            load_settings(args.file)
+        load_settings(args.file)
         out.print(f"{args.file}: ok")
         return 0
     path = args.config or os.environ.get(CONFIG_ENV)
@@ -61,32 +56,11 @@ def config_command(args: argparse.Namespace, out: Console) -> int:
         where = origins.of(key)
         if file is not None and where.startswith(str(file)):
             where = file.name + where[len(str(file)) :]  # the title names the whole path
-        old = origins.old_key(key)
-        if old is not None:
-            where += f" (as {'.'.join(old)}, deprecated)"
         if value is not None and any(s in key[-1].lower() for s in _SECRET_NAMES):
             value = SecretStr(str(value))  # a third-party sink's key that is a plain str
         table.add_row(".".join(key), _shown(value), "default" if where == "settings" else where)
     out.print(table)
     return 0
-
-
-@contextmanager
-def _notes() -> Iterator[None]:
-    """Deprecation messages of the settings, printed as notes (not errors) where problems
-    go, also when the settings have problems."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RagpulseDeprecationWarning)
-        try:
-            yield
-        finally:
-            for warning in caught:
-                if issubclass(warning.category, RagpulseDeprecationWarning):
-                    console.print(Text(f"note: {warning.message}"), soft_wrap=True)
-                else:  # not ours: shown as it would have been
-                    warnings.showwarning(
-                        warning.message, warning.category, warning.filename, warning.lineno
-                    )
 
 
 def _sink_options(settings: Settings) -> Iterator[tuple[tuple[str, ...], Any]]:

@@ -38,7 +38,7 @@ import ragpulse
 
 if TYPE_CHECKING:
     from ragpulse.collector.service import Collector
-    from ragpulse.evaluators.base import Evaluator
+    from ragpulse.evaluators.base import AnyEvaluator
     from ragpulse.exporters.memory import InMemorySink
 
 DRAIN_BOUND_S = 60.0
@@ -150,7 +150,7 @@ class _Traffic:
         self._follow_ups(all_of_them=True)  # every conversation ends
 
 
-def _tier_line(evaluators: Sequence[Evaluator], judge_on: bool) -> str:
+def _tier_line(evaluators: Sequence[AnyEvaluator], judge_on: bool) -> str:
     from ragpulse.evaluators.base import Tier
 
     by_tier: dict[Tier, list[str]] = defaultdict(list)
@@ -170,7 +170,7 @@ def _tier_line(evaluators: Sequence[Evaluator], judge_on: bool) -> str:
 
 def _table(
     sink: InMemorySink,
-    evaluators: Sequence[Evaluator],
+    evaluators: Sequence[AnyEvaluator],
     traffic: _Traffic,
     status: str,
     console: Console,
@@ -342,7 +342,7 @@ def _run(
 def _drain(
     collector: Collector,
     sink: InMemorySink,
-    evaluators: Sequence[Evaluator],
+    evaluators: Sequence[AnyEvaluator],
     traffic: _Traffic,
     live: Live,
     screen: Console,

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from ragpulse.evaluators.base import Evaluator
+    from ragpulse.evaluators.base import AnyEvaluator
     from ragpulse.exporters.memory import InMemorySink
     from ragpulse.record import EvalResult, RagRecord
 
@@ -36,12 +36,12 @@ def _all_results(sink: InMemorySink) -> Iterator[EvalResult]:
     """Every turn's results, then every conversation record's."""
     for item in sink.items:
         yield from item.results
-    for _, results in sink.conversations.values():
-        yield from results
+    for conversation in sink.conversations.values():
+        yield from conversation.results
 
 
 def score_table(
-    sink: InMemorySink, evaluators: Sequence[Evaluator], title: str, console: Console
+    sink: InMemorySink, evaluators: Sequence[AnyEvaluator], title: str, console: Console
 ) -> Table:
     """One row per evaluator that runs (a tier with nothing yet is a visible row): n, mean,
     min and labels; the compact form (no tier or min, a label a line) when the full one is
@@ -117,9 +117,9 @@ def story(sink: InMemorySink) -> list[Text]:
                 f"{calls}, {len(turn.record.documents)} passages as its documents; {scored}",
             )
         )
-    conversations = sorted(sink.conversations.values(), key=lambda c: c[0].start_time_ns)
+    conversations = sorted(sink.conversations.values(), key=lambda c: c.record.start_time_ns)
     if conversations:
-        record, results = conversations[0]
+        record, results = conversations[0].record, conversations[0].results
         asked = " / ".join(repr(t.question) for t in record.turns)
         lines.append(
             Text.assemble(

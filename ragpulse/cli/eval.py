@@ -17,10 +17,12 @@ from ragpulse.cli.common import (
     load_settings,
     print_summary,
     quiet_abandoned_tasks,
+    spoken,
     stdout,
 )
 from ragpulse.config import Settings
 from ragpulse.offline.options import BATCH_SIZE, CONCURRENCY, HarnessOptions
+from ragpulse.plugin_index import source_urls
 
 if TYPE_CHECKING:
     from ragpulse.offline.io import SignalStop
@@ -109,6 +111,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def stored_flags(parser: argparse.ArgumentParser) -> None:
+    tools = source_urls()  # the registered tools' URL shapes, read without importing them
     group = parser.add_argument_group(
         "stored traces (score what a tracing tool already holds; results go back to it)"
     )
@@ -116,9 +119,9 @@ def stored_flags(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="from_url",
         metavar="URL",
-        help="phoenix://HOST:PORT/PROJECT, mlflow://HOST:PORT/EXPERIMENT_ID or "
-        "langfuse://HOST:PORT (phoenix+https://... for TLS); credentials from settings "
-        "(stored_traces) or the tool's environment variables, never in the URL",
+        help=f"{spoken(list(tools.values()))} ({next(iter(tools), 'TOOL')}+https://... for TLS); "
+        "credentials from settings (stored_traces) or the tool's environment variables, never "
+        "in the URL",
     )
     group.add_argument(
         "--since",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import warnings
 from typing import NoReturn
 
 from rich.text import Text
@@ -16,7 +15,7 @@ from rich.text import Text
 from ragpulse import __version__
 from ragpulse.cli import config, demo, eval, judge, metrics, regression, serve
 from ragpulse.cli.common import QUIET_BELOW_DEBUG, console, log_level_flag, stdout
-from ragpulse.errors import ConfigError, PortUnavailable, RagpulseDeprecationWarning
+from ragpulse.errors import ConfigError, PortUnavailable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,9 +63,6 @@ def _refuse_unknown(
 
 
 def main(argv: list[str] | None = None) -> int:
-    # A plug-in or settings file written against an earlier release: say what to rename
-    # (Python hides deprecation warnings outside __main__ by default).
-    warnings.simplefilter("default", RagpulseDeprecationWarning)
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:

@@ -29,7 +29,7 @@ from ragpulse.cli.common import console
 
 if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
-    from ragpulse.evaluators.base import Evaluator
+    from ragpulse.evaluators.base import AnyEvaluator
 
 APPLIES_TO = {"rag": "RAG turn", "agent": "agent turn", "retrieval": "retrieval only"}
 """What a record kind is called where the command says what an evaluator scores."""
@@ -93,14 +93,14 @@ def _catalogue(settings: EvaluationSettings) -> Table:
     return table
 
 
-def _default(cls: type[Evaluator], settings: EvaluationSettings) -> str:
+def _default(cls: type[AnyEvaluator], settings: EvaluationSettings) -> str:
     why = cls.missing() or cls.unconfigured(settings)
     if cls.default_enabled and not why:
         return "on"
     return why.split(" (")[0] if why else "opt-in"
 
 
-def applies_to(cls: type[Evaluator]) -> str:
+def applies_to(cls: type[AnyEvaluator]) -> str:
     """What ``cls`` scores, in words: RAG turn, agent turn, conversation, retrieval only."""
     from ragpulse.evaluators.base import ConversationEvaluator
 
@@ -113,7 +113,7 @@ def applies_to(cls: type[Evaluator]) -> str:
     return said
 
 
-def describe(cls: type[Evaluator], settings: EvaluationSettings) -> Group:
+def describe(cls: type[AnyEvaluator], settings: EvaluationSettings) -> Group:
     """``cls`` as ``ragpulse metrics NAME`` prints it."""
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
@@ -150,7 +150,7 @@ def describe(cls: type[Evaluator], settings: EvaluationSettings) -> Group:
     return Group(*parts)
 
 
-def _module_doc(cls: type[Evaluator]) -> tuple[str, str]:
+def _module_doc(cls: type[AnyEvaluator]) -> tuple[str, str]:
     """What the evaluator's module says: a module that opens with the evaluator's name
     gives a summary and the longer account; a module of several (the retrieval metrics)
     gives its account of them all."""

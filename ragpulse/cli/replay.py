@@ -34,7 +34,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
 from ragpulse.offline.json_rows import Layout
 from ragpulse.offline.replay import ReplayRow
@@ -292,7 +292,7 @@ def _stream(
     fn: Callable[..., Any],
     control_fn: Callable[..., Any] | None,
     args: argparse.Namespace,
-    evaluators: Sequence[Evaluator],
+    evaluators: Sequence[AnyEvaluator],
     out: StreamedOutput,
     state: _Progress,
     advance: Callable[[int], None],
@@ -426,7 +426,7 @@ def _finish_report(args: argparse.Namespace, summary: dict[str, Any], console: C
 
 
 def _replay_failure(
-    rows: list[ReplayRow], evaluators: Sequence[Evaluator], not_loaded: list[str]
+    rows: list[ReplayRow], evaluators: Sequence[AnyEvaluator], not_loaded: list[str]
 ) -> str | None:
     """One line when the replay did not do its job: every call failed, an evaluator
     failed on every replayed row, or one could not load."""

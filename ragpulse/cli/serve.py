@@ -18,8 +18,9 @@ from ragpulse.cli.common import (
     load_settings,
     setting_help,
     sink_overrides,
+    spoken,
 )
-from ragpulse.config import BACKEND_SOURCES
+from ragpulse.plugin_index import SOURCE_GROUP, group, source_urls
 
 if TYPE_CHECKING:
     from ragpulse.collector.service import Collector
@@ -77,11 +78,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         type=int,
         help=setting_help("OTLP body limit after decompression", "max_body_bytes"),
     )
+    # The registered sources (ragpulse.sources), and those that follow a tool's stored
+    # traces with the shape of each one's URL: read without importing a source.
+    tools = source_urls()
     serve.add_argument(
         "--source",
-        choices=["otlp_http", "kafka", "phoenix", "mlflow", "langfuse"],
+        choices=sorted(group(SOURCE_GROUP)),
         help=setting_help(
-            "where spans come from; phoenix, mlflow, langfuse: follow the traces that tool "
+            f"where spans come from; {', '.join(tools)}: follow the traces that tool "
             "stores (--source-url)",
             "source",
         ),
@@ -90,10 +94,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "--source-url",
         metavar="URL",
         help=setting_help(
-            "with --source phoenix|mlflow|langfuse: phoenix://HOST:PORT/PROJECT, "
-            "mlflow://HOST:PORT/EXPERIMENT_ID or langfuse://HOST:PORT (+https for TLS); "
-            "new traces are read every stored_traces.poll_s and the results go back to the "
-            "tool; credentials from stored_traces or the tool's environment variables",
+            f"with --source {'|'.join(tools)}: {spoken(list(tools.values()))} (+https for "
+            "TLS); new traces are read every stored_traces.poll_s and the results go back to "
+            "the tool; credentials from stored_traces or the tool's environment variables",
             "stored_traces.url",
         ),
     )
@@ -143,19 +146,11 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def started_lines(collector: Collector) -> list[str]:
     """What a started collector logs: every address it listens on (each receiver, the
     metrics endpoint) or the topic it consumes, then its evaluators and sinks."""
-    settings = collector.settings
-    lines = []
-    if settings.source == "kafka":
-        k = settings.kafka
-        lines.append(f"consuming {k.topic} from {k.bootstrap} as group {k.group} ({k.encoding})")
-    if collector.otlp_url is not None:
-        lines.append(f"OTLP/HTTP receiver on {collector.otlp_url}/v1/traces")
-    if collector.otlp_grpc_target is not None:
-        lines.append(f"OTLP/gRPC receiver on {collector.otlp_grpc_target}")
+    lines = [line for source in collector.sources for line in source.describe()]
     if collector.metrics_url is not None:
         lines.append(f"Prometheus metrics on {collector.metrics_url}")
     lines.append("evaluators: " + ", ".join(e.name for e in collector.pipeline.evaluators))
-    lines.append("sinks: " + ", ".join(s.name for s in collector.pipeline.sinks))
+    lines.append("sinks: " + ", ".join(s.name for s in collector.sinks))
     return lines
 
 
@@ -163,14 +158,11 @@ def run_serve(args: argparse.Namespace) -> int:
     import time
 
     from ragpulse.collector.service import Collector
+    from ragpulse.plugins import source_class
     from ragpulse.runtime import tune_for_throughput
 
     settings = load_settings(args.config, **serve_overrides(args))
-    if settings.source in BACKEND_SOURCES and settings.stored_traces.url:
-        from ragpulse.collector.backends import parse_backend_url
-        from ragpulse.collector.backends.write_back import with_write_back
-
-        settings = with_write_back(settings, parse_backend_url(settings.stored_traces.url))
+    settings = source_class(settings.source).run_settings(settings)
     collector = Collector(settings)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -199,7 +191,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_rekey(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
-    from ragpulse.collector.rekey import Rekeyer
+    from ragpulse.collector.intake.rekey import Rekeyer
     from ragpulse.collector.service import start_metrics_server
 
     settings = load_settings(

@@ -1,5 +1,5 @@
 """``ragpulse eval --from URL``: score the traces a tracing tool already stores and write
-the results back to it (:mod:`ragpulse.collector.backends`)."""
+the results back to it (:mod:`ragpulse.collector.stored`)."""
 
 from __future__ import annotations
 
@@ -26,15 +26,15 @@ def evaluate_stored(args: argparse.Namespace) -> int:
     results could not be delivered or no evaluator could run; 2 for a usage or settings
     problem, or a tool that cannot be reached or refuses (one line naming it); 128 + the
     signal on SIGINT or SIGTERM (what was delivered stays)."""
-    from ragpulse.collector.backends import SourceMetrics, open_reader, parse_backend_url
-    from ragpulse.collector.backends.backfill import backfill
-    from ragpulse.collector.backends.common import parse_time
-    from ragpulse.collector.backends.write_back import (
+    from ragpulse.collector.service import Collector
+    from ragpulse.collector.stored.backfill import backfill
+    from ragpulse.collector.stored.common import SourceMetrics, parse_time
+    from ragpulse.collector.stored.tool import open_reader, parse_backend_url
+    from ragpulse.collector.stored.write_back import (
         DryRunSink,
         with_write_back,
         without_write_back,
     )
-    from ragpulse.collector.service import Collector
     from ragpulse.errors import BackendError
     from ragpulse.offline.score import SummarySink
 
@@ -147,7 +147,7 @@ def _report(args: argparse.Namespace, url: Any, run: Any, tally: Any, collector:
         )
         or 0
     )
-    if tool in [s.name for s in collector.pipeline.sinks]:
+    if tool in [s.name for s in collector.sinks]:
         console.print(f"{int(delivered)} results written back to {tool}", highlight=False)
     if failed or not run.delivered:
         console.print(

@@ -5,7 +5,7 @@ A row is read this way when it carries one of:
 
 - ``messages``: a chat in the OpenAI shape (``{"role", "content", "tool_calls": [{"id",
   "function": {"name", "arguments"}}], "tool_call_id"}``), or LangChain's, or the GenAI
-  parts shape (the parser is the collector's, :mod:`ragpulse.collector.messages`);
+  parts shape (the parser is the collector's, :mod:`ragpulse.collector.extract.messages`);
 - a Ragas multi-turn sample: ``user_input`` as a list of messages (``{"type": "human" |
   "ai" | "tool", "content"}``, an ``ai`` message's ``tool_calls`` as ``{"name",
   "args"}``; a ``tool`` message carries no call id and answers the calls before it in
@@ -23,7 +23,7 @@ assistant text that asks for no tool, its documents every tool result of the tur
 into passages with the rules live traffic follows, :mod:`ragpulse.tool_results`) and
 the turn's ``retrieval_context``. A turn after the first carries the conversation before
 it, as a live turn whose model input holds the history does
-(:mod:`ragpulse.collector.history`): ``history`` (the earlier messages, the last
+(:mod:`ragpulse.collector.extract.history`): ``history`` (the earlier messages, the last
 ``conversations.max_history_messages``, each cut at ``max_message_chars``), the earlier
 turns' documents as evidence (the last ``conversations.join_turns`` turns'; kind
 ``history``) with the system prompt (kind ``system``), and the standalone question. The
@@ -43,8 +43,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ragpulse.collector.history import history_of, standalone, system_prompt
-from ragpulse.collector.messages import MAX_MESSAGES, Message, arguments_text, parse_messages
+from ragpulse.collector.extract.history import history_of, standalone, system_prompt
+from ragpulse.collector.extract.messages import (
+    MAX_MESSAGES,
+    Message,
+    arguments_text,
+    parse_messages,
+)
 from ragpulse.config import AgentSettings, ConversationSettings
 from ragpulse.record import AttributeValue, HistoryMessage, ToolCall
 from ragpulse.tool_results import PendingCall, as_text, is_retrieval_tool, tool_documents

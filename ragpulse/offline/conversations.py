@@ -2,7 +2,7 @@
 conversation record per conversation at the end of the run.
 
 The turns of a file's conversations go through the collector's own conversation stage
-(:class:`~ragpulse.collector.conversations.ConversationStage`), so that an offline
+(:class:`~ragpulse.collector.conversations.stage.ConversationStage`), so that an offline
 conversation is what a live one is: a turn whose row shows no history is numbered in
 file order and given the earlier turns as its history and evidence; each turn is kept
 with its results; :meth:`OfflineConversations.close` closes every conversation at the end
@@ -22,16 +22,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ragpulse.collector.conversations import ConversationStage
-from ragpulse.collector.history import joined_history, standalone
+from ragpulse.collector.conversations.stage import ConversationStage
+from ragpulse.collector.extract.history import joined_history, standalone
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluation import evaluate_records
-from ragpulse.evaluators.base import ConversationEvaluator, Evaluator
+from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator
 from ragpulse.record import (
     ConversationRecord,
     Document,
     DocumentSource,
     EvalResult,
+    ExportItem,
     RagRecord,
 )
 from ragpulse.redaction import Redactor
@@ -44,7 +45,7 @@ class OfflineConversations:
     def __init__(
         self,
         settings: ConversationSettings,
-        evaluators: Sequence[Evaluator],
+        evaluators: Sequence[AnyEvaluator],
         redactor: Redactor | None = None,
     ) -> None:
         self.settings = settings
@@ -79,7 +80,7 @@ class OfflineConversations:
         return new
 
     def evaluate(
-        self, records: Sequence[RagRecord], evaluators: Sequence[Evaluator]
+        self, records: Sequence[RagRecord], evaluators: Sequence[AnyEvaluator]
     ) -> tuple[list[RagRecord], list[list[EvalResult]]]:
         """Score ``records`` (in file order) as :func:`evaluate_records` does, each turn
         of a conversation after the turns before it: (the records as scored, numbered and
@@ -114,9 +115,9 @@ class OfflineConversations:
         self._stage.close_all("end_of_run")
         return self.lines
 
-    def _closed(self, conversation: ConversationRecord, results: list[EvalResult]) -> None:
-        self.lines.append(conversation_line(conversation, results, self._redactor))
-        self.results.extend(results)
+    def _closed(self, item: ExportItem[ConversationRecord]) -> None:
+        self.lines.append(conversation_line(item, self._redactor))
+        self.results.extend(item.results)
 
 
 def _named(record: RagRecord) -> RagRecord:

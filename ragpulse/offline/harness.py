@@ -55,7 +55,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ragpulse.config import Settings
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.function_loader import load_function, spec_problem
 from ragpulse.offline.calls import (
     answer_of,
@@ -343,7 +343,7 @@ def output_row(item: Item) -> dict[str, Any]:
     return row
 
 
-def _score(items: Sequence[Item], evaluators: Sequence[Evaluator]) -> None:
+def _score(items: Sequence[Item], evaluators: Sequence[AnyEvaluator]) -> None:
     from ragpulse.evaluation import evaluate_records
 
     records: list[RagRecord] = [row_to_record(output_row(i), i.line) for i in items]
@@ -351,7 +351,7 @@ def _score(items: Sequence[Item], evaluators: Sequence[Evaluator]) -> None:
         item.results = [result_dict(r) for r in results]
 
 
-def select_evaluators(metrics: Sequence[str] | None, settings: Any) -> list[Evaluator]:
+def select_evaluators(metrics: Sequence[str] | None, settings: Any) -> list[AnyEvaluator]:
     """The selection (default: the defaults plus every reference-based evaluator that can
     run here and is configured), always with the behaviour evaluators."""
     from ragpulse.plugins import evaluator_class, evaluator_classes, load_evaluators

@@ -11,7 +11,7 @@ What the pipeline used is captured from its own spans: ragpulse is configured
 with an in-memory span exporter on a private tracer provider for the replay
 (replayed traffic never reaches the app's usual exporters), each call runs
 inside a ``ragpulse.offline.replay`` CHAIN span, and the call's trace goes through
-:func:`~ragpulse.collector.extract.extract_records`, so a pipeline decorated
+:func:`~ragpulse.collector.extract.records.extract_records`, so a pipeline decorated
 with ``@ragpulse.pipeline`` / ``@ragpulse.retrieval`` reports the documents it
 retrieved. Without spans the return value is the answer (a str, a mapping with
 ``answer``, or an object with ``.answer``; streams are joined) and the
@@ -57,7 +57,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragpulse import semconv as sc
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.offline.calls import (
     answer_of,
     documents_of,
@@ -242,8 +242,8 @@ class _Capture:
         """The trace's record (its first pipeline), extracted as the collector would."""
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-        from ragpulse.collector.extract import extract_records
-        from ragpulse.collector.otlp import decode_request
+        from ragpulse.collector.extract.records import extract_records
+        from ragpulse.collector.intake.otlp import decode_request
 
         with self.exporter.traces_lock:
             spans = self.exporter.traces.pop(trace_id, [])
@@ -517,7 +517,7 @@ async def _replay_async(
 
 
 def score(
-    rows: Sequence[ReplayRow], evaluators: Sequence[Evaluator], batch_size: int = BATCH_SIZE
+    rows: Sequence[ReplayRow], evaluators: Sequence[AnyEvaluator], batch_size: int = BATCH_SIZE
 ) -> None:
     """Score every replayed record, and the recorded record where a result is missing."""
     from ragpulse.evaluation import evaluate_records

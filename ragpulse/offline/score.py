@@ -29,16 +29,16 @@ from __future__ import annotations
 import json
 import statistics
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragpulse import safe_json
-from ragpulse import semconv as sc
-from ragpulse.collector.history import standalone
+from ragpulse.collector.extract.history import standalone
 from ragpulse.config import AgentSettings, ConversationSettings
 from ragpulse.evaluation import TRUNCATED_INPUT, evaluate_records
-from ragpulse.evaluators.base import Evaluator
+from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.exporters.base import Sink
 from ragpulse.offline.agent_rows import (
     AgentTurn,
@@ -49,7 +49,14 @@ from ragpulse.offline.agent_rows import (
 )
 from ragpulse.offline.conversations import OfflineConversations
 from ragpulse.offline.testset import FieldReport, canonical_row, reference_from_row
-from ragpulse.record import DocumentSource, EvalResult, HistoryMessage, RagRecord
+from ragpulse.record import (
+    DocumentSource,
+    EvalResult,
+    ExportItem,
+    ExportKind,
+    HistoryMessage,
+    RagRecord,
+)
 from ragpulse.redaction import Redactor
 from ragpulse.results import result_dict, results_json
 
@@ -360,6 +367,16 @@ class Summary:
             else:
                 scores.append(r.score)
 
+    def _uncount(self, result: EvalResult) -> None:
+        """Take back one result counted before (a record's revision replaces its results)."""
+        name = result.name
+        if result.error:
+            self.errors[name] = max(0, self.errors.get(name, 0) - 1)
+        elif result.score is None:
+            self.not_applicable[name] = max(0, self.not_applicable.get(name, 0) - 1)
+        elif result.score in (scores := self.scores.get(name, [])):
+            scores.remove(result.score)
+
     def title(self, output: object) -> str:
         """The closing table's title: what was scored, and where it went."""
         if not self.earlier_turns:
@@ -452,21 +469,33 @@ class Summary:
 class SummarySink(Sink):
     """A :class:`Summary` of what a collector scored (``ragpulse eval --from``'s closing
     table): a sink, since the records come from the collector's pipeline, not from rows.
-    Updates of a record already counted add their results, not a row."""
+    Updates of a record already counted add their results, not a row; a revision's
+    results take the place of the record's earlier ones (while the last ``RECENT``
+    records' results are remembered)."""
 
     name = "summary"
+    RECENT = 10_000
 
     def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
         self.summary = Summary()
+        self._counted: OrderedDict[tuple[str, str], list[EvalResult]] = OrderedDict()
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        key = (item.record.trace_id, item.record.span_id)
         with self._lock:
-            if sc.RAGPULSE_UPDATE not in record.attributes:
+            if item.kind is ExportKind.FIRST:
                 self.summary.rows += 1
-            for r in results:
+            elif item.kind is ExportKind.REVISION:
+                for r in self._counted.pop(key, []):
+                    self.summary._uncount(r)
+            for r in item.results:
                 self.summary._count(r.name, (r,))
+            self._counted.setdefault(key, []).extend(item.results)
+            self._counted.move_to_end(key)
+            while len(self._counted) > self.RECENT:
+                self._counted.popitem(last=False)
 
     def table(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -475,7 +504,7 @@ class SummarySink(Sink):
 
 def score_rows(
     parsed: Sequence[ParsedLine],
-    evaluators: Sequence[Evaluator],
+    evaluators: Sequence[AnyEvaluator],
     summary: Summary,
     redactor: Redactor | None = None,
     agents: AgentSettings | None = None,

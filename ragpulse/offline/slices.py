@@ -38,19 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ragpulse.offline.conditions import EXPECT_REFUSAL
-from ragpulse.offline.gates import GateSpec, parse_gate, parse_gates
-
-# The renderers live in their own module; re-exported so the harness needs one import.
-from ragpulse.offline.slice_report import print_sliced, write_sliced_reports
-
-__all__ = [
-    "GateSpec",
-    "parse_gate",
-    "parse_gates",
-    "print_sliced",
-    "sliced_summary",
-    "write_sliced_reports",
-]
+from ragpulse.offline.gates import GateSpec, parse_gates
 
 # A metadata key with more distinct values than this is not sliced by default (ids, free text).
 MAX_DEFAULT_VALUES = 12

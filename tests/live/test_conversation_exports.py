@@ -31,6 +31,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from support import chat_turns
 from support.agent_apps import CONVERSATION
 from support.helpers import start_serve, stop_process
 from support.kafka_env import free_port, wait_until
@@ -41,7 +42,7 @@ from ragpulse.config import Settings
 from ragpulse.exporters.mlflow import MlflowSink
 from ragpulse.exporters.phoenix import PhoenixSink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import ConversationRecord, EvalResult, TurnSummary
+from ragpulse.record import ConversationRecord, EvalResult, ExportItem, TurnSummary
 
 pytestmark = pytest.mark.integration
 
@@ -184,6 +185,47 @@ def test_two_turns_of_one_conversation_through_three_instrumentations(tmp_path: 
         check_two_turns(results, cid)
     agent_follow_ups = [x for cid in apps for x in turn_lines(results, cid) if x["turn"] == 2]
     assert {x["question"] for x in agent_follow_ups} == {CONVERSATION[1].question}
+
+
+def test_a_turn_whose_spans_come_before_an_earlier_turns_never_becomes_its_history(
+    tmp_path: Path,
+) -> None:
+    """Live OTLP, a conversation's turns sent out of order: turn 2's spans first (scored
+    before turn 1 exists: numbered 1, no history), then turn 1's (no history: turn 2 started
+    later), then turn 3's (both earlier turns as its history, their passages as evidence).
+    Turn 2's record is not scored again; the conversation record, made once it went idle,
+    lists the three in the order they started, numbered 1, 2, 3."""
+    otlp_port = free_port()
+    results = tmp_path / "results.jsonl"
+    proc, _ = start_serve("--otlp-http-port", str(otlp_port), "--results-jsonl", str(results),
+                          env=CONVERSATION_ENV)  # fmt: skip
+    session = "ooo-chat-1"
+    turns = chat_turns.record_conversation(session, service=APP)
+    taken = [chat_turns.trace_id(spans) for spans in turns]
+    exporter = OTLPSpanExporter(f"http://127.0.0.1:{otlp_port}/v1/traces")
+    try:
+        for sent, i in enumerate([1, 0, 2], 1):
+            exporter.export(turns[i])
+            wait_until(lambda sent=sent: len(chat_turns.turn_lines(read_lines(results), session))
+                       == sent, 60, f"serve did not write turn {i + 1}")  # fmt: skip
+        # Idle between two turns on a slow machine, it closes and is revised: the last
+        # record holds the three.
+        wait_until(lambda: any(len(c["turns"]) == 3 for c in chat_turns.conversation_records(
+            read_lines(results), session)), 60, "serve did not close the conversation")  # fmt: skip
+    finally:
+        exporter.shutdown()
+        stop_process(proc)
+    lines = read_lines(results)
+    chat_turns.check_only_earlier_turns(lines, session, taken, in_order=False)
+    by_trace = {x["trace_id"]: x for x in chat_turns.turn_lines(lines, session)}
+    first, second, third = (by_trace[t] for t in taken)
+    assert (second["turn"], second["history"]) == (1, [])  # nothing earlier had come
+    assert (first["turn"], first["history"]) == (1, [])  # turn 2 started later: not joined
+    assert third["turn"] == 3
+    assert [(m["turn"], m["content"]) for m in third["history"] if m["role"] == "user"] == [
+        (1, chat_turns.TURNS[0][0]), (2, chat_turns.TURNS[1][0]),
+    ]  # fmt: skip
+    assert len(chat_turns.turn_lines(lines, session)) == 3  # none scored twice
 
 
 # --- Phoenix and MLflow ------------------------------------------------------------------
@@ -335,7 +377,7 @@ def repeat(
         context = PluginContext(settings)
         sink = cls.from_settings(settings, context)
         assert sink is not None
-        sink.export_conversation(record, results)
+        sink.export_conversation(ExportItem(record, results))
         sink.shutdown()
         delivered = context.metrics.registry.get_sample_value(
             "ragpulse_sink_items_total", {"sink": cls.name, "outcome": "delivered"}
@@ -384,7 +426,9 @@ def test_phoenix_lists_a_pydantic_ai_conversation_by_its_gen_ai_conversation_id(
              for i, t in enumerate(listed["traces"])]  # fmt: skip
     result = EvalResult(metric="user_frustration", method="rules", score=0.0,
                         label="not_frustrated")  # fmt: skip
-    sink.export_conversation(ConversationRecord(conversation_id=cid, turns=turns), [result])
+    sink.export_conversation(
+        ExportItem(ConversationRecord(conversation_id=cid, turns=turns), [result])
+    )
     sink.shutdown()
     query = urllib.parse.urlencode({"session_ids": cid, "limit": 100})
 

@@ -20,7 +20,7 @@ from support.deploy_support import (
     rules,
 )
 
-from ragpulse.collector.kafka_source import KafkaMetrics
+from ragpulse.collector.intake.kafka import KafkaMetrics
 from ragpulse.exporters.prometheus import PrometheusSink
 from ragpulse.telemetry import CollectorMetrics
 

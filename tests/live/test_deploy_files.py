@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from support.deploy_support import DEPLOY, ROOT
 from support.helpers import CaptureServer
 
 from ragpulse.config import load_settings
-from ragpulse.errors import RagpulseDeprecationWarning
 from ragpulse.exporters.otel import OtelEvaluationSink
 from ragpulse.plugins import plugin_problems
 
@@ -95,10 +93,8 @@ def test_ragpulse_replicas_share_one_consumer_group_and_a_valid_config() -> None
         service = services()[name]
         assert service["command"] == ["serve", "--config", mount]
         assert f"./ragpulse.yaml:{mount}:ro" in service["volumes"]
-    # Validated like `serve` does, sinks' options too; no deprecated key (an error here).
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RagpulseDeprecationWarning)
-        settings = load_settings(COMPOSE_DIR / "ragpulse.yaml", checks=[plugin_problems])
+    # Validated like `serve` does, sinks' options too.
+    settings = load_settings(COMPOSE_DIR / "ragpulse.yaml", checks=[plugin_problems])
     assert settings.source == "kafka" and settings.host == "0.0.0.0"
     assert settings.kafka.bootstrap == "kafka:9092" and settings.kafka.group == "ragpulse"
     assert settings.kafka.encoding == "otlp_proto"
@@ -234,9 +230,8 @@ def test_k8s_objects_reference_each_other(tmp_path: Path) -> None:
     [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == str(config_path.parent)]
     assert volumes[mount["name"]]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
     (tmp_path / config_path.name).write_text(docs["ConfigMap"]["data"][config_path.name])
-    with warnings.catch_warnings():  # validated like `serve` does; no deprecated key
-        warnings.simplefilter("error", RagpulseDeprecationWarning)
-        settings = load_settings(tmp_path / config_path.name, checks=[plugin_problems])
+    # Validated like `serve` does, sinks' options too.
+    settings = load_settings(tmp_path / config_path.name, checks=[plugin_problems])
     assert settings.metrics_port == ports["metrics"] and settings.host == "0.0.0.0"
     assert container["image"].split(":")[0] in {
         i["name"] for i in yaml.safe_load((K8S / "kustomization.yaml").read_text())["images"]

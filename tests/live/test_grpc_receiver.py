@@ -24,7 +24,7 @@ from support.helpers import (
 )
 from support.kafka_env import wait_until
 
-from ragpulse.collector.grpc_receiver import LOGS_METHOD, TRACES_METHOD
+from ragpulse.collector.intake.otlp_grpc import LOGS_METHOD, TRACES_METHOD
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings
 

@@ -27,11 +27,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.helpers import rag_request
 from support.kafka_env import FAST_GROUP_CONFIG, Broker, free_port, wait_until
 
-from ragpulse.collector.conversations import END_MARKER
+from ragpulse.collector.conversations.stage import END_MARKER
 from ragpulse.collector.service import Collector
 from ragpulse.config import Settings, load_settings
 from ragpulse.exporters.memory import InMemorySink
-from ragpulse.record import ConversationRecord
+from ragpulse.record import ConversationRecord, ExportItem
 
 pytestmark = pytest.mark.integration
 
@@ -94,9 +94,9 @@ class ConversationLog(InMemorySink):
         super().__init__()
         self.exports: list[ConversationRecord] = []
 
-    def export_conversation(self, conversation: ConversationRecord, results: Any) -> None:
-        self.exports.append(conversation)
-        super().export_conversation(conversation, results)
+    def export_conversation(self, item: ExportItem[ConversationRecord]) -> None:
+        self.exports.append(item.record)
+        super().export_conversation(item)
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def test_a_conversation_over_two_replicas_makes_one_record(
             wait_until(lambda t=trace_ids[-1]: evaluated(sinks, t), 60, f"turn {i + 1} evaluated")
 
     def recorded() -> dict[str, ConversationRecord]:
-        shown = {cid: c for s in sinks for cid, (c, _) in s.conversations.items()}
+        shown = {cid: i.record for s in sinks for cid, i in s.conversations.items()}
         return {cid: c for cid, c in shown.items() if len(c.turns) == 3}
 
     wait_until(lambda: recorded().keys() == chats.keys(), 60, "a record of 3 turns per chat")
@@ -228,8 +228,8 @@ def test_a_replica_that_stops_mid_conversation_leaves_its_conversations_to_the_o
         produce(bootstrap, trace_id, value)
         trace_ids.append(trace_id)
     wait_until(lambda: sinks[0].conversations.keys() == chats.keys(), 60, "every chat's record")
-    for cid, (record, _) in sinks[0].conversations.items():
-        assert [t.trace_id for t in record.turns] == chats[cid]
+    for cid, item in sinks[0].conversations.items():
+        assert [t.trace_id for t in item.record.turns] == chats[cid]
     assert sorted(c.conversation_id for c in sinks[0].exports) == sorted(chats)
     assert not sinks[1].exports
 

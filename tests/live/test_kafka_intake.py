@@ -29,7 +29,7 @@ from support.kafka_env import FAST_GROUP_CONFIG, Broker, wait_until
 
 import ragpulse
 from ragpulse import semconv as sc
-from ragpulse.collector.rekey import Rekeyer
+from ragpulse.collector.intake.rekey import Rekeyer
 from ragpulse.collector.service import Collector
 from ragpulse.config import Settings, load_settings
 from ragpulse.evaluators.base import Evaluator

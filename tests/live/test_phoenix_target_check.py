@@ -23,7 +23,7 @@ from ragpulse import semconv as sc
 from ragpulse.config import Settings
 from ragpulse.exporters.phoenix import PhoenixSink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +101,9 @@ def test_annotations_for_spans_phoenix_never_got_count_as_no_target_with_one_war
     phoenix, context = sink
     with caplog.at_level(logging.WARNING):
         for count in (2, 4):  # two traces the app sent to ragpulse only
-            phoenix.export(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS)
+            phoenix.export(
+                ExportItem(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS)
+            )
 
             def counted(count: int = count) -> bool:
                 return sample(context, "ragpulse_sink_items_total", "no_target") == count
@@ -118,7 +120,7 @@ def test_a_span_phoenix_has_counts_nothing(
     phoenix_server: PhoenixServer, sink: tuple[PhoenixSink, PluginContext]
 ) -> None:
     phoenix, context = sink
-    phoenix.export(sent_to_phoenix(phoenix_server), RESULTS)
+    phoenix.export(ExportItem(sent_to_phoenix(phoenix_server), RESULTS))
 
     def read_back() -> bool:
         return sample(context, "ragpulse_sink_checks_total", "ok") >= 1
@@ -134,7 +136,7 @@ def test_a_phoenix_that_does_not_answer_the_read_back_is_never_no_target() -> No
     """Nothing listens on the port: delivery fails and the read-back gets no answer."""
     phoenix, context = make_sink(f"http://127.0.0.1:{free_port()}")
     try:
-        phoenix.export(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS)
+        phoenix.export(ExportItem(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS))
 
         def unchecked() -> bool:
             return sample(context, "ragpulse_sink_items_total", "unchecked") == 2

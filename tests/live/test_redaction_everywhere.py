@@ -40,7 +40,7 @@ from ragpulse.config import RedactionSettings, load_settings
 from ragpulse.exporters.jsonl import JsonlSink
 from ragpulse.exporters.regression import RegressionSink
 from ragpulse.log_redaction import RedactingFilter, install_log_redaction, remove_log_redaction
-from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.record import Document, EvalResult, ExportItem, RagRecord
 from ragpulse.redaction import Redactor, luhn_valid
 
 EMAILS = {
@@ -274,7 +274,7 @@ def test_apply_to_chooses_the_paths_and_eval_output_is_opt_in(tmp_path: Path) ->
     out = tmp_path / "results.jsonl"
     sink = JsonlSink.from_settings(load_settings(config, sinks={"jsonl": {"path": out}}))
     assert sink is not None
-    sink.export(_record(), [_result()])
+    sink.export(ExportItem(_record(), [_result()]))
     sink.shutdown()
     assert EMAILS["question"] in out.read_text()  # jsonl not in apply_to
 
@@ -283,7 +283,7 @@ def test_jsonl_keeps_ids_and_scrubs_quoted_words(tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     record = _record()
     sink = JsonlSink(out)  # built directly: redaction on by default
-    sink.export(record, [_result()])
+    sink.export(ExportItem(record, [_result()]))
     sink.shutdown()
     [row] = [json.loads(line) for line in out.read_text().splitlines()]
     assert row["span_id"] == record.span_id and row["trace_id"] == record.trace_id
@@ -314,7 +314,7 @@ def test_regression_redaction_overrides_the_top_level_section(tmp_path: Path) ->
     sink = RegressionSink.from_settings(settings)
     assert isinstance(sink, RegressionSink)
     record = _record().model_copy(update={"question": f"{text_for('question')} TCK-1234"})
-    sink.export(record, [_result()])
+    sink.export(ExportItem(record, [_result()]))
     sink.shutdown()
     written = "".join(p.read_text() for p in (tmp_path / "sets").rglob("*.jsonl"))
     assert _leaks(written) == [] and "TCK-1234" not in written and "[TICKET]" in written

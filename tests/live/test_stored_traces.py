@@ -9,6 +9,8 @@ evaluation replaced in place). ``ragpulse serve --source <tool>`` then follows t
 10 more questions sent later are picked up, the collector is killed (SIGKILL) while
 it works on them and started again, and none is missed: every span still shows one
 ragpulse evaluation per metric, and the results JSONL holds at most two lines per trace.
+A conversation stored so that the tool serves it newest first, or shuffled, is scored
+turn after turn in the order it was taken, by ``eval --from`` and by ``serve --source``.
 Everything waits on what the tool shows or the files say, never on a clock.
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import chat_turns
 from support.helpers import http_get, stop_process
 from support.kafka_env import free_port, wait_until
 from support.tracing_backends import MlflowServer, PhoenixServer, backend_bin, request
@@ -369,7 +372,7 @@ def test_a_redelivered_trace_replaces_its_evaluations_in_live_traffic_too(
     from ragpulse.config import Settings
     from ragpulse.plugin_context import PluginContext
     from ragpulse.plugins import sink_class
-    from ragpulse.record import EvalResult, RagRecord
+    from ragpulse.record import EvalResult, ExportItem, RagRecord
 
     trace_id, trace = next(iter(backfilled.traces.items()))
     record = RagRecord(
@@ -391,7 +394,7 @@ def test_a_redelivered_trace_replaces_its_evaluations_in_live_traffic_too(
             EvalResult(metric="faithfulness", method="lexical", score=score),
             EvalResult(metric="context_relevance", method="lexical", score=score),
         ]
-        sink.export(record, results)
+        sink.export(ExportItem(record, results))
         sink.shutdown()
         labels = {"sink": tool.name, "outcome": "delivered"}
         assert context.metrics.registry.get_sample_value("ragpulse_sink_items_total", labels) == 2
@@ -405,3 +408,97 @@ def test_a_redelivered_trace_replaces_its_evaluations_in_live_traffic_too(
 
     found = wait_until(replaced, 120, f"{tool.name} did not show the second delivery", 0.5)
     assert_one_per_metric(found)
+
+
+# --- a conversation the tool serves out of order -------------------------------------------
+
+
+def trace_stored(tool: str, server: Any, where: str, trace_id: str) -> bool:
+    """Whether the tool lists the trace yet (Phoenix inserts in the background)."""
+    try:
+        if tool == "phoenix":
+            url = f"{server.url}/v1/projects/{where}/spans/otlpv1?trace_id={trace_id}&limit=5"
+            return bool(request(url)["data"])
+        request(f"{server.url}/api/3.0/mlflow/traces/tr-{trace_id}")
+        return True
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise
+
+
+@pytest.mark.parametrize("order", ["newest first", "shuffled"])
+@pytest.mark.parametrize("tool_name", ["phoenix", "mlflow"])
+def test_a_stored_conversation_is_joined_in_the_order_it_was_taken(
+    tool_name: str, order: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Three turns of one decorated conversation (no history in their spans) stored in the
+    tool one trace at a time: in the order taken, so that Phoenix and MLflow list the
+    newest first, or turns 2, 3, 1 (Phoenix lists by insertion: 1, 3, 2). ``eval --from``
+    and then ``serve --source`` evaluate each turn after the turns taken before it:
+    numbered 1, 2, 3, each with those turns (and only those) as its history and their
+    passages as its evidence, and a conversation record of the three in order. One trace
+    a batch, so that the order checked is the one the source hands the traces over in."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    slug = order.replace(" ", "-")
+    session, project = f"stored-chat-{slug}", f"chat-{slug}"
+    if tool_name == "phoenix":
+        server: Any = request.getfixturevalue("phoenix_server")
+        where, headers = project, {}
+        source_url = server.url.replace("http://", "phoenix://") + f"/{project}"
+    else:
+        server = request.getfixturevalue("mlflow_server")
+        where = server.create_experiment(f"{project}-{tmp_path.name}")
+        headers = {"x-mlflow-experiment-id": where}
+        source_url = server.url.replace("http://", "mlflow://") + f"/{where}"
+    turns = chat_turns.record_conversation(session, service=project, project=project)
+    taken = [chat_turns.trace_id(spans) for spans in turns]
+    exporter = OTLPSpanExporter(f"{server.url}/v1/traces", headers=headers)
+    try:
+        for i in [0, 1, 2] if order == "newest first" else [1, 2, 0]:
+            exporter.export(turns[i])
+            wait_until(lambda i=i: trace_stored(tool_name, server, where, taken[i]), 60,
+                       f"{tool_name} did not store turn {i + 1}", 0.2)  # fmt: skip
+    finally:
+        exporter.shutdown()
+
+    config = tmp_path / "ragpulse.yaml"
+    settings: dict[str, Any] = {
+        "evaluation": {"batch_size": 1, "model": {"rate": 0}},
+        "conversations": {"idle_s": 1, "tick_s": 0.1},
+    }
+    config.write_text(yaml.safe_dump(settings))
+    scored = tmp_path / "scored.jsonl"
+    done = ragpulse("eval", "--from", source_url, "--since", "1h", "-o", str(scored),
+                    "--config", str(config))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    read = [json.loads(line) for line in scored.read_text().splitlines()]
+    chat_turns.check_only_earlier_turns(read, session, taken, in_order=True)
+
+    metrics_port = free_port()
+    results = tmp_path / "follow.jsonl"
+    settings.update(
+        source=tool_name,
+        metrics_port=metrics_port,
+        assembly={"grace_s": 0.3},
+        stored_traces={"url": source_url, "poll_s": 0.5, "overlap_s": 600,
+                       "state_file": str(tmp_path / "state.json")},
+        sinks={tool_name: {"max_wait_s": 0.1}, "jsonl": {"path": str(results)}},
+    )  # fmt: skip
+    config.write_text(yaml.safe_dump(settings))
+    log = tmp_path / "serve.log"
+    proc = serve(config, log)
+    try:
+        wait_until(
+            lambda: chat_turns.conversation_records(read_lines(results), session),
+            120, "follow mode did not close the conversation", 0.2,
+        )  # fmt: skip
+    finally:
+        stop_process(proc)
+    assert "Traceback" not in log.read_text(errors="replace")
+    chat_turns.check_only_earlier_turns(read_lines(results), session, taken, in_order=True)
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []

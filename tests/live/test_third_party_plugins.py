@@ -1,5 +1,5 @@
-"""A third-party evaluator and sink, installed with pip, configured from a settings file,
-run by `ragpulse eval` and `ragpulse serve` without any change to ragpulse.
+"""A third-party evaluator, sink and trace source, installed with pip, configured from a
+settings file, run by `ragpulse eval` and `ragpulse serve` without any change to ragpulse.
 
 The package (tests/third_party/ragpulse_example_plugins) is installed into a folder
 of this test's own and put on PYTHONPATH for the subprocesses, so the project's
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import new_trace_id, rag_request, start_serve, stop_process
+from support.helpers import new_span_id, new_trace_id, rag_request, start_serve, stop_process
 from support.kafka_env import free_port, wait_until
 
 pytestmark = pytest.mark.integration
@@ -109,3 +109,48 @@ def test_bad_third_party_option_fails_at_start(tmp_path: Path, plugin_env: dict[
     done = ragpulse("serve", "--config", str(config), "--otlp-http-port", "0", env=plugin_env)
     assert done.returncode == 2
     assert "politeness/keywords" in done.stderr and "polite_at" in done.stderr
+
+
+def source_settings(tmp_path: Path, spans: Path, results: Path, poll: str = "poll_s") -> Path:
+    path = tmp_path / "ragpulse.yaml"
+    path.write_text(
+        "evaluation: {evaluators: [faithfulness/lexical]}\n"
+        "assembly: {grace_s: 0.1}\n"
+        f"sources:\n  span_file: {{path: {json.dumps(str(spans))}, {poll}: 0.05}}\n"
+        f"sinks:\n  jsonl: {{path: {json.dumps(str(results))}}}\n"
+    )
+    return path
+
+
+def test_serve_runs_the_third_party_source(tmp_path: Path, plugin_env: dict[str, str]) -> None:
+    """`--source span_file`: the spans a source of another package reads become records."""
+    spans, results = tmp_path / "spans.jsonl", tmp_path / "results.jsonl"
+    config = source_settings(tmp_path, spans, results)
+    proc, _ = start_serve("--config", str(config), "--source", "span_file", env=plugin_env)
+    trace_id = new_trace_id()
+    try:
+        span = {
+            "trace_id": trace_id, "span_id": new_span_id(), "name": "answer",
+            "start_time_ns": 1_000, "end_time_ns": 2_000, "resource": {"service.name": "shop"},
+            "attributes": {"ragpulse.role": "pipeline", "input.value": "Price?",
+                           "output.value": "It costs 6 dollars."},
+        }  # fmt: skip
+        spans.write_text(json.dumps(span) + "\n")
+
+        def written() -> bool:
+            return results.exists() and trace_id in results.read_text()
+
+        wait_until(written, 120, "the span the source read became no record")
+    finally:
+        stop_process(proc)
+    [line] = [json.loads(line) for line in results.read_text().splitlines()]
+    assert (line["trace_id"], line["question"]) == (trace_id, "Price?")
+
+
+def test_bad_third_party_source_option_fails_at_start(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    config = source_settings(tmp_path, tmp_path / "s.jsonl", tmp_path / "r.jsonl", poll="pol_s")
+    done = ragpulse("serve", "--config", str(config), "--source", "span_file", env=plugin_env)
+    assert done.returncode == 2
+    assert "sources.span_file.pol_s" in done.stderr and "did you mean poll_s" in done.stderr

@@ -43,7 +43,7 @@ from ragpulse.exporters.mlflow import MlflowSink
 from ragpulse.exporters.phoenix import PhoenixSink, document_positions
 from ragpulse.exporters.support.targets import evaluated_span
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 
 pytestmark = pytest.mark.integration
 
@@ -401,7 +401,7 @@ def test_phoenix_failed_evaluations_carry_a_label_and_quotes_are_redacted(
     settings = Settings(sinks={"phoenix": {"endpoint": phoenix_server.url, "max_wait_s": 0}})
     sink = PhoenixSink.from_settings(settings)
     assert sink is not None
-    sink.export(record, JUDGED)
+    sink.export(ExportItem(record, JUDGED))
     sink.shutdown()
 
     def landed() -> list[dict[str, Any]] | None:
@@ -491,7 +491,7 @@ def test_mlflow_failed_evaluations_are_assessment_errors_and_quotes_are_redacted
     context = PluginContext(Settings(sinks={"mlflow": config}))
     sink = MlflowSink.from_settings(context.settings, context)
     assert sink is not None
-    sink.export(record, JUDGED)  # before the app's trace reached MLflow: retried
+    sink.export(ExportItem(record, JUDGED))  # before the app's trace reached MLflow: retried
 
     def retried() -> bool:
         labels = {"sink": "mlflow"}

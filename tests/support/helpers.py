@@ -285,7 +285,7 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 60) -> None:
 
 
 class Message(NamedTuple):
-    """A consumer record as kafka-python's consumer yields it (the fields KafkaSource reads)."""
+    """A consumer record as kafka-python's consumer yields it (what the span consumer reads)."""
 
     topic: str
     partition: int

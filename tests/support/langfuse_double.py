@@ -23,8 +23,10 @@ layout is the intake's as far as its documentation and SDKs show, not checked ag
 running server). Its query parameters are the generated client's (an unknown one, a
 ``limit`` past 1000, a bad cursor are 400s), field groups and metadata truncation (200
 characters unless ``expandMetadata`` names the key) behave as documented, pages go
-newest first, and every answer is checked against ``ObservationsV2Response`` before it
-is sent. :meth:`LangfuseDouble.answer_next_get` scripts a GET's answer (429, 503).
+newest first (Langfuse's documentation names no order: a test may set ``order``, the
+key observations are sorted by instead, to serve them in any order it wants), and every
+answer is checked against ``ObservationsV2Response`` before it is sent.
+:meth:`LangfuseDouble.answer_next_get` scripts a GET's answer (429, 503).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import base64
 import json
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -170,6 +172,7 @@ class LangfuseDouble(LocalServer):
         self._scripted_gets: deque[tuple[int, dict[str, str], Any]] = deque()
         self.observations: list[dict[str, Any]] = []
         self.gets: list[dict[str, list[str]]] = []  # every GET's query, answered or not
+        self.order: Callable[[dict[str, Any]], Any] | None = None  # else newest first
         self._lock = threading.Lock()
         self.received = threading.Condition(self._lock)
 
@@ -235,7 +238,10 @@ class LangfuseDouble(LocalServer):
         if problems:
             return 400, {}, {"message": "; ".join(problems)}
         chosen = [o for o in observations if _matches(o, one)]
-        chosen.sort(key=lambda o: (o["startTime"], o["id"]), reverse=True)
+        if self.order is not None:
+            chosen.sort(key=self.order)
+        else:
+            chosen.sort(key=lambda o: (o["startTime"], o["id"]), reverse=True)
         page = chosen[offset : offset + limit]
         expand = set(filter(None, one.get("expandMetadata", "").split(",")))
         data = [_shown(o, ["core", *groups], expand) for o in page]

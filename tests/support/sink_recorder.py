@@ -9,7 +9,7 @@ from typing import Any
 from ragpulse.config import Settings
 from ragpulse.exporters.mlflow import MlflowSink
 from ragpulse.exporters.phoenix import PhoenixSink
-from ragpulse.exporters.support.delivery import HttpSink
+from ragpulse.exporters.support.tool_sink import ToolSink
 from ragpulse.plugin_context import PluginContext
 from support.helpers import LocalServer, Reply
 
@@ -31,14 +31,14 @@ class Recorder(LocalServer):
         return 200, {"Content-Type": "application/json"}, json.dumps(trace).encode()
 
 
-def sink_posting_to(sink_name: str, url: str) -> tuple[HttpSink[Any], PluginContext]:
+def sink_posting_to(sink_name: str, url: str) -> tuple[ToolSink[Any, Any], PluginContext]:
     """The Phoenix or MLflow sink as serve builds it, sending at once to ``url``."""
     options = {"endpoint": url} if sink_name == "phoenix" else {"tracking_uri": url}
     settings = Settings(sinks={sink_name: {**options, "max_wait_s": 0}})
     context = PluginContext(settings)
     cls = PhoenixSink if sink_name == "phoenix" else MlflowSink
     sink = cls.from_settings(settings, context)
-    assert isinstance(sink, HttpSink)
+    assert isinstance(sink, ToolSink)
     return sink, context
 
 

@@ -17,7 +17,7 @@ from support.sink_recorder import Recorder, delivered, sink_posting_to
 
 from ragpulse.exporters.phoenix import document_positions
 from ragpulse.exporters.support.targets import Target, evaluated_span
-from ragpulse.record import Document, DocumentSource, EvalResult, RagRecord
+from ragpulse.record import Document, DocumentSource, EvalResult, ExportItem, RagRecord
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def recorder() -> Iterator[Recorder]:
 
 def export(sink_name: str, url: str, record: RagRecord, results: list[EvalResult]) -> None:
     sink, context = sink_posting_to(sink_name, url)
-    sink.export(record, results)
+    sink.export(ExportItem(record, results))
     sink.shutdown()
     count = delivered(context, sink_name)
     assert count and count > 0

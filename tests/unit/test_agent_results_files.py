@@ -21,7 +21,7 @@ from support.agent_records import agent_turn
 from ragpulse.exporters.jsonl import JsonlSink
 from ragpulse.exporters.regression import RegressionSetRule, RegressionSink
 from ragpulse.plugins import evaluator_classes
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 
 EVALUATORS = ("faithfulness/lexical", "injection/rules")
 PIPELINES = textwrap.dedent(
@@ -47,7 +47,7 @@ def test_the_jsonl_line_keeps_the_tool_calls_and_document_sources_redacted() -> 
     turn = agent_turn()
     out = io.StringIO()
     sink = JsonlSink(out)
-    sink.export(turn.record, scored(turn.record))
+    sink.export(ExportItem(turn.record, scored(turn.record)))
     line = json.loads(out.getvalue())
     written = RagRecord.model_validate(line)
     assert written.kind == "agent" and written.model_calls == 2
@@ -74,7 +74,7 @@ def test_the_jsonl_line_keeps_the_tool_calls_and_document_sources_redacted() -> 
 def write_set(directory: Path) -> tuple[Path, RagRecord]:
     turn = agent_turn()
     sink = RegressionSink(directory, {"agents": RegressionSetRule(kind="random", rate=1.0)})
-    sink.export(turn.record, scored(turn.record))
+    sink.export(ExportItem(turn.record, scored(turn.record)))
     sink.shutdown()
     return directory / "agents", turn.record
 

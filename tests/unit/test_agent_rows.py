@@ -19,7 +19,7 @@ import pytest
 from ragpulse.cli import main
 from ragpulse.config import AgentSettings
 from ragpulse.offline.score import record_and_coercions, records_and_coercions, row_to_record
-from ragpulse.record import Document, DocumentSource, RagRecord, ToolCall
+from ragpulse.record import Document, DocumentSource, ExportItem, RagRecord, ToolCall
 from ragpulse.results import record_line
 
 QUESTION = "How many vacation days do employees get?"
@@ -196,7 +196,7 @@ def test_a_record_line_keeps_its_tool_calls_and_document_sources() -> None:
         kind="agent",
         tool_calls=[ToolCall(name="search_docs", call_id="c1", status="ok", documents=[0, 3])],
     )
-    row = json.loads(record_line(live, []))
+    row = json.loads(record_line(ExportItem(live, [])))
     rec = row_to_record(row, 1)
     assert rec.kind == "agent" and rec.documents[0].source == source
     assert rec.tool_calls[0].model_dump(exclude={"documents"}) == live.tool_calls[0].model_dump(

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from support.helpers import make_span, new_span_id, new_trace_id
 
-from ragpulse.collector import messages as messages_module
-from ragpulse.collector.extract import extract_records
+from ragpulse.collector.extract import messages as messages_module
+from ragpulse.collector.extract.records import extract_records
 from ragpulse.config import AgentSettings
 from ragpulse.record import RagRecord, Span, SpanStatus
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from support.helpers import make_span, new_span_id, new_trace_id
 
-from ragpulse.collector.assembly import Ack, Assembler
+from ragpulse.collector.assembly.assembler import Assembler
 from ragpulse.config import AssemblySettings
+from ragpulse.source import Ack
 from ragpulse.telemetry import CollectorMetrics
 
 

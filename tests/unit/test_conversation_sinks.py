@@ -20,12 +20,11 @@ from support.helpers import new_span_id, new_trace_id
 from support.langfuse_double import LangfuseDouble
 from support.sink_recorder import Recorder, delivered, sink_posting_to
 
-from ragpulse import semconv as sc
 from ragpulse.config import Settings
 from ragpulse.exporters.langfuse import LangfuseSink, session_score_id
 from ragpulse.exporters.phoenix import PhoenixSink
 from ragpulse.exporters.prometheus import PrometheusSink
-from ragpulse.record import ConversationRecord, EvalResult, TurnSummary
+from ragpulse.record import ConversationRecord, EvalResult, ExportItem, ExportKind, TurnSummary
 
 
 def conversation(revision: int = 1, turns: int = 2, **attributes: Any) -> ConversationRecord:
@@ -73,11 +72,11 @@ def test_prometheus_counts_records_turns_frustration_and_scores() -> None:
     registry = CollectorRegistry()
     sink = PrometheusSink(registry)
     first = conversation()
-    sink.export_conversation(first, [FRUSTRATED, GROUNDED])
+    sink.export_conversation(ExportItem(first, [FRUSTRATED, GROUNDED]))
     # the judge's update of the same record: its scores only, the record not again
-    update = first.model_copy(update={"attributes": {sc.RAGPULSE_UPDATE: "judge"}})
-    sink.export_conversation(update, [CALM_JUDGE])
-    sink.export_conversation(conversation(revision=2, turns=3), [FRUSTRATED])
+    sink.export_conversation(ExportItem(first, [CALM_JUDGE], ExportKind.UPDATE, "judge"))
+    revised = conversation(revision=2, turns=3)
+    sink.export_conversation(ExportItem(revised, [FRUSTRATED], ExportKind.REVISION))
 
     where = {"service": "shop", "route": "/chat"}
     records = "ragpulse_conversation_records_total"
@@ -98,9 +97,9 @@ def test_prometheus_counts_records_turns_frustration_and_scores() -> None:
 def test_prometheus_conversation_labels_are_bounded_and_never_ids() -> None:
     registry = CollectorRegistry()
     sink = PrometheusSink(registry, PrometheusSink.Options(max_services=1))
-    sink.export_conversation(conversation(), [GROUNDED])
+    sink.export_conversation(ExportItem(conversation(), [GROUNDED]))
     other = conversation().model_copy(update={"service": "another", "route": "/x"})
-    sink.export_conversation(other, [GROUNDED])
+    sink.export_conversation(ExportItem(other, [GROUNDED]))
     exposed = [
         s.labels
         for family in registry.collect()
@@ -122,7 +121,7 @@ def recorder() -> Iterator[Recorder]:
 
 def export(sink_name: str, url: str, record: ConversationRecord, results: list[EvalResult]) -> None:
     sink, context = sink_posting_to(sink_name, url)
-    sink.export_conversation(record, results)
+    sink.export_conversation(ExportItem(record, results))
     sink.shutdown()
     count = delivered(context, sink_name)
     assert count == len(results)
@@ -165,7 +164,7 @@ def test_a_conversation_without_results_posts_nothing(recorder: Recorder) -> Non
     settings = Settings(sinks={"phoenix": {"endpoint": recorder.url, "max_wait_s": 0}})
     sink = PhoenixSink.from_settings(settings)
     assert sink is not None
-    sink.export_conversation(conversation(), [])
+    sink.export_conversation(ExportItem(conversation(), []))
     sink.shutdown()
     assert recorder.posts == []
 
@@ -190,9 +189,11 @@ def test_langfuse_session_scores_keep_their_id_across_revisions_and_repeats() ->
         sink = LangfuseSink.from_settings(settings)
         assert sink is not None
         first = conversation()
-        sink.export_conversation(first, [FRUSTRATED, GROUNDED])
-        sink.export_conversation(first, [FRUSTRATED, GROUNDED])  # the at-least-once repeat
-        sink.export_conversation(conversation(revision=2, turns=3), [FRUSTRATED, GROUNDED])
+        sink.export_conversation(ExportItem(first, [FRUSTRATED, GROUNDED]))
+        # the at-least-once repeat, then the resumed conversation's revision
+        sink.export_conversation(ExportItem(first, [FRUSTRATED, GROUNDED]))
+        revised = conversation(revision=2, turns=3)
+        sink.export_conversation(ExportItem(revised, [FRUSTRATED, GROUNDED], ExportKind.REVISION))
         sink.shutdown()
         assert double.invalid == []
         scores = double.scores

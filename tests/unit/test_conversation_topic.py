@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from support.helpers import new_span_id, new_trace_id
 
-from ragpulse.collector.conversations import ConversationStage, summarize
-from ragpulse.collector.turn_consumer import _Replayed
-from ragpulse.collector.turn_messages import (
+from ragpulse.collector.conversations.stage import ConversationStage, summarize
+from ragpulse.collector.conversations.turn_consumer import _Replayed
+from ragpulse.collector.conversations.turn_messages import (
     CaughtUpMessage,
     ClosedMessage,
     TurnMessage,
@@ -38,7 +38,7 @@ class Clock:
 def stage(**settings: float) -> tuple[ConversationStage, Clock, list[ConversationRecord]]:
     clock, exported = Clock(), []
     found = ConversationStage(
-        ConversationSettings(**settings), [], lambda c, _: exported.append(c), clock=clock
+        ConversationSettings(**settings), [], lambda item: exported.append(item.record), clock=clock
     )
     return found, clock, exported
 
@@ -164,10 +164,22 @@ def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own
     add them, and a stop leaves what is open for the next owner (nothing closed half-way)."""
     from support.helpers import make_span
 
-    from ragpulse.collector.assembly import CompletedTrace
-    from ragpulse.collector.pipeline import Pipeline
+    from ragpulse.collector.assembly.assembler import CompletedTrace
+    from ragpulse.collector.service import Evaluation
     from ragpulse.exporters.memory import InMemorySink
-    from ragpulse.telemetry import CollectorMetrics
+    from ragpulse.plugin_context import PluginContext
+
+    class Topic:
+        """Where the turns go instead (the Kafka turn writer's place)."""
+
+        def __init__(self) -> None:
+            self.turns: list[RagRecord] = []
+
+        def turn(self, record: RagRecord, results: object) -> None:
+            self.turns.append(record)
+
+        def conversation(self, record: ConversationRecord, results: object) -> None:
+            pass
 
     def chat_turn(question: str) -> CompletedTrace:
         t = new_trace_id()
@@ -177,9 +189,14 @@ def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own
 
     for local in (True, False):
         sink = InMemorySink()
-        pipeline = Pipeline([], [sink], CollectorMetrics(), local_conversations=local)
+        evaluation, topic = Evaluation.build([], [sink], PluginContext()), Topic()
+        if not local:
+            evaluation.conversations.hold_elsewhere(topic)
+        pipeline = evaluation.pipeline
+        pipeline.start()
         pipeline.process([chat_turn("When does the ferry leave?"), chat_turn("And back?")])
-        assert pipeline.conversations.holds("chat-1") is local
-        pipeline.conversations.add_turn("chat-1", "svc", None, summary("From the topic?"))
+        assert evaluation.conversations.holds("chat-1") is local
+        assert len(topic.turns) == (0 if local else 2)
+        evaluation.conversations.add_turn("chat-1", "svc", None, summary("From the topic?"))
         pipeline.stop()
-        assert [len(c.turns) for c, _ in sink.conversations.values()] == ([3] if local else [])
+        assert [len(i.record.turns) for i in sink.conversations.values()] == ([3] if local else [])

@@ -10,8 +10,8 @@ from typing import Any
 
 from support.helpers import make_span, new_span_id, new_trace_id
 
-from ragpulse.collector.conversations import END_MARKER, ConversationStage
-from ragpulse.collector.extract import extract_records
+from ragpulse.collector.conversations.stage import END_MARKER, ConversationStage
+from ragpulse.collector.extract.records import extract_records
 from ragpulse.config import ConversationSettings
 from ragpulse.evaluators.conversation_groundedness.rules import ConversationGroundedness
 from ragpulse.evaluators.user_frustration.rules import UserFrustration
@@ -37,7 +37,7 @@ def stage(
     found = ConversationStage(
         ConversationSettings(**settings),
         evaluators,
-        lambda c, r: exported.append((c, r)),
+        lambda item: exported.append((item.record, list(item.results))),
         metrics,
         clock,
     )
@@ -93,8 +93,165 @@ def test_two_turns_prepared_in_one_batch_are_joined_and_numbered_in_order() -> N
     conversations.observe(second, [FAITHFUL])
     third = conversations.prepare(turn("c1", "Can I climb it?"))
     assert third.turn == 3 and [m.turn for m in third.history] == [1, 1, 2, 2]
-    conversations.exported(third)  # held elsewhere (Kafka): forgotten here
+    routed = Routed()
+    conversations.hold_elsewhere(routed)  # held elsewhere (Kafka): routed, forgotten here
+    conversations.turn_exported(third, [FAITHFUL], first=True)
+    assert routed.turns == [third]
     assert conversations.prepare(turn("c1", "And the museum?")).turn == 3
+
+
+class Routed:
+    """Where turns go when their conversations are held elsewhere (a TurnRoute)."""
+
+    def __init__(self) -> None:
+        self.turns: list[RagRecord] = []
+
+    def turn(self, record: RagRecord, results: object) -> None:
+        self.turns.append(record)
+
+    def conversation(self, record: object, results: object) -> None:
+        pass
+
+
+# --- turns that arrive out of order ------------------------------------------------------
+
+TURNS = (
+    ("When was the Harbour lighthouse built?", "In 1857.", "The lighthouse was built in 1857."),
+    ("How tall is it?", "40 metres.", "The lighthouse is 40 metres tall."),
+    ("How many keepers live there?", "Two.", "Two keepers live in the lighthouse."),
+)
+
+
+def turns_started_in_order(cid: str = "c1") -> list[RagRecord]:
+    """Three turns of one conversation whose spans carry no number or history (ragpulse's
+    decorators), started 10 s apart."""
+    return [
+        turn(cid, q, a, documents=[Document(content=passage)],
+             start_time_ns=(i + 1) * 10**10, end_time_ns=(i + 1) * 10**10 + 10**9)
+        for i, (q, a, passage) in enumerate(TURNS)
+    ]  # fmt: skip
+
+
+def only_earlier_turns(record: RagRecord, taken: list[RagRecord]) -> bool:
+    """Whether every history message and carried document of ``record`` comes from a turn
+    of ``taken`` (in the order they started) that started before it."""
+    place = next(i for i, t in enumerate(taken) if t.trace_id == record.trace_id)
+    before = taken[:place]
+    said = {t.question for t in before} | {t.answer for t in before}
+    passages = {d.content for t in before for d in t.documents}
+    carried = [d.content for d in record.documents if d.carried]
+    return all(m.content in said for m in record.history) and set(carried) <= passages
+
+
+def test_a_turn_that_started_later_is_never_an_earlier_ones_history() -> None:
+    """Newest first (as Phoenix serves them): each turn is scored with no history, none
+    with a later turn's question, answer or passage, and the conversation record still
+    puts the turns in the order they started, numbered 1 to 3."""
+    conversations, _, exported, _ = stage()
+    taken = turns_started_in_order()
+    prepared = {}
+    for record in reversed(taken):
+        prepared[record.trace_id] = ready = conversations.prepare(record)
+        conversations.observe(ready, [FAITHFUL])
+        assert ready.history == [] and not any(d.carried for d in ready.documents)
+        assert ready.turn == 1  # numbered on arrival: no turn that started earlier is here
+    conversations.close_all("end_of_run")
+    [(record, _)] = exported
+    assert [(t.turn, t.trace_id) for t in record.turns] == [
+        (i, t.trace_id) for i, t in enumerate(taken, 1)
+    ]
+
+
+def test_shuffled_turns_join_only_the_turns_that_started_before_them() -> None:
+    """2, 3, 1: the third joins the second (the first is not here yet), the first joins
+    nothing; a fourth turn afterwards joins all three, in their order and numbers."""
+    conversations, _, exported, _ = stage()
+    first, second, third = taken = turns_started_in_order()
+    got = {}
+    for record in (second, third, first):
+        got[record.trace_id] = ready = conversations.prepare(record)
+        conversations.observe(ready, [FAITHFUL])
+        assert only_earlier_turns(ready, taken), ready.history
+    assert [m.content for m in got[third.trace_id].history] == [second.question, second.answer]
+    assert got[first.trace_id].history == []
+    fourth = conversations.prepare(
+        turn("c1", "Can I climb it?", start_time_ns=4 * 10**10, end_time_ns=4 * 10**10 + 1)
+    )
+    assert fourth.turn == 4
+    assert [(m.turn, m.content) for m in fourth.history if m.role == "user"] == [
+        (1, first.question), (2, second.question), (3, third.question),
+    ]  # fmt: skip
+    assert [d.source.turn for d in fourth.documents if d.source] == [1, 2, 3]
+    conversations.observe(fourth, [])
+    conversations.close_all("end_of_run")
+    [(record, _)] = exported
+    assert [t.turn for t in record.turns] == [1, 2, 3, 4]
+    assert [t.trace_id for t in record.turns] == [*(t.trace_id for t in taken), fourth.trace_id]
+
+
+def test_turns_numbered_by_their_spans_are_ordered_by_those_numbers() -> None:
+    """Turn numbers from the spans win over start times (clocks of two hosts may differ):
+    the turn numbered 1 does not join the turn numbered 2 although it started later."""
+    conversations, _, exported, _ = stage()
+    second = turn("c1", "How tall is it?", "40 metres.", turn=2, start_time_ns=10**10)
+    first = turn("c1", "When was it built?", "In 1857.", turn=1, start_time_ns=2 * 10**10)
+    for record in (second, first):
+        ready = conversations.prepare(record)
+        conversations.observe(ready, [])
+    assert conversations.prepare(first).history == []
+    assert [m.content for m in conversations.prepare(second).history] == [
+        first.question, first.answer,
+    ]  # fmt: skip
+    conversations.close_all("end_of_run")
+    [(record, _)] = exported
+    assert [(t.turn, t.trace_id) for t in record.turns] == [
+        (1, first.trace_id), (2, second.trace_id),
+    ]  # fmt: skip
+
+
+def test_a_batch_that_holds_a_later_turn_first_prepares_the_earlier_one_first() -> None:
+    """Both turns' spans in one export, the second turn's first: the pipeline prepares the
+    turns of a batch in the order they started, so the second still joins the first."""
+    from ragpulse.collector.assembly.assembler import CompletedTrace
+    from ragpulse.collector.service import Evaluation
+    from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
+    from ragpulse.exporters.memory import InMemorySink
+    from ragpulse.plugin_context import PluginContext
+
+    def traced(question: str, answer: str, start: int) -> CompletedTrace:
+        t = new_trace_id()
+        attrs = {"ragpulse.role": "pipeline", "input.value": question, "output.value": answer,
+                 "session.id": "c1"}  # fmt: skip
+        return CompletedTrace(t, [make_span(t, "p", attrs, start=start, end=start + 1)], "quiet", 0)
+
+    memory = InMemorySink()
+    pipeline = Evaluation.build([LexicalFaithfulness()], [memory], PluginContext()).pipeline
+    first = traced("When was the Harbour lighthouse built?", "In 1857.", 10**10)
+    second = traced("How tall is it?", "40 metres.", 2 * 10**10)
+    pipeline.process([second, first])
+    by_trace = {item.record.trace_id: item.record for item in memory.items}
+    assert by_trace[first.trace_id].turn == 1 and by_trace[first.trace_id].history == []
+    later = by_trace[second.trace_id]
+    assert later.turn == 2
+    assert [m.content for m in later.history] == ["When was the Harbour lighthouse built?",
+                                                  "In 1857."]  # fmt: skip
+
+
+def test_turns_held_for_another_replica_are_numbered_by_start_not_arrival() -> None:
+    """The Kafka turn path: summaries numbered 0 (their replica numbered them on arrival)
+    reach the holder newest first; the conversation record numbers them by start."""
+    from ragpulse.collector.conversations.stage import summarize
+
+    conversations, _, exported, _ = stage()
+    taken = turns_started_in_order()
+    for record in reversed(taken):
+        summary = summarize(record, [FAITHFUL]).model_copy(update={"turn": 0})
+        conversations.add_turn("c1", "svc", None, summary)
+    conversations.close_all("end_of_run")
+    [(record, _)] = exported
+    assert [(t.turn, t.question) for t in record.turns] == [
+        (i, t.question) for i, t in enumerate(taken, 1)
+    ]
 
 
 def test_an_idle_conversation_closes_into_a_record_and_is_revised_when_it_resumes() -> None:
@@ -231,3 +388,20 @@ def test_ids_empty_or_in_langchain_metadata() -> None:
         spans = [make_span(t, "chain", {**base, **attrs}, span_id=root), retriever]
         [record], _ = extract_records(spans)
         assert record.conversation_id == expected
+
+
+def test_every_method_of_a_metric_with_several_is_ranked() -> None:
+    """A conversation metric reads each turn's result of a metric from the most informed
+    method (``turn_results.METHOD_ORDER``): a registered method missing from the ranking
+    would silently rank last."""
+    from ragpulse.evaluators.turn_results import METHOD_ORDER
+    from ragpulse.plugins import evaluator_names
+
+    methods: dict[str, set[str]] = {}
+    for name in evaluator_names():
+        metric, method = name.split("/")
+        methods.setdefault(metric, set()).add(method)
+    several = {m for ms in methods.values() if len(ms) > 1 for m in ms}
+    assert several, "no metric has several methods: the registry was not read"
+    assert not several - set(METHOD_ORDER), "rank these in evaluators/turn_results.py"
+    assert len(set(METHOD_ORDER)) == len(METHOD_ORDER)

@@ -1,4 +1,5 @@
-"""The tracing-tool sinks' bound counts every item they hold, retries included.
+"""The tracing-tool sinks' bound counts every item they hold, retries included; the
+delivery talks to any transport.
 
 A backend that answers 503 to everything stands in for one that is down (an
 ``httpx.MockTransport``: the outage is the point here, not the backend's API, which the
@@ -10,11 +11,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import httpx
 
 from ragpulse.exporters.phoenix import PhoenixSink
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.exporters.support.delivery import (
+    ApiRequest,
+    Delivery,
+    DeliveryOptions,
+    Outcome,
+    Reply,
+)
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 MAX_QUEUE = 8
@@ -63,13 +72,13 @@ def test_a_backend_down_longer_than_the_queue_holds_drops_and_counts_the_rest() 
     held: list[int] = []
     try:
         for i in range(50):
-            sink.export(_record(i), [_result(i)])
-            held.append(sink.held)
+            sink.export(ExportItem(_record(i), [_result(i)]))
+            held.append(sink.delivery.held)
             if i == 0:
                 assert calls.wait(10), "the sink never tried the backend"
         deadline = time.monotonic() + 0.5
         while time.monotonic() < deadline:  # retries keep going: the count stays put
-            held.append(sink.held)
+            held.append(sink.delivery.held)
             time.sleep(0.01)
         assert max(held) <= MAX_QUEUE
         assert held[-1] == MAX_QUEUE
@@ -97,8 +106,51 @@ def test_force_flush_sends_what_waits_for_a_batch() -> None:
         transport=httpx.MockTransport(up),
     )
     try:
-        sink.export(_record(1), [_result(1)])
+        sink.export(ExportItem(_record(1), [_result(1)]))
         assert sink.force_flush(timeout_s=10)
         assert bodies and _sample(metrics, "delivered") == 1
     finally:
         sink.shutdown()
+
+
+class Ledger:
+    """A transport of the delivery's own kind that keeps what it is sent, in process: any
+    tool's API reaches the delivery through these three methods."""
+
+    def __init__(self, answers: list[Reply]) -> None:
+        self.answers = answers
+        self.sent: list[object] = []
+        self.closed = False
+
+    def requests(self, batch: Sequence[str]) -> list[ApiRequest]:
+        return [ApiRequest("/ledger", list(batch), len(batch))]
+
+    def send(self, request: ApiRequest) -> Reply:
+        self.sent.append(request.body)
+        return self.answers.pop(0) if self.answers else Reply(Outcome.DELIVERED)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_delivery_retries_counts_partial_success_and_closes_its_transport() -> None:
+    ledger = Ledger([Reply(Outcome.RETRY, retry_after_s=0), Reply(Outcome.DELIVERED, 1, "bad")])
+    metrics = CollectorMetrics()
+    options = DeliveryOptions(batch_size=3, max_wait_s=3600, backoff_s=0.01, max_backoff_s=0.05)
+    delivery = Delivery("ledger", ledger, options, metrics)
+    try:
+        assert delivery.put(["a", "b", "c"]) == ["a", "b", "c"]
+        assert delivery.force_flush(timeout_s=10)  # without waiting an hour for a batch
+    finally:
+        delivery.shutdown()
+    assert ledger.sent == [["a", "b", "c"], ["a", "b", "c"]] and ledger.closed
+    counted = {
+        outcome: metrics.registry.get_sample_value(
+            "ragpulse_sink_items_total", {"sink": "ledger", "outcome": outcome}
+        )
+        for outcome in ("delivered", "failed")
+    }
+    assert counted == {"delivered": 2, "failed": 1}
+    retries = {"sink": "ledger"}
+    assert metrics.registry.get_sample_value("ragpulse_sink_retries_total", retries) == 1
+    assert delivery.put(["late"]) == []  # shut down: nothing is taken

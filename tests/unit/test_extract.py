@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from support.helpers import make_span, new_span_id, new_trace_id
 
-from ragpulse.collector.conventions import READERS, ROLE_RULES
-from ragpulse.collector.extract import NO_RAG_SHAPE, extract_records
+from ragpulse.collector.extract.conventions import READERS, ROLE_RULES
+from ragpulse.collector.extract.records import NO_RAG_SHAPE, extract_records
 from ragpulse.record import Span, SpanEvent, SpanStatus
 
 DOCS = {
@@ -314,8 +314,9 @@ def test_coercions_are_counted_by_field() -> None:
     """The pipeline counts each conversion in ragpulse_coerced_values_total{field}."""
     from prometheus_client import CollectorRegistry
 
-    from ragpulse.collector.assembly import CompletedTrace
-    from ragpulse.collector.pipeline import Pipeline
+    from ragpulse.collector.assembly.assembler import CompletedTrace
+    from ragpulse.collector.evaluate.exports import Exports
+    from ragpulse.collector.evaluate.pipeline import Pipeline
     from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
     from ragpulse.telemetry import CollectorMetrics
 
@@ -330,7 +331,8 @@ def test_coercions_are_counted_by_field() -> None:
                            "retrieval.documents.1.document.score": "low"}, parent=root),
     ]  # fmt: skip
     registry = CollectorRegistry()
-    pipeline = Pipeline([LexicalFaithfulness()], [], CollectorMetrics(registry))
+    metrics = CollectorMetrics(registry)
+    pipeline = Pipeline([LexicalFaithfulness()], Exports([], metrics), metrics)
     pipeline.process([CompletedTrace(t, spans, "quiet", first_seen=0.0)])
     assert (
         registry.get_sample_value("ragpulse_coerced_values_total", {"field": "document.score"}) == 2

@@ -745,8 +745,8 @@ def test_a_pipeline_with_tools_is_an_agent_turn_for_the_collector(
     collector), extracted as one agent turn whose documents are the tool results."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from ragpulse.collector.extract import extract_records
-    from ragpulse.collector.otlp import decode_request
+    from ragpulse.collector.extract.records import extract_records
+    from ragpulse.collector.intake.otlp import decode_request
 
     @ragpulse.tool(retrieval=True)
     def search_docs(query: str) -> list[dict[str, Any]]:
@@ -792,8 +792,8 @@ def records_of(exporter: InMemorySpanExporter) -> list[Any]:
     collector), extracted into records, in the order the turns started."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from ragpulse.collector.extract import extract_records
-    from ragpulse.collector.otlp import decode_request
+    from ragpulse.collector.extract.records import extract_records
+    from ragpulse.collector.intake.otlp import decode_request
 
     decoded = decode_request(encode_spans(exporter.get_finished_spans()))
     by_trace: dict[str, list[Any]] = {}
@@ -948,7 +948,7 @@ def test_decorated_turns_become_a_conversation_with_the_earlier_turn_joined() ->
     """Through the collector's conversation stage, as ``serve`` runs it: two turns of one
     conversation id give two numbered turn records, the follow-up (whose spans carry no
     history) joined with the first turn, and a conversation record when it ends."""
-    from ragpulse.collector.conversations import ConversationStage
+    from ragpulse.collector.conversations.stage import ConversationStage
     from ragpulse.config import ConversationSettings
     from ragpulse.evaluation import evaluate_records
     from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
@@ -964,7 +964,9 @@ def test_decorated_turns_become_a_conversation_with_the_earlier_turn_joined() ->
 
     closed: list[Any] = []
     stage = ConversationStage(
-        ConversationSettings(), [UserFrustration()], lambda c, r: closed.append((c, r))
+        ConversationSettings(),
+        [UserFrustration()],
+        lambda item: closed.append((item.record, list(item.results))),
     )
     faithfulness = LexicalFaithfulness()
     answer("When was the Harbour lighthouse built?", "chat-9")

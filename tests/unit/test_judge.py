@@ -15,8 +15,9 @@ from support.helpers import make_span, new_span_id, new_trace_id
 from support.judge_server import Behaviour, JudgeServer
 
 from ragpulse.cli import main
-from ragpulse.collector.assembly import CompletedTrace
-from ragpulse.collector.pipeline import Pipeline
+from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.evaluate.exports import Exports
+from ragpulse.collector.evaluate.pipeline import Pipeline
 from ragpulse.config import EvaluationSettings, JudgeSettings, Settings
 from ragpulse.evaluation import load_evaluators_safely
 from ragpulse.evaluators.answer_relevance.llm_judge import JudgeAnswerRelevance
@@ -223,7 +224,7 @@ def test_escalation_from_cheap_scores(server: JudgeServer) -> None:
     memory, metrics = InMemorySink(), CollectorMetrics()
     pipeline = Pipeline(
         [LexicalFaithfulness(), JudgeFaithfulness()],
-        [memory],
+        Exports([memory], metrics),
         metrics,
         settings,
         context=PluginContext(Settings(evaluation=settings), metrics),

@@ -19,10 +19,9 @@ from support.helpers import make_span, new_span_id, new_trace_id
 from support.judge_server import JudgeServer
 from support.kafka_env import wait_until
 
-from ragpulse import semconv as sc
-from ragpulse.collector.assembly import CompletedTrace
-from ragpulse.collector.conversations import END_MARKER, ConversationStage
-from ragpulse.collector.pipeline import Pipeline
+from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.conversations.stage import END_MARKER, ConversationStage
+from ragpulse.collector.service import Evaluation
 from ragpulse.config import (
     ConversationSettings,
     EvaluationSettings,
@@ -43,8 +42,14 @@ from ragpulse.evaluators.user_frustration.rules import UserFrustration
 from ragpulse.exporters.memory import InMemorySink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import resolve_evaluator_names
-from ragpulse.record import ConversationRecord, EvalResult, RagRecord, TurnSummary
-from ragpulse.telemetry import CollectorMetrics
+from ragpulse.record import (
+    ConversationRecord,
+    EvalResult,
+    ExportItem,
+    ExportKind,
+    RagRecord,
+    TurnSummary,
+)
 
 JUDGES: tuple[type[ConversationJudge], ...] = (
     JudgeConversationCompleteness,
@@ -181,14 +186,14 @@ def test_judges_are_on_by_default_once_a_judge_is_configured(server: JudgeServer
 
 def stage_for(
     server: JudgeServer, sink: InMemorySink | None = None, **judge: Any
-) -> tuple[ConversationStage, list[tuple[ConversationRecord, list[EvalResult]]], PluginContext]:
+) -> tuple[ConversationStage, list[ExportItem[ConversationRecord]], PluginContext]:
     context = context_for(judge_settings(server, **judge))
-    exported: list[tuple[ConversationRecord, list[EvalResult]]] = []
+    exported: list[ExportItem[ConversationRecord]] = []
 
-    def export(conversation: ConversationRecord, results: list[EvalResult]) -> None:
-        exported.append((conversation, results))
+    def export(item: ExportItem[ConversationRecord]) -> None:
+        exported.append(item)
         if sink is not None:
-            sink.export_conversation(conversation, results)
+            sink.export_conversation(item)
 
     evaluators = [UserFrustration(), *(cls() for cls in JUDGES)]
     stage = ConversationStage(
@@ -229,14 +234,17 @@ def test_the_stage_exports_cheap_results_then_the_judges_as_an_update(
         assert stage.wait_idle(60)
     finally:
         stage.stop(close=None)
-    (first, cheap), (update, judged) = exported
-    assert [r.name for r in cheap] == ["user_frustration/rules"]
-    assert first.attributes[sc.RAGPULSE_PENDING] == ["judge"]
-    assert first.attributes["ragpulse.sampled.judge"] == "base_rate"
-    assert update.attributes[sc.RAGPULSE_UPDATE] == "judge"
-    assert sc.RAGPULSE_PENDING not in update.attributes
-    assert (update.identifier, update.revision) == (first.identifier, first.revision)
-    assert sorted(r.name for r in judged) == sorted(f"{c.metric}/llm_judge" for c in JUDGES)
+    first, update = exported
+    assert [r.name for r in first.results] == ["user_frustration/rules"]
+    assert first.kind is ExportKind.FIRST and first.pending == ("judge",)
+    assert first.sampled == {"judge": "base_rate"}
+    assert (update.kind, update.tier, update.pending) == (ExportKind.UPDATE, "judge", ())
+    assert (update.record.identifier, update.record.revision) == (
+        first.record.identifier,
+        first.record.revision,
+    )
+    judged = sorted(r.name for r in update.results)
+    assert judged == sorted(f"{c.metric}/llm_judge" for c in JUDGES)
     assert sampled(context, "base_rate") == 1
 
 
@@ -249,25 +257,24 @@ def test_the_memory_sink_joins_the_update_to_its_record(server: JudgeServer) -> 
         assert stage.wait_idle(60)
     finally:
         stage.stop(close=None)
-    record, results = sink.conversations["c-1"]
-    assert len(results) == 4 and sc.RAGPULSE_UPDATE not in record.attributes
-    assert sc.RAGPULSE_PENDING not in record.attributes
+    kept = sink.conversations["c-1"]
+    assert len(kept.results) == 4 and kept.kind is ExportKind.FIRST and not kept.pending
 
 
 def test_a_stage_not_started_judges_inline_in_one_export(server: JudgeServer) -> None:
     stage, exported, _ = stage_for(server)
     observe(stage, "c-1", CHAT)
-    [(record, results)] = exported
-    assert len(results) == 4 and sc.RAGPULSE_PENDING not in record.attributes
-    assert record.attributes["ragpulse.sampled.judge"] == "base_rate"
+    [item] = exported
+    assert len(item.results) == 4 and not item.pending
+    assert item.sampled == {"judge": "base_rate"}
 
 
 def test_sampling_by_conversation_rate_and_priority(server: JudgeServer) -> None:
     stage, exported, context = stage_for(server, rate=0.0)
     observe(stage, "c-1", CHAT)
-    [(record, results)] = exported
-    assert [r.name for r in results] == ["user_frustration/rules"]
-    assert not server.seen.requests and "ragpulse.sampled.judge" not in record.attributes
+    [item] = exported
+    assert [r.name for r in item.results] == ["user_frustration/rules"]
+    assert not server.seen.requests and "judge" not in item.sampled
     # A rule forces the judge on conversations whose cheap frustration is high.
     rule = PriorityRule(when="low_score", metric="user_frustration", below=0.9, tiers=["judge"])
     settings = EvaluationSettings(judge=judge_settings(server, rate=0.0),
@@ -276,13 +283,16 @@ def test_sampling_by_conversation_rate_and_priority(server: JudgeServer) -> None
     exported.clear()
     forced = ConversationStage(
         ConversationSettings(), [UserFrustration(), JudgeUserFrustration()],
-        lambda c, r: exported.append((c, r)), context=context,
+        exported.append, context=context,
     )  # fmt: skip
     load_evaluators_safely([forced.evaluators[0]], context)
     observe(forced, "c-2", [("Where is pier 3?", "No idea."), ("Where is pier 3?", "No idea.")])
-    [(record, results)] = exported
-    assert record.attributes["ragpulse.sampled.judge"] == "priority:low_score"
-    assert {r.name for r in results} == {"user_frustration/rules", "user_frustration/llm_judge"}
+    [item] = exported
+    assert item.sampled == {"judge": "priority:low_score"}
+    assert {r.name for r in item.results} == {
+        "user_frustration/rules",
+        "user_frustration/llm_judge",
+    }
 
 
 def test_a_revision_supersedes_a_judgement_still_queued(server: JudgeServer) -> None:
@@ -298,8 +308,9 @@ def test_a_revision_supersedes_a_judgement_still_queued(server: JudgeServer) -> 
         assert stage.wait_idle(60)
     finally:
         stage.stop(close=None)
-    revisions = [(c.revision, c.attributes.get(sc.RAGPULSE_UPDATE)) for c, _ in exported]
+    revisions = [(i.record.revision, i.tier) for i in exported]
     assert revisions[:2] == [(1, None), (2, None)]
+    assert [i.kind for i in exported[:2]] == [ExportKind.FIRST, ExportKind.REVISION]
     assert (1, "judge") not in revisions  # revision 1's judges were dropped
     assert (2, "judge") in revisions
     assert sampled(context, "skipped:superseded") >= 1
@@ -317,9 +328,9 @@ def test_a_full_queue_and_a_shutdown_skip_with_a_reason(server: JudgeServer) -> 
     server.release()
     stage.stop(close=None)
     whys = {
-        c.conversation_id: c.attributes.get("ragpulse.sampled.judge")
-        for c, _ in exported
-        if c.attributes.get(sc.RAGPULSE_UPDATE)
+        i.record.conversation_id: i.sampled.get("judge")
+        for i in exported
+        if i.kind is ExportKind.UPDATE
     }
     assert whys["c-3"] == "skipped:queue_full"
     assert sampled(context, "skipped:queue_full") == 1
@@ -327,12 +338,12 @@ def test_a_full_queue_and_a_shutdown_skip_with_a_reason(server: JudgeServer) -> 
 
 def test_the_pipeline_keeps_conversation_judges_off_the_turn_tiers(server: JudgeServer) -> None:
     context = context_for(judge_settings(server))
-    pipeline = Pipeline(
-        [UserFrustration(), JudgeUserFrustration()], [InMemorySink()], CollectorMetrics(),
-        context.settings.evaluation, context=context,
-    )  # fmt: skip
+    evaluation = Evaluation.build(
+        [UserFrustration(), JudgeUserFrustration()], [InMemorySink()], context
+    )
+    pipeline = evaluation.pipeline
     assert pipeline.by_tier[pipeline.COSTLY_TIERS[1]] == []
-    assert [type(e) for e in pipeline.conversations.evaluators] == [
+    assert [type(e) for e in evaluation.conversations.evaluators] == [
         UserFrustration,
         JudgeUserFrustration,
     ]
@@ -344,10 +355,9 @@ def test_a_started_pipeline_closes_and_judges_a_conversation(server: JudgeServer
     settings = EvaluationSettings(judge=judge_settings(server))
     context = PluginContext(Settings(evaluation=settings))
     memory = InMemorySink()
-    pipeline = Pipeline(
-        [UserFrustration(), *(cls() for cls in JUDGES)], [memory], context.metrics,
-        settings, context=context,
-    )  # fmt: skip
+    pipeline = Evaluation.build(
+        [UserFrustration(), *(cls() for cls in JUDGES)], [memory], context
+    ).pipeline
     pipeline.start()
 
     def trace(question: str, answer: str) -> CompletedTrace:
@@ -362,9 +372,9 @@ def test_a_started_pipeline_closes_and_judges_a_conversation(server: JudgeServer
             assert pipeline.wait_idle(60)
     finally:
         pipeline.stop()  # closes the conversation; its judges finish before the sinks stop
-    record, results = memory.conversations["chat-9"]
-    assert len(record.turns) == 4 and record.closed_by == "shutdown"
-    assert sorted(r.name for r in results) == sorted(
+    kept = memory.conversations["chat-9"]
+    assert len(kept.record.turns) == 4 and kept.record.closed_by == "shutdown"
+    assert sorted(r.name for r in kept.results) == sorted(
         ["user_frustration/rules", *(f"{c.metric}/llm_judge" for c in JUDGES)]
     )
     assert [i.record.turn for i in memory.items] == [1, 2, 3, 4]

@@ -1,10 +1,10 @@
-"""KafkaSource logic that the test broker cannot exercise.
+"""The span consumer's logic that the test broker cannot exercise.
 
 tansu (the Kafka-protocol broker the integration tests use) stores commit
 metadata but never returns it, so counting redeliveries after a crash, which
 reads the previous owner's read mark from that metadata, is tested here with a
 stand-in consumer that returns metadata as Apache Kafka does. Everything else
-about KafkaSource is tested against the real broker in test_kafka_intake.py.
+about it is tested against the real broker in test_kafka_intake.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from support.helpers import Message, rag_request
 
-from ragpulse.collector.kafka_source import KafkaSource
+from ragpulse.collector.intake.kafka import SpanConsumer
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings
 
@@ -35,7 +35,7 @@ class MetadataConsumer:
 def test_rereads_below_the_previous_read_mark_are_counted_as_redeliveries() -> None:
     settings = load_settings(source="kafka")
     collector = Collector(settings, evaluators=[], sinks=[], receiver=False, metrics_server=False)
-    source = KafkaSource(settings.kafka, collector, collector.metrics)
+    source = SpanConsumer(settings.kafka, collector, collector.metrics)
     tp = TopicPartition("otlp_spans", 0)
     source.on_partitions_assigned({tp})
     # The previous owner committed 5 having read up to (not including) 8.
@@ -71,7 +71,7 @@ def test_stop_is_prompt_while_the_broker_was_never_reached(
     are printed by bench/failure_latency.py."""
     settings = load_settings(source="kafka", kafka={"bootstrap": "127.0.0.1:1"})
     collector = Collector(settings, evaluators=[], sinks=[], receiver=False, metrics_server=False)
-    source = KafkaSource(settings.kafka, collector, collector.metrics)
+    source = SpanConsumer(settings.kafka, collector, collector.metrics)
     ready, reading_stopped = WatchedEvent(), WatchedEvent()
     monkeypatch.setattr(source, "_ready", ready)
     monkeypatch.setattr(source, "_reading_stopped", reading_stopped)

@@ -23,7 +23,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.exporters.langfuse import LangfuseSink, score_id
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.record import Document, EvalResult, ExportItem, ExportKind, RagRecord
 
 SECRET = "sk-lf-very-secret-value"
 
@@ -92,7 +92,7 @@ JUDGE = [EvalResult(metric="context_relevance", method="llm_judge", score=0.9)]
 def test_scores_on_the_observation_and_the_trace(double: LangfuseDouble) -> None:
     record = rag_record()
     sink, context = make_sink(double.url)
-    sink.export(record, [*CHEAP, *JUDGE])
+    sink.export(ExportItem(record, [*CHEAP, *JUDGE]))
     sink.shutdown()
     assert double.invalid == []
     by_name = {s["name"]: s for s in double.scores}
@@ -123,7 +123,7 @@ def test_an_agent_turns_scores_are_on_the_observations_they_judge(
     that returned it, a tool error on the failed call, the step count on the agent's."""
     turn = agent_turn()
     sink, context = make_sink(double.url)
-    sink.export(turn.record, agent_results(turn))
+    sink.export(ExportItem(turn.record, agent_results(turn)))
     sink.shutdown()
     assert double.invalid == []
     by_name = {s["name"]: s for s in double.scores}
@@ -136,7 +136,7 @@ def test_an_agent_turns_scores_are_on_the_observations_they_judge(
 
 def test_one_score_per_request_where_the_server_takes_only_that(double: LangfuseDouble) -> None:
     sink, _ = make_sink(double.url, batch_scores=False)
-    sink.export(rag_record(), CHEAP)
+    sink.export(ExportItem(rag_record(), CHEAP))
     sink.shutdown()
     assert double.invalid == []
     assert len(double.requests) == 2 and all(isinstance(r, dict) for r in double.requests)
@@ -146,8 +146,8 @@ def test_each_result_is_posted_once_when_a_costly_tier_follows(double: LangfuseD
     """The sink contract: export() again for the same record with only the new results."""
     record = rag_record()
     sink, context = make_sink(double.url)
-    sink.export(record, CHEAP)
-    sink.export(record, JUDGE)
+    sink.export(ExportItem(record, CHEAP, pending=("judge",)))
+    sink.export(ExportItem(record, JUDGE, ExportKind.UPDATE, "judge"))
     sink.shutdown()
     ids = [s["id"] for s in double.scores]
     assert len(ids) == 3 and len(set(ids)) == 3
@@ -158,7 +158,7 @@ def test_retried_until_delivered(double: LangfuseDouble) -> None:
     double.answer_next(503, {"message": "busy"}, {"Retry-After": "0"})
     double.answer_next(429, {"message": "slow down"})
     sink, context = make_sink(double.url)
-    sink.export(rag_record(), CHEAP)
+    sink.export(ExportItem(rag_record(), CHEAP))
     assert len(double.wait_for(2)) == 2
     sink.shutdown()
     assert len(double.requests) == 3  # two refusals, then taken
@@ -168,7 +168,7 @@ def test_retried_until_delivered(double: LangfuseDouble) -> None:
 def test_partial_success_counts_what_was_refused(double: LangfuseDouble) -> None:
     double.answer_next(207, {"accepted": 2, "rejected": 1, "errors": [{"message": "bad"}]})
     sink, context = make_sink(double.url, max_wait_s=60)  # one batch of three
-    sink.export(rag_record(), [*CHEAP, *JUDGE])
+    sink.export(ExportItem(rag_record(), [*CHEAP, *JUDGE]))
     sink.shutdown()
     assert len(double.requests) == 1  # a 207 is never sent again
     assert items(context, "delivered") == 2 and items(context, "failed") == 1
@@ -181,7 +181,7 @@ def test_refused_credentials_are_counted_and_never_logged(
     double.secret_key = "sk-lf-another"
     sink, context = make_sink(double.url)
     with caplog.at_level(logging.DEBUG):
-        sink.export(rag_record(), CHEAP)
+        sink.export(ExportItem(rag_record(), CHEAP))
         sink.shutdown()
     assert items(context, "failed") == 2 and errors(context) >= 1
     assert "401" in caplog.text
@@ -191,7 +191,7 @@ def test_refused_credentials_are_counted_and_never_logged(
 def test_an_unreachable_tool_loses_nothing_silently() -> None:
     """Down for longer than the flush timeout: what is left is counted at shutdown."""
     sink, context = make_sink(f"http://127.0.0.1:{free_port()}", flush_timeout_s=0.5)
-    sink.export(rag_record(), CHEAP)
+    sink.export(ExportItem(rag_record(), CHEAP))
     sink.shutdown()
     assert items(context, "failed") == 2 and items(context, "delivered") == 0
     assert errors(context) >= 1
@@ -199,7 +199,7 @@ def test_an_unreachable_tool_loses_nothing_silently() -> None:
 
 def test_a_full_queue_drops_and_counts_and_shutdown_flushes(double: LangfuseDouble) -> None:
     sink, context = make_sink(double.url, max_queue=2, max_wait_s=60)
-    sink.export(rag_record(), [*CHEAP, *JUDGE])  # room for two
+    sink.export(ExportItem(rag_record(), [*CHEAP, *JUDGE]))  # room for two
     assert items(context, "dropped") == 1 and errors(context) == 1
     sink.shutdown()  # sends the two queued, without waiting for max_wait_s
     assert len(double.scores) == 2 and items(context, "delivered") == 2

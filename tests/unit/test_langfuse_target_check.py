@@ -22,7 +22,7 @@ from support.langfuse_double import LangfuseDouble
 from ragpulse.config import Settings
 from ragpulse.exporters.langfuse import LangfuseSink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 
 RESULTS = [
     EvalResult(metric="faithfulness", method="lexical", score=0.9),
@@ -92,7 +92,9 @@ def test_scores_for_observations_langfuse_never_got_count_as_no_target_with_one_
     langfuse, context = sink
     with caplog.at_level(logging.WARNING):
         for count in (2, 4):
-            langfuse.export(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS)
+            langfuse.export(
+                ExportItem(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS)
+            )
 
             def counted(count: int = count) -> bool:
                 return items(context, "no_target") == count
@@ -110,7 +112,7 @@ def test_observations_langfuse_has_count_nothing(
     langfuse, context = sink
     record, spans = app_trace()
     double.add_spans(spans)
-    langfuse.export(record, RESULTS)
+    langfuse.export(ExportItem(record, RESULTS))
 
     def read_back() -> bool:
         return any(q.get("traceId") == [record.trace_id] for q in double.gets)
@@ -127,6 +129,6 @@ def test_a_refused_read_back_is_unchecked_never_no_target(
 ) -> None:
     langfuse, context = sink
     double.answer_next_get(403, {"message": "no read access"})
-    langfuse.export(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS)
+    langfuse.export(ExportItem(record_of(new_trace_id(), new_span_id(), new_span_id()), RESULTS))
     wait_until(lambda: items(context, "unchecked") == 2, 30, "not counted unchecked", 0.02)
     assert items(context, "no_target") == 0

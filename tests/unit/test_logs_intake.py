@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from support.helpers import free_port, make_span, new_span_id, new_trace_id
 
-from ragpulse.collector import otlp
-from ragpulse.collector.assembly import Assembler
+from ragpulse.collector.assembly.assembler import Assembler
+from ragpulse.collector.intake import otlp
 from ragpulse.collector.service import Collector
 from ragpulse.config import AssemblySettings, load_settings
 from ragpulse.record import LogEvent, SpanEvent

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ragpulse.collector.offsets import PartitionOffsets
-from ragpulse.collector.rekey import split_by_trace
+from ragpulse.collector.intake.rekey import split_by_trace
+from ragpulse.collector.kafka_group import PartitionOffsets
 
 
 def test_committable_is_lowest_unfinished_offset() -> None:
@@ -49,7 +49,7 @@ def test_split_by_trace_keeps_resource_and_scope() -> None:
 def test_bare_resource_spans_array_as_rotel_writes_json() -> None:
     import json
 
-    from ragpulse.collector import otlp
+    from ragpulse.collector.intake import otlp
 
     body = json.dumps(
         [

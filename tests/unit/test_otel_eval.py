@@ -20,7 +20,7 @@ from ragpulse.config import Settings, load_settings
 from ragpulse.exporters.otel import OtelEvaluationSink
 from ragpulse.exporters.support.targets import METRIC_TARGETS, Target
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def export(
     loaded = load_settings(sinks={"otel": options})
     sink = OtelEvaluationSink.from_settings(loaded, context)
     assert sink is not None
-    sink.export(record, results)
+    sink.export(ExportItem(record, results))
     sink.shutdown()  # flushes both providers
 
 
@@ -297,7 +297,7 @@ def test_events_off_where_the_endpoint_has_no_logs_intake(
         result = EvalResult(metric="refusal", method="rules", score=0.0)
         for _ in range(3):
             record = RagRecord(trace_id=trace_id, span_id=new_span_id(), question="q", answer="a")
-            sink.export(record, [result])
+            sink.export(ExportItem(record, [result]))
             sink._logger_provider.force_flush()  # type: ignore[union-attr]  # one batch each
         sink.shutdown()
         spans, logs = signals(server, trace_id)

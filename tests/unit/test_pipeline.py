@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from support.helpers import make_span, new_trace_id
 from support.kafka_env import wait_until
 
-from ragpulse.collector.assembly import Ack, CompletedTrace
-from ragpulse.collector.pipeline import Pipeline
+from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.evaluate.exports import Exports
+from ragpulse.collector.evaluate.pipeline import Pipeline
 from ragpulse.config import (
     EvaluationSettings,
     JudgeSettings,
@@ -19,12 +20,13 @@ from ragpulse.config import (
     TierSettings,
 )
 from ragpulse.errors import ModelUnavailable
-from ragpulse.evaluators.base import Evaluator, Tier
+from ragpulse.evaluators.base import BatchEvaluator, Evaluator, Tier
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.base import Sink
 from ragpulse.exporters.memory import InMemorySink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, RagRecord, SpanStatus
+from ragpulse.record import EvalResult, ExportItem, RagRecord, SpanStatus
+from ragpulse.source import Ack
 from ragpulse.telemetry import CollectorMetrics
 
 
@@ -40,7 +42,7 @@ class Exploding(Evaluator):
 class BrokenSink(Sink):
     name = "broken"
 
-    def export(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def export(self, item: ExportItem[RagRecord]) -> None:
         raise OSError("disk full")
 
 
@@ -66,7 +68,9 @@ def test_failures_are_isolated_and_counted() -> None:
     for a in acks:
         a.hold()
         a.seal()
-    pipeline = Pipeline([Exploding(), LexicalFaithfulness()], [BrokenSink(), memory], metrics)
+    pipeline = Pipeline(
+        [Exploding(), LexicalFaithfulness()], Exports([BrokenSink(), memory], metrics), metrics
+    )
     pipeline.process([trace("fine?", acks[0]), trace("boom?", acks[1])])
     by_q = {i.record.question: i.results for i in memory.items}
     assert by_q["fine?"][0].score == 0.5
@@ -83,7 +87,7 @@ def test_failures_are_isolated_and_counted() -> None:
 def test_worker_thread_and_skipped_traces() -> None:
     metrics, memory = CollectorMetrics(), InMemorySink()
     settings = EvaluationSettings(max_wait_s=0.01)
-    pipeline = Pipeline([LexicalFaithfulness()], [memory], metrics, settings)
+    pipeline = Pipeline([LexicalFaithfulness()], Exports([memory], metrics), metrics, settings)
     pipeline.start()
     t = new_trace_id()
     no_rag = CompletedTrace(t, [make_span(t, "GET /")], "quiet", 0.0)
@@ -99,7 +103,7 @@ def test_worker_thread_and_skipped_traces() -> None:
     )
 
 
-class SlowModel(Evaluator):
+class SlowModel(BatchEvaluator):
     """A model-tier evaluator stand-in: the pipeline's staging is what is tested."""
 
     metric, method = "slow", "model"
@@ -124,7 +128,9 @@ def run_pipeline(model: Evaluator, n: int, **tier: float) -> tuple[InMemorySink,
     """``n`` records through the cheap tier and ``model``; ``tier``: ``evaluation.model``."""
     metrics, memory = CollectorMetrics(), InMemorySink()
     settings = EvaluationSettings(model=ModelTierSettings(**tier))  # type: ignore[arg-type]
-    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace(f"q{i}?") for i in range(n)])
     assert pipeline.wait_idle(10)
@@ -172,7 +178,7 @@ def test_model_that_cannot_load_is_disabled_and_records_still_flow() -> None:
     )
 
 
-class Gated(Evaluator):
+class Gated(BatchEvaluator):
     """A model-tier stand-in whose load or batches wait for the test to let them go."""
 
     metric, method = "gated", "model"
@@ -217,7 +223,9 @@ def test_a_tier_nothing_can_reach_never_loads() -> None:
         model=ModelTierSettings(rate=0.0), sampling=SamplingSettings(priorities=[])
     )
     metrics, memory = CollectorMetrics(), InMemorySink()
-    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace("a?"), errored("b?")])
     assert pipeline.wait_idle(10)
@@ -232,7 +240,9 @@ def test_a_tier_only_priority_rules_reach_loads_on_the_first_record() -> None:
     settings = EvaluationSettings(
         model=ModelTierSettings(rate=0.0), max_wait_s=0.01
     )  # error -> model
-    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace("fine?")])
     assert pipeline.wait_idle(10)
@@ -251,7 +261,9 @@ def test_a_tier_only_priority_rules_reach_loads_on_the_first_record() -> None:
 def test_spent_budget_skips_the_tier_and_counts() -> None:
     metrics, memory = CollectorMetrics(), InMemorySink()
     settings = EvaluationSettings(model=ModelTierSettings(rate=1.0, budget=0.01, batch_size=1))
-    pipeline = Pipeline([LexicalFaithfulness(), SlowModel(delay=0.3)], [memory], metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), SlowModel(delay=0.3)], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace("first?")])  # its batch takes 30 s of a 1% budget
     assert pipeline.wait_idle(10)
@@ -261,7 +273,7 @@ def test_spent_budget_skips_the_tier_and_counts() -> None:
     assert len(memory.items) == 11
     assert skipped(metrics, "budget") == 10
     later = [i for i in memory.items if i.record.question != "first?"]
-    assert all(i.record.attributes["ragpulse.sampled.model"] == "skipped:budget" for i in later)
+    assert all(i.sampled["model"] == "skipped:budget" for i in later)
     assert all([r.name for r in i.results] == ["faithfulness/lexical"] for i in later)
 
 
@@ -271,7 +283,9 @@ def test_records_wait_for_a_busy_model_tier_at_most_their_deadline() -> None:
     settings = EvaluationSettings(
         model=ModelTierSettings(rate=1.0, batch_size=1, max_delay_s=0.05), max_wait_s=0.01
     )
-    pipeline = Pipeline([LexicalFaithfulness(), model], [memory], metrics, settings)
+    pipeline = Pipeline(
+        [LexicalFaithfulness(), model], Exports([memory], metrics), metrics, settings
+    )
     pipeline.start()
     pipeline.submit([trace(f"q{i}?") for i in range(5)])
     # One record is in the stuck batch; the four queued behind it go out without it.
@@ -288,7 +302,7 @@ def test_stop_never_waits_for_a_model_load() -> None:
     metrics, memory = CollectorMetrics(), InMemorySink()
     pipeline = Pipeline(
         [LexicalFaithfulness(), model],
-        [memory],
+        Exports([memory], metrics),
         metrics,
         EvaluationSettings(model=ModelTierSettings(rate=1.0)),
     )
@@ -323,10 +337,11 @@ def test_both_costly_tiers_are_built_from_one_section_shape() -> None:
     )
     judge = JudgeSettings(rate=1.0, batch_size=5, max_wait_s=0.05, max_queue=9, max_delay_s=4.5)
     settings = EvaluationSettings(model=model, judge=judge)
+    metrics = CollectorMetrics()
     pipeline = Pipeline(
         [LexicalFaithfulness(), SlowModel(), JudgeStandIn()],
-        [InMemorySink()],
-        CollectorMetrics(),
+        Exports([InMemorySink()], metrics),
+        metrics,
         settings,
     )
     for tier, section in ((Tier.MODEL, model), (Tier.JUDGE, judge)):

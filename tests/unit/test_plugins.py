@@ -28,11 +28,12 @@ from support.tiny_models import (
     build_t5,
 )
 
+from ragpulse.collector.conversations.stage import summarize
 from ragpulse.config import EvaluationSettings, Settings, load_settings
 from ragpulse.disk_cache import cache_root
 from ragpulse.errors import ConfigError
 from ragpulse.evaluation import evaluate_records, load_evaluators_safely
-from ragpulse.evaluators.base import ConversationEvaluator, Evaluator, Tier
+from ragpulse.evaluators.base import AnyEvaluator, ConversationEvaluator, Evaluator, Tier
 from ragpulse.exporters.base import Sink
 from ragpulse.plugin_context import PluginContext
 from ragpulse.plugins import (
@@ -51,6 +52,8 @@ from ragpulse.record import (
     Document,
     DocumentSource,
     EvalResult,
+    ExportItem,
+    ExportKind,
     HistoryMessage,
     RagRecord,
     ToolCall,
@@ -190,7 +193,7 @@ def context_for(judge: JudgeServer) -> PluginContext:
 
 def loaded(
     name: str, judge: JudgeServer, tiny: dict[str, dict[str, Any]]
-) -> tuple[Evaluator, PluginContext]:
+) -> tuple[AnyEvaluator, PluginContext]:
     cls = evaluator_class(name)
     if cls.missing() is not None:
         pytest.skip(f"{name}: {cls.missing()}")
@@ -208,7 +211,7 @@ def test_every_cheap_metric_is_registered() -> None:
 @pytest.mark.parametrize("name", evaluator_names())
 def test_evaluator_contract(name: str, judge: JudgeServer, tiny: dict[str, dict[str, Any]]) -> None:
     cls = evaluator_class(name)
-    assert issubclass(cls, Evaluator) and isinstance(cls.tier, Tier)
+    assert issubclass(cls, Evaluator | ConversationEvaluator) and isinstance(cls.tier, Tier)
     assert isinstance(cls.direction, Direction)
     evaluator, context = loaded(name, judge, tiny)
     try:
@@ -219,6 +222,7 @@ def test_evaluator_contract(name: str, judge: JudgeServer, tiny: dict[str, dict[
                        for r in results), results  # fmt: skip
             assert any(r.score is not None for r in results), results
             return
+        assert issubclass(cls, Evaluator)
         records = RECORDS if "rag" in cls.applies_to else [AGENT, *RECORDS[1:]]
         results = evaluator.evaluate(records)
         assert len(results) == len(records)
@@ -253,15 +257,26 @@ def test_evaluator_contract(name: str, judge: JudgeServer, tiny: dict[str, dict[
 def test_four_threads_score_alike(name: str, judge: JudgeServer) -> None:
     """One instance, shared by four threads at once, gives what one thread gives."""
     evaluator, context = loaded(name, judge, {})
-    records = [
-        r.model_copy(update={"answer": f"{r.answer} {i}", "trace_id": f"{i:031x}{j}"})
-        for i in range(24)
-        for j, r in enumerate([RECORDS[0], RECORDS[3]])
-    ]
-    alone = [res.model_dump(exclude={"duration_ms"}) for res in evaluator.evaluate(records)]
+    records: list[Any]
+    if isinstance(evaluator, ConversationEvaluator):
+        score: Any = evaluator.evaluate_conversations
+        records = [
+            c.model_copy(update={"conversation_id": f"{c.conversation_id}-{i}"})
+            for i in range(24)
+            for c in CONVERSATIONS
+        ]
+    else:
+        score = evaluator.evaluate
+        records = [
+            r.model_copy(update={"answer": f"{r.answer} {i}", "trace_id": f"{i:031x}{j}"})
+            for i in range(24)
+            for j, r in enumerate([RECORDS[0], RECORDS[3]])
+        ]
+    alone = [res.model_dump(exclude={"duration_ms"}) for res in score(records)]
+    assert all(res["error"] is None for res in alone), alone[0]
     chunks = [records[i::4] for i in range(4)]
     with ThreadPoolExecutor(4) as pool:
-        together = list(pool.map(evaluator.evaluate, chunks))
+        together = list(pool.map(score, chunks))
     for chunk, results in zip(chunks, together, strict=True):
         expected = [alone[records.index(rec)] for rec in chunk]
         assert [res.model_dump(exclude={"duration_ms"}) for res in results] == expected
@@ -292,10 +307,18 @@ def test_sink_contract(name: str, tmp_path: Path, judge: JudgeServer) -> None:
     cheap = load_evaluators_safely([evaluator_class(n)() for n in sorted(CHEAP)], context)
     results = evaluate_records(RECORDS, cheap)
     for record, rs in zip(RECORDS, results, strict=True):
-        sink.export(record, rs)
+        sink.export(ExportItem(record, rs, sampled={"cheap": "all"}))
+    # Every kind of item: a costly tier's update (nothing new: it skipped the record), a
+    # revision, and a conversation's record; none may raise.
+    later = RECORDS[0]
+    sink.export(ExportItem(later, [], ExportKind.UPDATE, "judge", {"judge": "skipped:budget"}))
+    sink.export(ExportItem(later, results[0], ExportKind.REVISION))
+    turns = [summarize(r, rs) for r, rs in zip(RECORDS, results, strict=True) if r.trace_id]
+    chat = ConversationRecord(conversation_id="chat-1", turns=turns)
+    sink.export_conversation(ExportItem(chat, [EvalResult(metric="c", method="m", score=1.0)]))
     sink.shutdown()
-    if name == "jsonl":
-        assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(RECORDS)
+    if name == "jsonl":  # a line per record, the update, the revision, the conversation
+        assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(RECORDS) + 3
     if name in ("phoenix", "mlflow", "langfuse"):
         failed = context.metrics.registry.get_sample_value(
             "ragpulse_sink_items_total", {"sink": name, "outcome": "failed"}
@@ -327,14 +350,14 @@ def test_selection_by_metric_or_full_name() -> None:
 def test_own_defaults_are_read_from_the_classes() -> None:
     """Choosing the defaults reads what ragpulse's own evaluators declare from a listing
     kept on disk; the listing must say what the classes say."""
-    from ragpulse.evaluators.judge.base import JudgeEvaluator
+    from ragpulse.evaluators.judge.base import JudgeBase
 
     own = {n: c for n, c in evaluator_classes().items() if c.__module__.startswith("ragpulse.")}
     listed = own_defaults()
     assert set(listed) == set(own)
     for name, cls in own.items():
         assert listed[name].enabled == cls.default_enabled, name
-        assert listed[name].judge == issubclass(cls, JudgeEvaluator), name
+        assert listed[name].judge == issubclass(cls, JudgeBase), name
     assert {n for n, d in listed.items() if d.enabled and not d.judge} == CHEAP
 
 

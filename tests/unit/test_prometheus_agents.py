@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry
 from ragpulse.config import Settings
 from ragpulse.exporters.prometheus import PrometheusSink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import Document, DocumentSource, EvalResult, RagRecord, ToolCall
+from ragpulse.record import Document, DocumentSource, EvalResult, ExportItem, RagRecord, ToolCall
 
 
 def sink_for(**agents: object) -> tuple[PrometheusSink, CollectorRegistry]:
@@ -64,7 +64,7 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 def test_an_agent_turn_counts_its_steps_and_tool_calls_by_outcome() -> None:
     sink, registry = sink_for(tools=["search_docs", "send_email"])
-    sink.export(agent_turn(), [INJECTION])
+    sink.export(ExportItem(agent_turn(), [INJECTION]))
     assert value(registry, "ragpulse_agent_turns_total", service="helpdesk") == 1
     assert value(registry, "ragpulse_agent_steps_count", service="helpdesk") == 1
     assert value(registry, "ragpulse_agent_steps_sum", service="helpdesk") == 5 + 3
@@ -95,7 +95,7 @@ def test_a_turn_counts_once_per_tool_whatever_the_number_of_injection_methods() 
     sink, registry = sink_for()
     probe = INJECTION.model_copy(update={"method": "probe"})
     benign = INJECTION.model_copy(update={"method": "classifier", "label": "benign"})
-    sink.export(agent_turn(), [INJECTION, probe, benign])
+    sink.export(ExportItem(agent_turn(), [INJECTION, probe, benign]))
     assert (
         value(registry, "ragpulse_agent_tool_injections_total", service="helpdesk", tool="other")
         == 1
@@ -104,7 +104,9 @@ def test_a_turn_counts_once_per_tool_whatever_the_number_of_injection_methods() 
 
 def test_a_rag_record_adds_no_agent_series() -> None:
     sink, registry = sink_for()
-    sink.export(RagRecord(trace_id="1" * 32, span_id="2" * 16, question="q", answer="a"), [])
+    sink.export(
+        ExportItem(RagRecord(trace_id="1" * 32, span_id="2" * 16, question="q", answer="a"), [])
+    )
     names = {m.name for m in registry.collect()}
     assert "ragpulse_agent_turns" in names  # declared ...
     assert value(registry, "ragpulse_agent_turns_total", service="unknown_service") == 0
@@ -124,7 +126,7 @@ def test_tool_labels_stay_bounded_and_alike_on_every_replica() -> None:
             update={"tool_calls": [ToolCall(name=f"tool_{i}", status="ok", result="x"),
                                    ToolCall(name="search_docs", status="ok", result="x")]}
         )  # fmt: skip
-        sink.export(record, [])
+        sink.export(ExportItem(record, []))
     for _, registry in replicas:
         tools = {
             s.labels["tool"]
@@ -138,7 +140,7 @@ def test_tool_labels_stay_bounded_and_alike_on_every_replica() -> None:
 def test_services_of_agent_series_are_bounded_like_the_scores() -> None:
     sink, registry = sink_for()
     for i in range(200):
-        sink.export(agent_turn(i, service=f"svc-{i}"), [])
+        sink.export(ExportItem(agent_turn(i, service=f"svc-{i}"), []))
     services = {
         s.labels["service"]
         for m in registry.collect()
@@ -157,7 +159,7 @@ def test_malformed_findings_count_nothing_and_raise_nothing() -> None:
         INJECTION.model_copy(update={"details": {"findings": [{"where": "document:99"}]}}),
         INJECTION.model_copy(update={"details": {"findings": [{"where": "document:-1"}]}}),
     ]
-    sink.export(agent_turn(), odd)
+    sink.export(ExportItem(agent_turn(), odd))
     injections = "ragpulse_agent_tool_injections_total"
     assert value(registry, injections, service="helpdesk", tool="other") == 0
     assert value(registry, "ragpulse_agent_turns_total", service="helpdesk") == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from ragpulse.exporters.prometheus import PrometheusSink
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, RagRecord
 from ragpulse.telemetry import PairLimiter
 
 SERIES_PER_HISTOGRAM = 13  # 11 buckets, _sum, _count
@@ -31,7 +31,9 @@ def test_score_series_stay_within_the_documented_bound() -> None:
             service=f"svc-{i % 60}",
             route=f"/item/{i // 60}",
         )
-        sink.export(record, [EvalResult(metric=m, method=k, score=0.5) for m, k in methods])
+        sink.export(
+            ExportItem(record, [EvalResult(metric=m, method=k, score=0.5) for m, k in methods])
+        )
     bound = (
         len(methods) * (settings.max_route_pairs + settings.max_services + 1) * SERIES_PER_HISTOGRAM
     )

@@ -119,7 +119,7 @@ def test_the_known_evaluators_results_exist_at_0_before_their_first_result() -> 
 
 
 def test_a_fresh_registry_has_every_drop_and_skip_reason_at_0() -> None:
-    from ragpulse.collector.extract import NO_QUESTION, NO_RAG_SHAPE
+    from ragpulse.collector.extract.records import NO_QUESTION, NO_RAG_SHAPE
     from ragpulse.telemetry import DROP_REASONS, TRACE_SKIP_REASONS, CollectorMetrics
 
     assert {NO_QUESTION, NO_RAG_SHAPE} <= set(TRACE_SKIP_REASONS)  # extraction's reasons

@@ -21,7 +21,14 @@ from ragpulse.config import RedactionSettings
 from ragpulse.evaluators.injection_followed.agent import InjectionFollowedAgent
 from ragpulse.exporters.jsonl import JsonlSink
 from ragpulse.exporters.support.results import redact_results
-from ragpulse.record import Document, DocumentSource, EvalResult, RagRecord, ToolCall
+from ragpulse.record import (
+    Document,
+    DocumentSource,
+    EvalResult,
+    ExportItem,
+    RagRecord,
+    ToolCall,
+)
 from ragpulse.redaction import Redactor
 
 ATTACKER = "exfil.bot@attacker.example"
@@ -88,7 +95,7 @@ def test_the_jsonl_line_names_the_destinations_domain_and_never_the_address(
     record = hijacked_turn()
     path = tmp_path / "results.jsonl"
     sink = JsonlSink(path)
-    sink.export(record, [hijack(record)])
+    sink.export(ExportItem(record, [hijack(record)]))
     sink.shutdown()
     line = path.read_text(encoding="utf-8")
     row = json.loads(line)
@@ -103,7 +110,7 @@ def test_the_jsonl_line_names_the_destinations_domain_and_never_the_address(
 def test_a_tracing_tools_annotation_names_the_destinations_domain(recorder: Recorder) -> None:
     record = hijacked_turn()
     sink, context = sink_posting_to("phoenix", recorder.url)
-    sink.export(record, [hijack(record)])
+    sink.export(ExportItem(record, [hijack(record)]))
     sink.shutdown()
     assert delivered(context, "phoenix")
     annotations: list[dict[str, Any]] = [
@@ -123,6 +130,6 @@ def test_destination_domains_off_redacts_the_domain_too(tmp_path: Path) -> None:
     assert redacted.explanation is not None and "carries email '[EMAIL]'" in redacted.explanation
     path = tmp_path / "results.jsonl"
     sink = JsonlSink(path, RedactionSettings(destination_domains=False))
-    sink.export(record, [result])
+    sink.export(ExportItem(record, [result]))
     sink.shutdown()
     assert "attacker.example" not in path.read_text(encoding="utf-8")

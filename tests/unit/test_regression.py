@@ -24,7 +24,7 @@ from ragpulse.exporters.regression import (
     set_files,
     set_stats,
 )
-from ragpulse.record import Document, EvalResult, RagRecord
+from ragpulse.record import Document, EvalResult, ExportItem, RagRecord
 from ragpulse.redaction import Redactor, luhn_valid
 
 LOW = EvalResult(metric="faithfulness", method="lexical", score=0.1)
@@ -50,10 +50,10 @@ def lines(set_dir: Path) -> list[dict[str, object]]:
 
 def test_rules_select_records_and_say_why(tmp_path: Path) -> None:
     sink = RegressionSink(tmp_path)  # the default sets
-    sink.export(record("q1"), [LOW])
-    sink.export(record("q2"), [HIGH])
-    sink.export(record("q3"), [HIGH, INJECTED])
-    sink.export(record("q4", attributes={sc.RAGPULSE_FEEDBACK_SCORE: -1.0}), [HIGH])
+    sink.export(ExportItem(record("q1"), [LOW]))
+    sink.export(ExportItem(record("q2"), [HIGH]))
+    sink.export(ExportItem(record("q3"), [HIGH, INJECTED]))
+    sink.export(ExportItem(record("q4", attributes={sc.RAGPULSE_FEEDBACK_SCORE: -1.0}), [HIGH]))
     sink.shutdown()
     [low] = lines(tmp_path / "low_faithfulness")
     assert low["record"]["question"] == "q1"  # type: ignore[index]
@@ -73,7 +73,7 @@ def test_random_rule_is_deterministic_by_trace_id(tmp_path: Path) -> None:
     for attempt in ("a", "b"):
         sink = RegressionSink(tmp_path / attempt, sets)
         for r in records:
-            sink.export(r, [HIGH])
+            sink.export(ExportItem(r, [HIGH]))
         sink.shutdown()
         kept.append([line["record"]["trace_id"] for line in lines(tmp_path / attempt / "baseline")])  # type: ignore[index]
     assert kept[0] == kept[1]
@@ -85,14 +85,14 @@ def test_dedupe_by_normalized_question_survives_restart(tmp_path: Path) -> None:
     sets = {"low": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5)}
     r = record("Where is the Eiffel Tower?")
     sink = RegressionSink(tmp_path, sets)
-    sink.export(r, [LOW])
-    sink.export(r, [LOW])  # at-least-once delivery: the same trace again
-    sink.export(record("  where is THE eiffel tower  "), [LOW])  # the same question
+    sink.export(ExportItem(r, [LOW]))
+    sink.export(ExportItem(r, [LOW]))  # at-least-once delivery: the same trace again
+    sink.export(ExportItem(record("  where is THE eiffel tower  "), [LOW]))  # the same question
     sink.shutdown()
     assert sink.written == 1 and sink.duplicates == 2
     again = RegressionSink(tmp_path, sets)  # a restarted collector re-reads its sets
-    again.export(r, [LOW])
-    again.export(record("Who built it?"), [LOW])
+    again.export(ExportItem(r, [LOW]))
+    again.export(ExportItem(record("Who built it?"), [LOW]))
     again.shutdown()
     assert [line["record"]["question"] for line in lines(tmp_path / "low")] == [  # type: ignore[index]
         "Where is the Eiffel Tower?",
@@ -106,12 +106,12 @@ def test_rotation_by_size_and_age(tmp_path: Path) -> None:
     sets = {"low": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5)}
     sink = RegressionSink(tmp_path, sets, max_bytes=3000, max_age_s=60, clock=lambda: now[0])
     for i in range(6):
-        sink.export(record(f"question {i} " + "x" * 100), [LOW])
+        sink.export(ExportItem(record(f"question {i} " + "x" * 100), [LOW]))
     first = set_files(tmp_path / "low")[0]
     assert len(first.read_text().splitlines()) == 2  # ~1.1 kB lines: a third would pass 3000
     assert len(set_files(tmp_path / "low")) == 3
     now[0] += 61  # older than max_age_s: the next line opens a new file
-    sink.export(record("after a minute"), [LOW])
+    sink.export(ExportItem(record("after a minute"), [LOW]))
     sink.shutdown()
     files = set_files(tmp_path / "low")
     assert len(files) == 4
@@ -134,7 +134,7 @@ def test_redaction_before_anything_is_written(tmp_path: Path) -> None:
     docs = [Document(id="d1", content="Contact ops@corp.example or 020 7946 0958.")]
     explained = LOW.model_copy(update={"explanation": "answer mentions jane.doe@example.com"})
     r = record(question, documents=docs)
-    sink.export(r, [explained])
+    sink.export(ExportItem(r, [explained]))
     sink.shutdown()
     raw = "".join(p.read_text() for p in set_files(tmp_path / "low"))
     for secret in ("jane.doe", "555", "4111", "EMP-123456", "ops@corp", "7946"):
@@ -163,7 +163,7 @@ def test_write_failure_is_counted_not_raised(tmp_path: Path) -> None:
     blocker.write_text("a file where the set directory should be")
     sets = {"low": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5)}
     sink = RegressionSink(tmp_path, sets)
-    sink.export(record(), [LOW])
+    sink.export(ExportItem(record(), [LOW]))
     assert sink.errors == 1 and sink.written == 0
 
 
@@ -198,8 +198,8 @@ def test_collector_writes_sets_from_live_traffic(tmp_path: Path) -> None:
 def test_regression_list_cli(tmp_path: Path) -> None:
     sets = {"low": RegressionSetRule(kind="low_score", metric="faithfulness", below=0.5)}
     sink = RegressionSink(tmp_path, sets, clock=lambda: time.time())
-    sink.export(record("q1"), [LOW])
-    sink.export(record("q2"), [LOW])
+    sink.export(ExportItem(record("q1"), [LOW]))
+    sink.export(ExportItem(record("q2"), [LOW]))
     sink.shutdown()
     out = subprocess.run(
         [sys.executable, "-m", "ragpulse.cli", "regression", "list", "--dir", str(tmp_path)],

@@ -18,7 +18,7 @@ from support.helpers import new_trace_id
 
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
 from ragpulse.exporters.regression import RegressionSetRule, RegressionSink
-from ragpulse.record import Document, RagRecord
+from ragpulse.record import Document, ExportItem, RagRecord
 
 FACTS = {
     "Where is the Eiffel Tower?": "The Eiffel Tower stands in Paris on the Champ de Mars.",
@@ -86,8 +86,10 @@ def write_set(directory: Path) -> Path:
             answer=fact,
             documents=[Document(id="d1", content=fact)],
         )
-        sink.export(record, evaluator.evaluate([record]))
-    sink.export(RagRecord(trace_id=new_trace_id(), question=""), [])  # nothing to replay
+        sink.export(ExportItem(record, evaluator.evaluate([record])))
+    sink.export(
+        ExportItem(RagRecord(trace_id=new_trace_id(), question=""), [])
+    )  # nothing to replay
     sink.shutdown()
     return directory / "all"
 
@@ -189,7 +191,7 @@ def write_low_set(directory: Path) -> Path:
     for question, fact in FACTS.items():
         record = RagRecord(trace_id=new_trace_id(), question=question, answer=INVENTED,
                            documents=[Document(id="d1", content=fact)])  # fmt: skip
-        sink.export(record, evaluator.evaluate([record]))
+        sink.export(ExportItem(record, evaluator.evaluate([record])))
     sink.shutdown()
     return directory / "low_faithfulness"
 

@@ -13,8 +13,8 @@ from support.helpers import Message
 
 from ragpulse import safe_json, safe_yaml
 from ragpulse.cli import main
-from ragpulse.collector import otlp
-from ragpulse.collector.kafka_source import KafkaSource
+from ragpulse.collector.intake import otlp
+from ragpulse.collector.intake.kafka import SpanConsumer
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings, read_config_file
 from ragpulse.errors import ConfigError, DecodeError
@@ -136,7 +136,7 @@ def test_kafka_otlp_json_message_nested_too_deep_is_poison_not_a_crash() -> None
         source="kafka", kafka={"encoding": "otlp_json", "dead_letter_topic": None}
     )
     collector = Collector(settings, evaluators=[], sinks=[], receiver=False, metrics_server=False)
-    source = KafkaSource(settings.kafka, collector, collector.metrics)
+    source = SpanConsumer(settings.kafka, collector, collector.metrics)
     tp = TopicPartition("otlp_spans", 0)
     source.on_partitions_assigned({tp})
     message = Message(tp.topic, 0, 0, b"k", nested(DEEP).encode())

@@ -13,7 +13,7 @@ from support.kafka_env import wait_until
 
 import ragpulse
 from ragpulse import semconv as sc
-from ragpulse.collector.sampling import SamplingPolicy
+from ragpulse.collector.evaluate.sampling import SamplingPolicy
 from ragpulse.collector.service import Collector
 from ragpulse.config import EvaluationSettings, JudgeSettings, ModelTierSettings, load_settings
 from ragpulse.evaluators.base import Tier
@@ -35,7 +35,7 @@ def test_same_trace_same_decision_in_another_process() -> None:
     ]
     code = (
         "import json, sys\n"
-        "from ragpulse.collector.sampling import SamplingPolicy\n"
+        "from ragpulse.collector.evaluate.sampling import SamplingPolicy\n"
         "from ragpulse.config import EvaluationSettings, ModelTierSettings\n"
         "from ragpulse.evaluators.base import Tier\n"
         "from ragpulse.record import RagRecord\n"
@@ -139,7 +139,7 @@ def test_feedback_within_the_window_joins_the_record() -> None:
         [item] = sink.items
         assert item.record.attributes[sc.RAGPULSE_FEEDBACK_SCORE] == -1
         assert item.results[-1].metric == "user_feedback" and item.results[-1].label == "negative"
-        assert item.record.attributes["ragpulse.sampled.cheap"] == "all"
+        assert item.sampled["cheap"] == "all"
         assert joined(c, "in_window") == 1
     finally:
         c.stop()

@@ -16,8 +16,9 @@ import pytest
 from rich.console import Console
 from support.slice_rows import result, run_rows
 
+from ragpulse.offline.gates import parse_gate
 from ragpulse.offline.slice_report import markdown, print_sliced, write_sliced_reports
-from ragpulse.offline.slices import parse_gate, sliced_summary
+from ragpulse.offline.slices import sliced_summary
 
 
 def fig(summary: dict[str, Any], slice_: str, name: str) -> dict[str, Any]:
@@ -226,11 +227,7 @@ def test_harness_line_numbers_and_notes(tmp_path: Path) -> None:
     assert all(w["row"] >= 100 for w in s["slices"]["all"]["worst"])
     s["notes"] = ["3 of 16 rows lack reference_answers"]
     assert "- 3 of 16 rows lack reference_answers" in markdown(s)
-    # The harness imports the renderers from ragpulse.offline.slices.
-    from ragpulse.offline import slices
-
-    assert slices.write_sliced_reports is write_sliced_reports
-    page = slices.write_sliced_reports(s, tmp_path / "o.jsonl", None, html=True)["html"]
+    page = write_sliced_reports(s, tmp_path / "o.jsonl", None, html=True)["html"]
     assert "<li>3 of 16 rows lack reference_answers</li>" in page.read_text()
 
 
@@ -367,7 +364,8 @@ def test_a_baseline_with_other_conditions_is_compared_per_condition() -> None:
 
 
 def test_baselines_and_gate_names_are_checked_before_any_call() -> None:
-    from ragpulse.offline.slices import baseline_problem, gate_names_problem, parse_gates
+    from ragpulse.offline.gates import parse_gates
+    from ragpulse.offline.slices import baseline_problem, gate_names_problem
 
     summary = sliced_summary(run_rows(), None, None, [])
     assert baseline_problem(summary, ["retrieved"], "b.json") is None

@@ -22,16 +22,17 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
+from support import chat_turns
 from support.kafka_env import free_port, wait_until
 from support.langfuse_double import LangfuseDouble
 
 import ragpulse
 from ragpulse.cli import demo_app, main
-from ragpulse.collector.backends import SourceMetrics, open_reader, parse_backend_url
-from ragpulse.collector.backends.common import parse_time
-from ragpulse.collector.backends.follow import FollowSource
-from ragpulse.collector.backends.write_back import with_write_back
 from ragpulse.collector.service import Collector
+from ragpulse.collector.stored.common import SourceMetrics, parse_time
+from ragpulse.collector.stored.follow import StoredTraceSource
+from ragpulse.collector.stored.tool import open_reader, parse_backend_url
+from ragpulse.collector.stored.write_back import with_write_back
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, BackendUnreachable, ConfigError
 from ragpulse.exporters.memory import InMemorySink
@@ -354,11 +355,11 @@ def follow_settings(double: LangfuseDouble, state: Path) -> Settings:
     return with_write_back(settings, parse_backend_url(url_of(double)))
 
 
-def follower(settings: Settings) -> tuple[Collector, InMemorySink, FollowSource]:
+def follower(settings: Settings) -> tuple[Collector, InMemorySink, StoredTraceSource]:
     memory = InMemorySink()
     collector = Collector(settings, extra_sinks=[memory], metrics_server=False)
     [source] = collector.sources
-    assert isinstance(source, FollowSource)
+    assert isinstance(source, StoredTraceSource)
     return collector.start(), memory, source
 
 
@@ -494,3 +495,124 @@ def test_a_conversation_read_once_closes_at_the_end_of_the_run(
     assert {r["trace_id"] for r in turns} == set(traces)
     assert conversation["conversation_id"] == "chat-7"
     assert conversation["closed_by"] == "end_of_run" and len(conversation["turns"]) == 3
+
+
+# --- a conversation served out of order ---------------------------------------------------
+
+ORDERS = ["newest first", "shuffled"]
+ONE_TRACE_A_BATCH = "evaluation: {batch_size: 1}\n"
+"""The turns are evaluated in the order the source hands them over (a batch of several
+traces is put in order by the pipeline itself, which would hide the source's order)."""
+
+
+def store_conversation(double: LangfuseDouble, session: str, order: str) -> list[str]:
+    """A three-turn conversation in the double (its trace ids in the order the turns were
+    taken), served newest first as Langfuse pages, or turns 2, 3, 1."""
+    turns = chat_turns.record_conversation(session, service="chat-app")
+    for spans in turns:
+        double.add_spans(spans)
+    taken = [chat_turns.trace_id(spans) for spans in turns]
+    if order == "shuffled":
+        rank = {tid: i for i, tid in enumerate([taken[1], taken[2], taken[0]])}
+        double.order = lambda obs: (rank[obs["traceId"]], obs["startTime"])
+    return taken
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_eval_from_joins_a_conversation_served_out_of_order_in_the_order_taken(
+    langfuse: LangfuseDouble, tmp_path: Path, capsys: pytest.CaptureFixture[str], order: str
+) -> None:
+    """Each turn is evaluated after the turns taken before it, whatever order the tool
+    serves them in: numbered 1, 2, 3, each with the earlier turns (and only those) as its
+    history and their passages as evidence."""
+    taken = store_conversation(langfuse, "chat-ooo", order)
+    out, config = tmp_path / "scored.jsonl", tmp_path / "ragpulse.yaml"
+    config.write_text(ONE_TRACE_A_BATCH)
+    code, _, err = cli(
+        ["eval", "--from", url_of(langfuse), "-o", str(out), "--config", str(config)], capsys
+    )
+    assert code == 0, err
+    chat_turns.check_only_earlier_turns(read_lines(out), "chat-ooo", taken, in_order=True)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_follow_mode_joins_a_conversation_served_out_of_order_in_the_order_taken(
+    langfuse: LangfuseDouble, tmp_path: Path, order: str
+) -> None:
+    taken = store_conversation(langfuse, "chat-ooo", order)
+    settings = follow_settings(langfuse, tmp_path / "state.json")
+    results = tmp_path / "follow.jsonl"
+    settings = settings.model_copy(
+        update={
+            "sinks": {**settings.sinks, "jsonl": {"path": str(results)}},
+            "conversations": settings.conversations.model_copy(
+                update={"idle_s": 0.2, "tick_s": 0.05}
+            ),
+            "evaluation": settings.evaluation.model_copy(update={"batch_size": 1}),
+        }
+    )
+    collector, _, _ = follower(settings)
+    try:
+        wait_until(
+            lambda: chat_turns.conversation_records(read_lines(results), "chat-ooo"),
+            30,
+            "the conversation was not closed",
+        )
+    finally:
+        collector.stop()
+    chat_turns.check_only_earlier_turns(read_lines(results), "chat-ooo", taken, in_order=True)
+
+
+def test_a_poll_that_fails_half_way_still_hands_over_what_it_read(
+    langfuse: LangfuseDouble, tmp_path: Path
+) -> None:
+    """A poll's traces go over together, oldest first; a poll cut by a failure after its
+    first page hands that page's spans over all the same (they count as read: a later poll
+    drops them), so every turn is scored and settled."""
+    from ragpulse.collector.stored.langfuse import LangfuseReader
+
+    class FailsOnce(LangfuseReader):
+        """The real reader, cut after one page in its first poll (a connection reset)."""
+
+        failed = False
+
+        def recent(self, since_ns: int, **kwargs: Any) -> Iterator[Any]:
+            pages = super().recent(since_ns, **kwargs)
+            if FailsOnce.failed:
+                yield from pages
+                return
+            FailsOnce.failed = True
+            yield next(pages)
+            raise BackendError("langfuse at the double: connection reset")
+
+    taken = store_conversation(langfuse, "chat-cut", "newest first")
+    settings = follow_settings(langfuse, tmp_path / "state.json")
+    settings = settings.model_copy(
+        update={
+            "stored_traces": settings.stored_traces.model_copy(update={"page_spans": 3}),
+            "evaluation": settings.evaluation.model_copy(update={"batch_size": 1}),
+        }
+    )
+    memory = InMemorySink()
+    collector = Collector(settings, extra_sinks=[memory], metrics_server=False)
+    [source] = collector.sources
+    assert isinstance(source, StoredTraceSource)
+    source.reader = FailsOnce(source.reader.client)
+    collector.start()
+    try:
+        wait_until(lambda: len(memory.items) == 3, 30, "a turn read before the failure was lost")
+        wait_until(
+            lambda: set(taken) <= set(json.loads((tmp_path / "state.json").read_text())["settled"]),
+            30,
+            "not every turn was settled",
+        )
+    finally:
+        collector.stop()
+    assert FailsOnce.failed
+    assert (
+        sample(collector, "ragpulse_source_polls_total", backend="langfuse", outcome="failed") >= 1
+    )

@@ -12,7 +12,7 @@ from ragpulse.config import load_settings
 from ragpulse.exporters.jsonl import JsonlSink
 from ragpulse.exporters.regression import RegressionSink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import Direction, Document, EvalResult, RagRecord, ToolCall
+from ragpulse.record import Direction, Document, EvalResult, ExportItem, RagRecord, ToolCall
 from ragpulse.results import EVALUATED_CHARS, TRUNCATED
 
 TEN_MB = 10 * 1024 * 1024
@@ -68,7 +68,7 @@ def test_a_10_mb_document_is_stored_up_to_the_evaluated_length(tmp_path: Path) -
     assert jsonl.max_text_chars == regression.max_text_chars == EVALUATED_CHARS == 200_000
     document = ten_mb_document()
     for sink in (jsonl, regression):
-        sink.export(big_record(document), RESULTS)
+        sink.export(ExportItem(big_record(document), RESULTS))
         sink.shutdown()
     line, set_line, line_bytes, set_bytes = written(tmp_path)
     expected = [{"field": "documents[1].content", "chars": TEN_MB, "stored_chars": 200_000}]
@@ -92,7 +92,7 @@ def test_the_bound_follows_the_evaluated_length_unless_the_sink_sets_its_own(
     assert (jsonl.max_text_chars, regression.max_text_chars) == (50_000, 1_000)
     record = big_record("x" * 60_000)
     for sink in (jsonl, regression):
-        sink.export(record, RESULTS)
+        sink.export(ExportItem(record, RESULTS))
         sink.shutdown()
     line, set_line, _, _ = written(tmp_path)
     assert line[TRUNCATED][0]["stored_chars"] == len(line["documents"][1]["content"]) == 50_000
@@ -103,7 +103,7 @@ def test_the_bound_follows_the_evaluated_length_unless_the_sink_sets_its_own(
 def test_nothing_cut_nothing_said(tmp_path: Path) -> None:
     jsonl, regression = sinks(tmp_path)
     for sink in (jsonl, regression):
-        sink.export(big_record("short"), RESULTS)
+        sink.export(ExportItem(big_record("short"), RESULTS))
         sink.shutdown()
     line, set_line, _, _ = written(tmp_path)
     assert TRUNCATED not in line and TRUNCATED not in set_line
@@ -113,7 +113,7 @@ def test_a_personal_value_across_the_cut_is_redacted_whole(tmp_path: Path) -> No
     """The cut comes after redaction: an e-mail that straddles it is never stored half."""
     jsonl, _ = sinks(tmp_path, jsonl={"max_text_chars": 1_000})
     document = "y" * 990 + " jane.doe@example.com and more text after it"
-    jsonl.export(big_record(document), RESULTS)
+    jsonl.export(ExportItem(big_record(document), RESULTS))
     jsonl.shutdown()
     stored = json.loads((tmp_path / "results.jsonl").read_text())["documents"][1]["content"]
     assert len(stored) == 1_000 and "jane" not in stored and " [EMAIL] " in stored
@@ -127,7 +127,7 @@ def test_tool_call_arguments_and_results_are_bounded_too(tmp_path: Path) -> None
             "tool_calls": [ToolCall(name="search", arguments="{}", result="r" * 5_000)],
         }
     )
-    jsonl.export(record, RESULTS)
+    jsonl.export(ExportItem(record, RESULTS))
     jsonl.shutdown()
     line = json.loads((tmp_path / "results.jsonl").read_text())
     assert line["tool_calls"][0]["result"] == "r" * 1_000

@@ -1,1 +1,1 @@
-"""Example third-party ragpulse plug-ins: an evaluator and a sink."""
+"""Example third-party ragpulse plug-ins: an evaluator, a sink and a trace source."""

@@ -25,7 +25,7 @@ class PolitenessKeywords(Evaluator):
 
     options: Options
 
-    def _score(self, record: RagRecord) -> EvalResult:
+    def score(self, record: RagRecord) -> EvalResult:
         if not record.answer.strip():
             return self.not_applicable("the answer is empty")
         answer = record.answer.lower()
