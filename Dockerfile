@@ -1,13 +1,14 @@
 # syntax=docker/dockerfile:1
 # ragpulse collector image: multi-stage, non-root, with a healthcheck.
 #
-#   docker build -t ragpulse .                          # cheap tier + Kafka + LLM judges
+#   docker build -t ragpulse .                          # the collector: cheap tier + Kafka + LLM judges
 #   docker build -t ragpulse --build-arg EXTRAS=models .  # + local CPU models (torch: large)
+#   (EXTRAS=collector,redis adds the judge cache shared across replicas)
 #   docker run -p 4318:4318 -p 9464:9464 ragpulse        # = ragpulse serve --host 0.0.0.0
 ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim AS build
-ARG EXTRAS=""
+ARG EXTRAS="collector"
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/ragpulse
 WORKDIR /src

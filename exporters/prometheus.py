@@ -40,7 +40,7 @@ Settings: ``sinks.prometheus`` (:class:`PrometheusSink.Options`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -136,7 +136,10 @@ class PrometheusSink(Sink["PrometheusSink.Options"]):
         settings: Options | None = None,
         redaction: RedactionSettings | None = None,
         agents: AgentSettings | None = None,
+        evaluators: Callable[[], Iterable[tuple[str, str]]] | None = None,
     ) -> None:
+        """``evaluators``: the (metric, method) of the evaluators that run, whose result
+        counters exist at 0 before their first result (:class:`ScoreSeries`)."""
         settings = settings or self.Options()
         update: dict[str, Any] = {}
         if redaction is not None:
@@ -153,7 +156,7 @@ class PrometheusSink(Sink["PrometheusSink.Options"]):
         self._routes = LabelLimiter(settings.routes, settings.max_routes)
         self._services = LabelLimiter(settings.services, settings.max_services)
         self._pairs = PairLimiter(settings.max_route_pairs)
-        self.series = ScoreSeries(registry)
+        self.series = ScoreSeries(registry, evaluators)
         self.records_revised = Counter(
             "ragpulse_records_revised",
             "Records exported again, rebuilt from more spans (a revision): counted here, "
@@ -226,7 +229,8 @@ class PrometheusSink(Sink["PrometheusSink.Options"]):
 
     @classmethod
     def create(cls, options: PrometheusSink.Options, context: PluginContext) -> PrometheusSink:
-        return cls(context.metrics.registry, options)
+        metrics = context.metrics
+        return cls(metrics.registry, options, evaluators=metrics.loaded_evaluators)
 
     def _label(self, value: str | None) -> str | None:
         """``value`` redacted; a dict read for values seen before (labels repeat)."""

@@ -2,7 +2,9 @@
 
 The public names are imported on first use (PEP 562), so that ``ragpulse
 eval`` and the collector do not pay for the OpenTelemetry SDK that only the
-instrumentation needs.
+instrumentation needs, and an app with ``pip install ragpulse`` alone (the SDK) never
+imports what the collector needs: ``Document``, ``RagRecord``, ``EvalResult`` and
+``evaluator`` need the ``collector`` extra, and say so (:mod:`ragpulse.extras`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,16 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'ragpulse' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        from ragpulse import extras
+
+        extra = extras.extra_of(exc.name)
+        if extra is None:
+            raise
+        raise extras.MissingExtra(extras.needs(extra, f"ragpulse.{name}", [str(exc.name)])) from exc
+    value = getattr(imported, name)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -512,6 +512,12 @@ class RedactionSettings(_Section):
     emails: bool = True
     phone_numbers: bool = True
     card_numbers: bool = Field(True, description="Luhn-checked: ordinary long numbers stay.")
+    destination_domains: bool = Field(
+        True,
+        description="An e-mail address that an evaluator names as a destination (where a "
+        "hijack or an exfiltration sends data) keeps its domain: [EMAIL]@example.org. A domain "
+        "can identify a small organisation: false redacts it too.",
+    )
     patterns: dict[str, str] = Field(
         default_factory=dict, description="name -> regex; matches become [NAME]."
     )

@@ -215,4 +215,5 @@ def load_evaluators_safely(
             if not reason:
                 labels = (evaluator.metric, evaluator.method, evaluator.tier.value)
                 metrics.evaluator_info.labels(*labels, evaluator.direction.value).set(1)
+                metrics.evaluator_loaded(evaluator.metric, evaluator.method)
     return ready

@@ -13,6 +13,13 @@ IP addresses and thousands-grouped numbers are left alone).
 (keys included), so any sink can redact a whole line before writing it.
 Redaction is idempotent: the placeholders never match again.
 
+The values an evaluator names as destinations (where a hijack or an exfiltration sends
+data: ``details["destinations"]``, :data:`DESTINATIONS`) keep an e-mail address's domain,
+``[EMAIL]@example.org``, so that on-call can tell which outside address received the
+data; the local part never leaves (``redaction.destination_domains: false`` redacts the
+domain too). Links and account numbers are not personal data this module recognises:
+they pass as they are (a ``patterns`` entry redacts them where they are).
+
 Where it applies is the top-level ``redaction`` settings section
 (``apply_to``: ``jsonl``, ``otel``, ``prometheus``, ``logs``, ``regression``,
 ``eval_output``); :meth:`Redactor.from_settings` gives the redactor of one path
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ragpulse.config import RedactionPath, RedactionSettings, Settings
@@ -35,6 +42,10 @@ EMAIL = "[EMAIL]"
 PHONE = "[PHONE]"
 CARD = "[CARD]"
 REDACTED = "[REDACTED]"
+
+DESTINATIONS = "destinations"
+"""The ``details`` key under which an evaluator lists the values it names as destinations:
+where a hijack or an exfiltration sends data (an e-mail address, a link, an account)."""
 
 ID_FIELDS = ("trace_id", "span_id", "retrieval_span_ids", "generation_span_id")
 """Record fields never redacted: hex ids, which a Luhn-valid all-digit span id would
@@ -137,18 +148,37 @@ class Redactor:
     def enabled(self) -> bool:
         return self._enabled
 
-    def redact(self, text: str) -> str:
+    def redact(self, text: str, keep: frozenset[str] = frozenset()) -> str:
+        """``text`` redacted; an e-mail address in ``keep`` (:meth:`destinations`) keeps
+        its domain."""
         if not self._enabled or not text:
             return text
-        return self._redact(text, None)
+        return self._redact(text, None, keep)
 
-    def _redact(self, text: str, found: list[str] | None) -> str:
-        """``text`` redacted; each replaced value appended to ``found`` when given."""
+    def destinations(self, results: Iterable[Mapping[str, Any] | None]) -> frozenset[str]:
+        """The e-mail addresses (lower-cased) that results' ``details`` name as
+        destinations (:data:`DESTINATIONS`): they keep their domain where redacted. Empty
+        when ``destination_domains`` is off."""
+        if not (self._enabled and self.settings.emails and self.settings.destination_domains):
+            return frozenset()
+        named = [
+            value
+            for details in results
+            if isinstance(details, Mapping)
+            for value in _listed(details.get(DESTINATIONS))
+        ]
+        return frozenset(v.lower() for v in named if _EMAIL.fullmatch(v))
+
+    def _redact(
+        self, text: str, found: list[str] | None, keep: frozenset[str] = frozenset()
+    ) -> str:
+        """``text`` redacted; each replaced value appended to ``found`` when given; an
+        e-mail address in ``keep`` keeps its domain."""
         s = self.settings
         for pattern, token in self._custom:
             text = pattern.sub(_keep(token, found), text)
         if s.emails and "@" in text:
-            text = _EMAIL.sub(_keep(EMAIL, found), text)
+            text = _EMAIL.sub(_email(found, keep) if keep else _keep(EMAIL, found), text)
         if s.card_numbers or s.phone_numbers:
             text = self._numbers(text, found)
         return text
@@ -188,12 +218,12 @@ class Redactor:
             out = _PHONE.sub(_noted(_phone, found), out)
         return window if out == window else out
 
-    def redact_json(self, value: Any) -> Any:
+    def redact_json(self, value: Any, keep: frozenset[str] = frozenset()) -> Any:
         """A copy of ``value`` with every string redacted (dict keys too); ``value``
-        itself when nothing in it would change."""
+        itself when nothing in it would change. ``keep`` as for :meth:`redact`."""
         if not self.needs_redaction(value):
             return value
-        return redact_json(value, self)
+        return redact_json(value, self, keep=keep)
 
     def needs_redaction(self, value: Any) -> bool:
         """False only when redacting the JSON value ``value`` would change nothing:
@@ -223,14 +253,18 @@ class Redactor:
         Evaluators also quote a record word by word (faithfulness's
         ``unsupported_tokens``: ``["jane", "doe", "example", "com"]``), which no
         pattern recognises; so a string that is exactly one word of a value
-        redacted anywhere in the row becomes ``[REDACTED]`` too.
+        redacted anywhere in the row becomes ``[REDACTED]`` too. An e-mail address that
+        a result names as a destination keeps its domain throughout the row.
         """
         if not self._enabled:
             return dump
         if not self.may_match(_probe(_strings_of(dump))):
             return dump
+        keep = self.destinations(_details_of(dump.get("results")))
         found: list[str] = []
-        out = {k: v if k in ID_FIELDS else redact_json(v, self, found) for k, v in dump.items()}
+        out = {
+            k: v if k in ID_FIELDS else redact_json(v, self, found, keep) for k, v in dump.items()
+        }
         if not found:
             return out
         words = _words(found)
@@ -257,6 +291,35 @@ def _keep(token: str, found: list[str] | None) -> str | Callable[[re.Match[str]]
         return token
 
     return replace
+
+
+def _email(found: list[str] | None, keep: frozenset[str]) -> Callable[[re.Match[str]], str]:
+    """An e-mail address's placeholder: ``[EMAIL]@domain`` for one of ``keep``."""
+
+    def replace(match: re.Match[str]) -> str:
+        value = match.group()
+        if found is not None:
+            found.append(value)
+        if value.lower() in keep:
+            return f"{EMAIL}@{value.rsplit('@', 1)[1]}"
+        return EMAIL
+
+    return replace
+
+
+def _listed(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+def _details_of(results: Any) -> list[Mapping[str, Any] | None]:
+    """The ``details`` of each result dict of a dumped row's ``results``."""
+    if not isinstance(results, list):
+        return []
+    return [r.get("details") for r in results if isinstance(r, dict)]
 
 
 def _noted(
@@ -312,20 +375,26 @@ def _words(found: Iterable[str]) -> frozenset[str]:
     return frozenset(w for value in found for w in _WORD.findall(value.lower()))
 
 
-def redact_json(value: Any, redactor: Redactor, found: list[str] | None = None) -> Any:
+def redact_json(
+    value: Any,
+    redactor: Redactor,
+    found: list[str] | None = None,
+    keep: frozenset[str] = frozenset(),
+) -> Any:
     """Every string in a nested JSON value (dicts, lists, tuples) passed through
-    ``redactor``; the values it replaced are appended to ``found`` when given."""
+    ``redactor``; the values it replaced are appended to ``found`` when given; an e-mail
+    address in ``keep`` keeps its domain."""
     if isinstance(value, str):
-        return redactor._redact(value, found) if value and redactor.enabled else value
+        return redactor._redact(value, found, keep) if value and redactor.enabled else value
     if isinstance(value, dict):
         return {
-            (redact_json(k, redactor, found) if isinstance(k, str) else k): redact_json(
-                v, redactor, found
+            (redact_json(k, redactor, found, keep) if isinstance(k, str) else k): redact_json(
+                v, redactor, found, keep
             )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [redact_json(v, redactor, found) for v in value]
+        return [redact_json(v, redactor, found, keep) for v in value]
     return value
 
 

@@ -233,7 +233,7 @@ def conversation_line(
     if redactor is not None and redactor.enabled:
         kept = {k: dump[k] for k in ("conversation_id",)}
         ids = [(t["trace_id"], t["span_id"]) for t in dump["turns"]]
-        row = redactor.redact_json(row)
+        row = redactor.redact_json(row, redactor.destinations(r.details for r in item.results))
         row["conversation"].update(kept)
         for turn, (trace_id, span_id) in zip(row["conversation"]["turns"], ids, strict=True):
             turn["trace_id"], turn["span_id"] = trace_id, span_id

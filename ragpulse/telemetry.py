@@ -29,6 +29,17 @@ DROP_LOG_UNJOINED = "log_unjoined"  # its trace closed without a span of that sp
 DROP_LOG_LATE = "log_late"  # arrived after its trace was closed
 DROP_LOG_OPEN_TRACES = "log_open_traces_limit"
 DROP_LOG_PER_TRACE = "log_per_trace_limit"  # bounded by assembly.max_spans_per_trace
+DROP_REASONS = (
+    DROP_MALFORMED, DROP_TOO_DEEP, DROP_TOO_LARGE, DROP_UNSUPPORTED, DROP_UNAUTHORIZED,
+    DROP_INVALID_SPAN, DROP_OPEN_TRACES, DROP_SPANS_PER_TRACE, DROP_LATE_SPAN,
+    DROP_LOG_WITHOUT_TRACE, DROP_LOG_INVALID, DROP_LOG_UNJOINED, DROP_LOG_LATE,
+    DROP_LOG_OPEN_TRACES, DROP_LOG_PER_TRACE,
+)  # fmt: skip
+"""The reasons the collector drops data for: their ``ragpulse_dropped_total`` series exist
+at 0 from the start, so a quiet collector shows 0 rather than no data."""
+TRACE_SKIP_REASONS = ("no_rag_shape", "no_question", "extraction_error")
+"""Why a completed trace yields no record (the collector's extraction says which):
+``ragpulse_traces_skipped_total`` exists at 0 for each from the start."""
 
 LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
 
@@ -262,6 +273,27 @@ class CollectorMetrics:
             buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120),
             registry=r,
         )
+        # The known label sets exist at 0 from the start: a quiet system shows 0, and the
+        # first event is a visible step of the rate rather than a series appearing.
+        for reason in DROP_REASONS:
+            self.dropped.labels(reason)
+        for reason in TRACE_SKIP_REASONS:
+            self.traces_skipped.labels(reason)
+        self._evaluators: dict[tuple[str, str], None] = {}
+        self._evaluators_lock = threading.Lock()
+
+    def evaluator_loaded(self, metric: str, method: str) -> None:
+        """An evaluator that runs: its error counter exists at 0, and the sinks that count
+        results by evaluator (the Prometheus sink's ``ragpulse_eval_results_total``) find
+        it in :meth:`loaded_evaluators`."""
+        self.evaluator_errors.labels(metric, method)
+        with self._evaluators_lock:
+            self._evaluators[(metric, method)] = None
+
+    def loaded_evaluators(self) -> list[tuple[str, str]]:
+        """(metric, method) of every evaluator loaded so far, in load order."""
+        with self._evaluators_lock:
+            return list(self._evaluators)
 
 
 class LabelLimiter:

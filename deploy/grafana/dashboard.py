@@ -32,6 +32,7 @@ METRICS: list[tuple[str, str, str]] = [
     ("answer_reward", "Answer reward", "reward model's preference (opt-in)"),
     ("injection", "Injection risk", "risk of a prompt injection (a detection)"),
     ("refusal", "Refusal", "answer declines or does not know (a detection)"),
+    ("consistency", "Consistency", "answer agrees with the conversation's earlier answers"),
 ]
 
 

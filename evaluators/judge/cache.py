@@ -30,6 +30,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragpulse import extras
 from ragpulse.config import JudgeSettings
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,11 @@ class RedisCache:
     def __init__(
         self, url: str, ttl_s: int = 7 * 24 * 3600, prefix: str = "ragpulse:judge:"
     ) -> None:
-        import redis
+        try:
+            import redis
+        except ModuleNotFoundError as exc:
+            what = "a redis:// judge cache (evaluation.judge.cache)"
+            raise extras.MissingExtra(extras.needs("redis", what, [str(exc.name)])) from exc
 
         self._redis = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self._ttl, self._prefix = ttl_s, prefix

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -34,6 +34,7 @@ SCORE_LABELS = ("metric", "method", "service", "route")
 RESULTS = "ragpulse_eval_results"
 RESULTS_HELP = "Evaluation results by outcome (scored, not_applicable, skipped, error)."
 RESULTS_LABELS = ("metric", "method", "outcome")
+OUTCOMES = ("scored", "not_applicable", "skipped", "error")
 DECLARED = (
     (SCORE, "histogram", SCORE_HELP, SCORE_LABELS),
     (RESULTS, "counter", RESULTS_HELP, RESULTS_LABELS),
@@ -55,14 +56,24 @@ class _Histogram:
 
 
 class ScoreSeries:
-    """Registered with ``registry`` on creation; label values are bounded by the caller."""
+    """Registered with ``registry`` on creation; label values are bounded by the caller.
+
+    ``known``: the (metric, method) of the evaluators that run; their result counters exist
+    at 0 for every outcome from the first scrape, so that an error ratio reads 0 on a quiet
+    collector instead of no data.
+    """
 
     declared = DECLARED
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        known: Callable[[], Iterable[tuple[str, str]]] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._scores: dict[tuple[str, str, str, str], _Histogram] = {}
         self._results: dict[tuple[str, str, str], list[float]] = {}  # [count, created]
+        self._known = known
         registry.register(self)
 
     def add(
@@ -106,7 +117,11 @@ class ScoreSeries:
         return list(self._families())
 
     def collect(self) -> Iterator[Metric]:
+        known = list(self._known()) if self._known is not None else []
         with self._lock:  # a consistent copy; the families are built outside the lock
+            for metric, method in known:
+                for kind in OUTCOMES:
+                    self._results.setdefault((metric, method, kind), [0, time.time()])
             scores = [
                 (key, list(s.counts), s.total, list(s.exemplars)) for key, s in self._scores.items()
             ]

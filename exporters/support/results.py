@@ -21,15 +21,20 @@ def annotator_kind(method: str) -> str:
 
 
 def redact_result(
-    result: EvalResult, redactor: Redactor, words: frozenset[str] = frozenset()
+    result: EvalResult,
+    redactor: Redactor,
+    words: frozenset[str] = frozenset(),
+    keep: frozenset[str] = frozenset(),
 ) -> EvalResult:
     """``result`` with its free-text fields redacted (metric, method, label are names);
-    ``words`` (:meth:`Redactor.words_of` the record) also go where quoted alone."""
+    ``words`` (:meth:`Redactor.words_of` the record) also go where quoted alone; an e-mail
+    address in ``keep`` (:meth:`Redactor.destinations`) keeps its domain."""
+    explanation, error = result.explanation, result.error
     return result.model_copy(
         update={
-            "explanation": redactor.redact(result.explanation) if result.explanation else None,
-            "error": redactor.redact(result.error) if result.error else None,
-            "details": scrub_words(redactor.redact_json(result.details), words),
+            "explanation": redactor.redact(explanation, keep) if explanation else None,
+            "error": redactor.redact(error, keep) if error else None,
+            "details": scrub_words(redactor.redact_json(result.details, keep), words),
         }
     )
 
@@ -49,7 +54,8 @@ def redact_results(
     if not redactor.needs_redaction([texts, quoted]):
         return results
     words = redactor.words_of(texts)
-    return [redact_result(r, redactor, words) for r in results]
+    keep = redactor.destinations(r.details for r in results)
+    return [redact_result(r, redactor, words, keep) for r in results]
 
 
 def redact_conversation_results(
@@ -62,7 +68,8 @@ def redact_conversation_results(
     if not redactor.needs_redaction([texts, quoted]):
         return results
     words = redactor.words_of(texts)
-    return [redact_result(r, redactor, words) for r in results]
+    keep = redactor.destinations(r.details for r in results)
+    return [redact_result(r, redactor, words, keep) for r in results]
 
 
 def result_metadata(result: EvalResult) -> dict[str, Any]:

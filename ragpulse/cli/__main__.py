@@ -2,6 +2,6 @@
 
 import sys
 
-from ragpulse.cli.main import main
+from ragpulse.cli import main
 
 sys.exit(main())

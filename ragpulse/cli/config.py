@@ -1,4 +1,4 @@
-"""``ragpulse config check FILE``, ``ragpulse config show`` and ``ragpulse metrics``."""
+"""``ragpulse config check FILE`` and ``ragpulse config show``."""
 
 from __future__ import annotations
 
@@ -36,11 +36,6 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "show", parents=[common], help="every effective setting and where it came from"
     )
     show.add_argument("--config", type=Path, help=f"settings file (env {CONFIG_ENV})")
-    sub.add_parser(
-        "metrics",
-        parents=[common],
-        help="list every registered metric/method, its tier and whether it is on by default",
-    )
 
 
 def config_command(args: argparse.Namespace, out: Console) -> int:
@@ -107,17 +102,3 @@ def _shown(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(_masked(value), default=str)
     return "" if value is None else str(value)
-
-
-def metrics_command(out: Console) -> int:
-    from ragpulse.config import EvaluationSettings
-    from ragpulse.plugins import evaluator_classes
-
-    settings = EvaluationSettings()
-    table = Table("metric/method", "tier", "better", "by default", title="registered evaluators")
-    for name, cls in sorted(evaluator_classes().items()):
-        why = cls.missing() or cls.unconfigured(settings)
-        on = "on" if cls.default_enabled and not why else (why.split(" (")[0] if why else "opt-in")
-        table.add_row(name, cls.tier.value, cls.direction.value, on)
-    out.print(table)
-    return 0

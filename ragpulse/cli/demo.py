@@ -1,12 +1,19 @@
 """``ragpulse demo``: the collector and an instrumented app in one process, live scores.
 
+The app answers help-center questions three ways: a RAG pipeline, an agent that calls
+tools (a search, a ticket reader, a status check that is down, an e-mail sender), and
+two-turn conversations with that agent. Its first turns are what ragpulse is for: an
+agent turn that retrieves through a tool, a conversation (closed into its conversation
+record), and a ticket whose text carries a prompt injection that the agent obeys (the
+hijack ``injection_followed/agent`` names).
+
 The run has three phases, each reported with its time, so that ``--duration 20``
 is not silently 30 s: starting (the collector, and the model tier's models when
 one is configured: loaded before traffic starts so that its results make the
 table), ``--duration`` seconds of traffic, and draining (the app's last spans are
-sent, open traces closed, and every question evaluated by every tier that runs)
-before the final table is printed. The table lists every evaluator that runs, so
-a tier with nothing to show yet is a visible row, not a missing one.
+sent, open traces closed, every conversation ended, and every turn evaluated by every
+tier that runs) before the final table is printed. The table lists every evaluator
+that runs, so a tier with nothing to show yet is a visible row, not a missing one.
 """
 
 from __future__ import annotations
@@ -15,17 +22,16 @@ import argparse
 import os
 import random
 import socket
-import statistics
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 import ragpulse
@@ -41,6 +47,16 @@ EXPORT_DELAY_MS = "500"
 """Spans leave the app every 0.5 s instead of the SDK's default 5 s."""
 GRACE_S = 0.5
 """A trace closes this long after its last span (the collector's default is 1 s)."""
+FOLLOW_UP_S = 2.0
+"""A conversation's second turn comes this long after its first: its user read the answer."""
+SHOWN_SERIES = 4
+"""Score series printed as examples after the run (the demo serves a few dozen)."""
+NAMED_SERIES = (
+    "ragpulse_injection_detected_total",
+    "ragpulse_agent_hijacked_turns_total",
+    "ragpulse_conversation_records_total",
+)
+"""Series printed whole after the run: injections, hijacks, conversation records."""
 
 
 def _free_or_zero(port: int) -> int:
@@ -54,13 +70,18 @@ def _free_or_zero(port: int) -> int:
 
 
 class _Traffic:
-    """The demo app's questions, sent from a daemon thread at ``rate`` per second."""
+    """The demo app's turns, sent from a daemon thread at ``rate`` per second: first the
+    agent turn, a conversation and the hijack, then a mix of RAG questions, agent turns
+    and conversations (a conversation's second turn :data:`FOLLOW_UP_S` after its first)."""
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
-        self.sent = 0  # answered by the app: each one is a trace on its way to the collector
+        self.sent = 0  # turns answered by the app: each one is a trace on its way
         self.failed = 0
+        self.agent_turns = 0
+        self.conversations = 0  # started; each ends (its follow-up is sent) before finish
         self.stop = threading.Event()
+        self._due: list[tuple[float, str, str]] = []  # (when, conversation id, follow-up)
         self._thread = threading.Thread(target=self._run, name="ragpulse-demo-app", daemon=True)
 
     def start(self) -> None:
@@ -68,21 +89,65 @@ class _Traffic:
 
     def finish(self) -> None:
         self.stop.set()
-        self._thread.join(5)
+        self._thread.join(30)
+
+    def _send(self, ask: Callable[[], object]) -> None:
+        try:
+            ask()
+            self.sent += 1
+        except Exception:  # the demo app must keep sending whatever happens
+            self.failed += 1
+
+    def _agent(self, question: str) -> None:
+        from ragpulse.cli.demo_agent import turn
+
+        self.agent_turns += 1
+        self._send(lambda: turn(question))
+
+    def _converse(self, questions: list[str]) -> None:
+        from ragpulse.cli.demo_agent import turn
+
+        self.conversations += 1
+        cid = f"demo-chat-{self.conversations}"
+        self.agent_turns += 1
+        self._send(lambda: turn(questions[0], cid))
+        self._due.append((time.monotonic() + FOLLOW_UP_S, cid, questions[1]))
+
+    def _follow_ups(self, all_of_them: bool = False) -> None:
+        from ragpulse.cli.demo_agent import turn
+
+        now = time.monotonic()
+        for due in [d for d in self._due if all_of_them or d[0] <= now]:
+            self._due.remove(due)
+            _, cid, question = due
+            self.agent_turns += 1
+            self._send(partial(turn, question, cid, last=True))
 
     def _run(self) -> None:
+        from ragpulse.cli.demo_agent import scenarios
         from ragpulse.cli.demo_app import answer, corpus
 
         questions = corpus()["questions"]
+        agent = scenarios()
         rng = random.Random(7)
+        first: list[Callable[[], None]] = [
+            lambda: self._agent(agent["questions"][0]),
+            lambda: self._converse(agent["conversations"][0]),
+            lambda: self._agent(agent["hijack_question"]),
+        ]
         while not self.stop.is_set():
-            q = rng.choice(questions)
-            try:
-                answer(q["question"])
-                self.sent += 1
-            except Exception:  # the demo app must keep sending whatever happens
-                self.failed += 1
+            self._follow_ups()
+            if first:
+                first.pop(0)()
+            elif (roll := rng.random()) < 0.55:
+                question = rng.choice(questions)["question"]
+                self._send(partial(answer, question))
+            elif roll < 0.85:
+                self._agent(rng.choice(agent["questions"]))
+            else:
+                self._converse(rng.choice(agent["conversations"]))
             self.stop.wait(1.0 / self.rate)
+        self._follow_ups(all_of_them=True)  # every conversation ends
 
 
 def _tier_line(evaluators: Sequence[AnyEvaluator], judge_on: bool) -> str:
@@ -104,61 +169,39 @@ def _tier_line(evaluators: Sequence[AnyEvaluator], judge_on: bool) -> str:
 
 
 def _table(
-    sink: InMemorySink, evaluators: Sequence[AnyEvaluator], traffic: _Traffic, status: str
+    sink: InMemorySink,
+    evaluators: Sequence[AnyEvaluator],
+    traffic: _Traffic,
+    status: str,
+    console: Console,
 ) -> Group:
-    items = sink.items
-    scores: dict[str, list[float]] = defaultdict(list)
-    labels: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for item in items:
-        for r in item.results:
-            if r.score is not None:
-                scores[r.name].append(r.score)
-            if r.label:
-                labels[r.name][r.label] += 1
-    title = f"ragpulse demo: {len(items)} of {traffic.sent} questions sent evaluated"
-    table = Table(title=title)
-    for col in ("metric/method", "tier", "n", "mean", "min", "labels"):
-        left = col in ("metric/method", "tier", "labels")
-        # Names are never cut (the labels column wraps instead on a narrow terminal).
-        no_wrap = col in ("metric/method", "tier")
-        table.add_column(col, justify="left" if left else "right", no_wrap=no_wrap)
-    tiers = {e.name: e.tier.value for e in evaluators}
-    for name in sorted(set(tiers) | set(scores)):
-        vals = scores.get(name, [])
-        label_text = ", ".join(f"{k}={v}" for k, v in sorted(labels[name].items()))
-        mean = f"{statistics.fmean(vals):.3f}" if vals else "-"
-        low = f"{min(vals):.2f}" if vals else "-"
-        table.add_row(name, tiers.get(name, "?"), str(len(vals)), mean, low, label_text)
-    return Group(table, Text(status, style="dim"))
+    from ragpulse.cli.demo_view import score_table
 
-
-def signal_table() -> Table:
-    """What each local score can see on the dev sets, and what to switch on for accuracy."""
-    from ragpulse.evaluators.signal_guide import COLUMNS, rows
-
-    table = Table(title="what these scores can see (dev AUROC; alerts read scores at 0.5)")
-    for col in COLUMNS:
-        table.add_column(col, overflow="fold")  # names are never cut
-    for row in rows():
-        table.add_row(*(cell.replace("`", "") for cell in row))
-    return table
+    title = (
+        f"ragpulse demo: {len(sink.items)} of {traffic.sent} turns evaluated "
+        f"({traffic.agent_turns} agent turns, {len(sink.conversations)} of "
+        f"{traffic.conversations} conversations closed)"
+    )
+    return Group(score_table(sink, evaluators, title, console), Text(status, style="dim"))
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     demo = sub.add_parser(
         "demo",
         parents=[common],
-        help="run the collector and an instrumented demo RAG app, print live scores",
-        description="Starts the collector and a small instrumented RAG app in this process, "
-        "sends questions for --duration seconds, then waits until every question sent has "
-        "been evaluated (the last spans leave the app, the last traces close) and prints "
-        "the scores and the Prometheus series. Starting and that final wait add a few "
-        "seconds to --duration; both are reported.",
+        help="run the collector and an instrumented demo RAG app and agent, print live scores",
+        description="Starts the collector and a small instrumented app in this process (a "
+        "RAG pipeline, an agent that calls tools, two-turn conversations, and a ticket whose "
+        "prompt injection the agent obeys), sends turns for --duration seconds, then waits "
+        "until every turn sent has been evaluated (the last spans leave the app, the last "
+        "traces close, every conversation ends) and prints the scores, what became of the "
+        "agent turn, the conversation and the hijack, and the Prometheus series. Starting "
+        "and that final wait add a few seconds to --duration; both are reported.",
     )
     demo.add_argument(
         "--duration", type=float, default=20.0, help="seconds of traffic (default 20)"
     )
-    demo.add_argument("--rate", type=float, default=8.0, help="questions per second (default 8)")
+    demo.add_argument("--rate", type=float, default=8.0, help="turns per second (default 8)")
     demo.add_argument(
         "--otlp-http-port",
         type=int,
@@ -220,7 +263,9 @@ def _run(
     sink: InMemorySink,
     began: float,
 ) -> tuple[int, list[str]]:
-    """Traffic, drain, the final table and series; the exit code and the phases' times."""
+    """Traffic, drain, the final table, story and series; the exit code and the phases'
+    times."""
+    from ragpulse.cli.demo_view import signal_guide, story
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.evaluators.base import Tier
 
@@ -233,58 +278,62 @@ def _run(
     models = pipeline.by_tier.get(Tier.MODEL, [])
     if models:
         # Loaded here, before traffic, with the collector's context (shared models, so the
-        # tier's own load finds them): else the first questions skip the tier while it loads.
+        # tier's own load finds them): else the first turns skip the tier while it loads.
         console.print("loading the model tier's models ...")
         load_evaluators_safely(models, collector.context)
     ragpulse.configure(service_name="ragpulse-demo", endpoint=collector.otlp_url)
     starting = time.monotonic() - began
 
     traffic = _Traffic(args.rate)
-    with Live(console=Console(), refresh_per_second=2) as live:
+    screen = Console()
+    with Live(console=screen, refresh_per_second=2) as live:
         start = time.monotonic()
         traffic.start()
         try:
             while (elapsed := time.monotonic() - start) < args.duration:
                 status = f"{elapsed:5.1f}s of {args.duration:.0f}s of traffic - Prometheus: "
-                live.update(_table(sink, evaluators, traffic, status + metrics_url))
+                live.update(_table(sink, evaluators, traffic, status + metrics_url, screen))
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         traffic.finish()
         sending = time.monotonic() - start
-        drained = _drain(collector, sink, evaluators, traffic, live)
+        drained = _drain(collector, sink, evaluators, traffic, live, screen)
         draining = time.monotonic() - start - sending
         evaluated = len(sink.items)
-        if drained and evaluated >= traffic.sent:
-            status = f"all {traffic.sent} questions sent were evaluated"
+        if drained:
+            status = f"all {traffic.sent} turns sent were evaluated"
         else:
             status = (
-                f"{traffic.sent - evaluated} of {traffic.sent} questions not evaluated after "
+                f"{traffic.sent - evaluated} of {traffic.sent} turns not evaluated after "
                 f"waiting {DRAIN_BOUND_S:.0f}s (still queued for a costly tier)"
             )
-        live.update(_table(sink, evaluators, traffic, status))
+        live.update(_table(sink, evaluators, traffic, status, screen))
+    out = Console()
+    out.print()
+    for line in story(sink):
+        out.print(line)
     import urllib.request  # here: only the demo fetches anything
 
     body = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
-    series = [line for line in body.splitlines() if line.startswith("ragpulse_eval_score_count")]
-    out = Console()
+    lines = body.splitlines()
+    series = [line for line in lines if line.startswith("ragpulse_eval_score_count")]
     out.print(
         f"\n[bold]{metrics_url}[/bold] served {len(series)} score series before the demo "
         "stopped (run `ragpulse serve` to keep one up), e.g.:"
     )
-    for line in series:
-        out.print("  " + line, highlight=False, soft_wrap=True)
-    injected = [
-        line for line in body.splitlines() if line.startswith("ragpulse_injection_detected_total")
+    shown = [
+        *series[:SHOWN_SERIES],
+        *(line for line in lines if line.startswith(NAMED_SERIES)),
     ]
-    for line in injected:
+    for line in shown:
         out.print("  " + line, highlight=False, soft_wrap=True)
-    out.print(signal_table())
+    out.print(signal_guide(out))
     loading = " and its models" if models else ""
     phases = [
         f"{starting:.1f}s starting the collector{loading}",
         f"{sending:.1f}s of traffic",
-        f"{draining:.1f}s until the last questions were evaluated (spans leave the app every "
+        f"{draining:.1f}s until the last turns were evaluated (spans leave the app every "
         f"{int(EXPORT_DELAY_MS) / 1000:.1f}s, a trace closes {GRACE_S:.1f}s after its last span)",
     ]
     return (0 if series else 1), phases
@@ -296,16 +345,20 @@ def _drain(
     evaluators: Sequence[AnyEvaluator],
     traffic: _Traffic,
     live: Live,
+    screen: Console,
 ) -> bool:
     """Send the app's last spans, close every open trace, and wait (bounded) until each
-    question sent has gone through every tier that runs; True when they all did."""
+    turn sent has gone through every tier that runs and each conversation has its record;
+    True when they all did."""
     ragpulse.shutdown()  # flushes the app's spans; the receiver ingests them before answering
     collector.pipeline.submit(collector.assembler.drain())
     deadline = time.monotonic() + DRAIN_BOUND_S
     while time.monotonic() < deadline:
-        if collector.pipeline.wait_idle(0.5):
+        idle = collector.pipeline.wait_idle(0.5)
+        turns = traffic.sent - len(sink.items)
+        conversations = traffic.conversations - len(sink.conversations)
+        if idle and turns <= 0 and conversations <= 0:
             return True
-        waiting = traffic.sent - len(sink.items)
-        status = f"waiting for the last {waiting} questions to be evaluated ..."
-        live.update(_table(sink, evaluators, traffic, status))
+        status = f"waiting for the last {max(turns, 0)} turns and {max(conversations, 0)} "
+        live.update(_table(sink, evaluators, traffic, status + "conversations ...", screen))
     return False

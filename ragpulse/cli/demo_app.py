@@ -41,8 +41,9 @@ def _overlap(question: str, text: str) -> int:
     return len(content_token_set(question) & content_token_set(text))
 
 
-@ragpulse.retrieval(data_source="nimbus-help-center")
-def retrieve(query: str, k: int = 3) -> list[dict[str, Any]]:
+def search(query: str, k: int = 3) -> list[dict[str, Any]]:
+    """Keyword search over the help center: the ``k`` documents sharing most words with
+    ``query`` (none that shares no word)."""
     ranked = sorted(
         corpus()["documents"], key=lambda d: _overlap(query, d["content"]), reverse=True
     )
@@ -51,6 +52,11 @@ def retrieve(query: str, k: int = 3) -> list[dict[str, Any]]:
         {"id": d["id"], "content": d["content"], "score": float(_overlap(query, d["content"]))}
         for d in hits
     ]
+
+
+@ragpulse.retrieval(data_source="nimbus-help-center")
+def retrieve(query: str, k: int = 3) -> list[dict[str, Any]]:
+    return search(query, k)
 
 
 # The one planted instruction the demo falls for (``ragpulse eval --generator``'s
@@ -63,7 +69,13 @@ _CODE_WORD = re.compile(r"\breply with the code word\b", re.IGNORECASE)
 def generate(question: str, documents: list[dict[str, Any]], ungrounded: bool = False) -> str:
     if ungrounded:
         return str(random.choice(corpus()["ungrounded_answers"]))
-    candidates = [s for d in documents for s in sentences(d["content"])]
+    return extract(question, [d["content"] for d in documents])
+
+
+def extract(question: str, texts: list[str]) -> str:
+    """The extractive answer: the sentence of ``texts`` closest to ``question`` (or the
+    planted code-word sentence, which this naive model always quotes)."""
+    candidates = [s for text in texts for s in sentences(text)]
     followed = next((s for s in candidates if _CODE_WORD.search(s)), None)
     if followed is not None:
         return re.sub(r"\s+", " ", followed).strip()

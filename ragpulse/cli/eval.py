@@ -26,6 +26,7 @@ from ragpulse.plugin_index import source_urls
 
 if TYPE_CHECKING:
     from ragpulse.offline.io import SignalStop
+    from ragpulse.offline.json_rows import Layout
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -45,7 +46,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "input",
         type=Path,
         nargs="?",
-        help="input JSONL (one row per line); with --replay also a set folder; none with --from",
+        help="input JSONL (one row per line) or a JSON array of rows; with --replay also a "
+        "set folder; none with --from",
     )
     ev.add_argument(
         "-o",
@@ -242,7 +244,7 @@ def evaluate_file(args: argparse.Namespace) -> int:
     """
     from rich.markup import escape
 
-    from ragpulse.offline.io import Interrupted, SignalStop, not_text, path_problem
+    from ragpulse.offline.io import Interrupted, SignalStop, input_layout, path_problem
 
     if getattr(args, "from_url", None):
         from ragpulse.cli.stored import evaluate_stored
@@ -289,14 +291,14 @@ def evaluate_file(args: argparse.Namespace) -> int:
     if problem:
         console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
         return 2
-    problem = not_text(args.input)
-    if problem:
-        console.print(f"[red]{escape(problem)}[/red]", highlight=False, soft_wrap=True)
+    layout = input_layout(args.input)
+    if isinstance(layout, str):
+        console.print(f"[red]{escape(layout)}[/red]", highlight=False, soft_wrap=True)
         return 1
     written = [0]
     try:
         with SignalStop() as stop:
-            return _score_file(args, stop, written)
+            return _score_file(args, stop, written, layout)
     except (Interrupted, KeyboardInterrupt) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         name = signal.Signals(signum).name
@@ -310,13 +312,15 @@ def evaluate_file(args: argparse.Namespace) -> int:
         return 128 + signum
 
 
-def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) -> int:
+def _score_file(
+    args: argparse.Namespace, stop: SignalStop, written: list[int], layout: Layout
+) -> int:
     """The body of :func:`evaluate_file`; ``written[0]`` counts the lines on disk."""
     from rich.markup import escape
 
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.offline.conversations import OfflineConversations
-    from ragpulse.offline.io import batches, count_lines, open_text, read_rows
+    from ragpulse.offline.io import batches, input_rows, open_text, row_count
     from ragpulse.offline.run import offline_run
     from ragpulse.offline.score import Summary, score_rows
     from ragpulse.plugins import load_evaluators
@@ -326,7 +330,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
     settings = load_settings(args.config, evaluation=evaluation_overrides(args))
     evaluation = settings.evaluation
     selection = args.metrics or evaluation.evaluators
-    total = count_lines(args.input)
+    total = row_count(args.input, layout)
     progress, task, context = offline_run(settings, "scoring", total, console)
     with closing(context):
         wanted = load_evaluators(selection, evaluation)
@@ -345,7 +349,7 @@ def _score_file(args: argparse.Namespace, stop: SignalStop, written: list[int]) 
             args.output.open("w", encoding="utf-8") as out,
             progress,
         ):
-            for batch in batches(read_rows(source), args.batch_size):
+            for batch in batches(input_rows(source, layout), args.batch_size):
                 lines = score_rows(
                     batch, evaluators, summary, redactor, settings.agents, conversations
                 )

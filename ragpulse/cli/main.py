@@ -13,7 +13,7 @@ from typing import NoReturn
 from rich.text import Text
 
 from ragpulse import __version__
-from ragpulse.cli import config, demo, eval, judge, regression, serve
+from ragpulse.cli import config, demo, eval, judge, metrics, regression, serve
 from ragpulse.cli.common import QUIET_BELOW_DEBUG, console, log_level_flag, stdout
 from ragpulse.errors import ConfigError, PortUnavailable
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     regression.add_parser(sub, common)
     judge.add_parser(sub, common)
     config.add_parsers(sub, common)
+    metrics.add_parser(sub, common)
     demo.add_parser(sub, common)
     return parser
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "config":
             return config.config_command(args, stdout())
         if args.command == "metrics":
-            return config.metrics_command(stdout())
+            return metrics.run(args, stdout())
     except ConfigError as exc:
         # One line (no wrapping, no markup: messages quote names and brackets as they are).
         label = "error: " if isinstance(exc, PortUnavailable) else "configuration error: "

@@ -36,7 +36,9 @@ from rich.markup import escape
 
 from ragpulse.evaluators.base import AnyEvaluator
 from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
+from ragpulse.offline.json_rows import Layout
 from ragpulse.offline.replay import ReplayRow
+from ragpulse.offline.score import ParsedLine
 
 REGRESSION_TO_THE_MEAN = (
     "its recorded scores are low by selection, so they rise on a second look even through "
@@ -114,20 +116,22 @@ def _drop_limits(args: argparse.Namespace) -> dict[str, float]:
     return drop_limits(parse_gates(args.max_drop or []))
 
 
-def _readable(path: Path, console: Console) -> tuple[list[Path], int | None]:
-    """The set's readable files; an exit code when there is none."""
-    from ragpulse.offline.io import not_text
+def _readable(path: Path, console: Console) -> tuple[list[tuple[Path, Layout]], int | None]:
+    """The set's readable files, each with how its rows lie; an exit code when there is
+    none."""
+    from ragpulse.offline.io import input_layout
     from ragpulse.offline.replay import input_files
 
     files = input_files(path)
-    problems = [p for p in map(not_text, files) if p]
+    layouts = {f: input_layout(f) for f in files}
+    problems = [why for why in layouts.values() if isinstance(why, str)]
     if not files or len(problems) == len(files):
         why = problems[0] if problems else f"no rows: no *.jsonl file in {path}"
         console.print(f"[red]{escape(why)}[/red]", highlight=False, soft_wrap=True)
         return [], 1
     for why in problems:  # a set folder with one bad file: the others still count
         console.print(f"[yellow]{escape(why)}[/yellow]", highlight=False, soft_wrap=True)
-    return [f for f in files if not_text(f) is None], None
+    return [(f, layout) for f, layout in layouts.items() if not isinstance(layout, str)], None
 
 
 @dataclass
@@ -139,17 +143,24 @@ class _Input:
     parsed: int
 
 
-def _read(files: Sequence[Path]) -> _Input:
-    from ragpulse.offline.io import open_text
+def _read(files: Sequence[tuple[Path, Layout]]) -> _Input:
+    from ragpulse.offline.io import count_lines, input_rows, open_text
     from ragpulse.offline.replay import join_recorded, to_rows
-    from ragpulse.offline.score import parse_lines
 
-    def lines() -> Iterator[str]:
-        for file in files:
+    def read() -> Iterator[ParsedLine]:
+        """Every file's rows, numbered on from the file before (lines as ``cat`` joins
+        them; rows of a JSON array by their place)."""
+        offset = 0
+        for file, layout in files:
+            last = offset
             with open_text(file) as f:
-                yield from f
+                for p in input_rows(f, layout, keep_text=False):
+                    p.line += offset
+                    last = p.line
+                    yield p
+            offset = offset + count_lines(file) if layout.kind == "jsonl" else last
 
-    parsed = list(parse_lines(lines()))
+    parsed = list(read())
     found = _Input([], 0, 0, [], len(parsed))
     for p in parsed:
         if p.row is None:
@@ -181,7 +192,7 @@ def _nothing_to_replay(found: _Input) -> str | None:
 
 def _replay_run(
     args: argparse.Namespace,
-    files: list[Path],
+    files: list[tuple[Path, Layout]],
     console: Console,
     stop: SignalStop,
     state: _Progress,
@@ -423,9 +434,10 @@ def _replay_failure(
     if not replayed:
         first = next((r.error for r in rows if r.error), "no answer")
         return f"every replay call failed ({len(rows)} rows): {first}"
-    for e in evaluators:
-        errors = [row.after_results[e.name].error for row in replayed]
-        if all(errors):
+    for e in evaluators:  # a conversation metric scores no turn: no result on any row
+        results = [row.after_results.get(e.name) for row in replayed]
+        errors = [r.error for r in results if r is not None]
+        if errors and all(errors):
             return f"{e.name} failed on every replayed row ({len(replayed)}): {errors[0]}"
     if not_loaded:
         return f"could not load {', '.join(not_loaded)} (see the errors above)"

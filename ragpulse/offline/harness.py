@@ -85,6 +85,7 @@ from ragpulse.offline.conversations import (
     history_messages,
 )
 from ragpulse.offline.io import Feed, Interrupted, SignalStop, StreamedOutput
+from ragpulse.offline.json_rows import JSONL, Layout
 from ragpulse.offline.options import HarnessOptions
 from ragpulse.offline.score import ParsedLine, row_to_record
 from ragpulse.offline.testset import SET_LINE_KEYS, FieldReport, canonical_row
@@ -408,14 +409,14 @@ class TestSet:
     pool: list[Document] = field(default_factory=list)
 
 
-def read_set(path: Path) -> TestSet:
-    """Every line parsed; rows in ragpulse's field names (regression-set lines flattened,
-    Ragas/DeepEval names mapped); questions, references and recorded runs by line."""
-    from ragpulse.offline.io import open_text
-    from ragpulse.offline.score import parse_lines
+def read_set(path: Path, layout: Layout = JSONL) -> TestSet:
+    """Every row parsed (JSON Lines, or a JSON document's array as ``layout`` says); rows
+    in ragpulse's field names (regression-set lines flattened, Ragas/DeepEval names
+    mapped); questions, references and recorded runs by line."""
+    from ragpulse.offline.io import input_rows, open_text
 
     with open_text(path) as f:
-        parsed = list(parse_lines(f))
+        parsed = list(input_rows(f, layout, keep_text=False))
     found = TestSet(parsed)
     for p in parsed:
         if p.row is None:
@@ -487,11 +488,13 @@ def run(options: HarnessOptions, console: Console, settings: Callable[[], Settin
     SIGINT/SIGTERM, the rows scored so far kept. ``settings`` loads the settings, once the
     inputs are known to be usable; the report goes to ``console``, progress to stderr. A
     generator or retriever that does not load raises ConfigError naming its flag."""
-    from ragpulse.offline.io import not_text, path_problem
+    from ragpulse.offline.io import input_layout, path_problem
 
     problem = path_problem(options.input, options.output)
+    layout: Layout | str = JSONL
     if problem is None:
-        problem = not_text(options.input)
+        layout = input_layout(options.input)
+        problem = layout if isinstance(layout, str) else None
     chosen = CONDITIONS if options.conditions is None else options.conditions
     conditions: list[str] = list(dict.fromkeys(chosen))
     if problem is None:
@@ -504,8 +507,8 @@ def run(options: HarnessOptions, console: Console, settings: Callable[[], Settin
     if problem is None:
         problem = _gate_problem(options, conditions)
     data = None
-    if problem is None:
-        data = read_set(options.input)
+    if problem is None and not isinstance(layout, str):
+        data = read_set(options.input, layout)
         problem = inputs_problem(data, conditions, options.retriever is not None)
     if problem is not None or data is None:
         console.print(f"[red]{escape(str(problem))}[/red]", highlight=False, soft_wrap=True)

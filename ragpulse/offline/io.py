@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Generic, TextIO, TypeVar
 
+from ragpulse.offline.json_rows import Layout, count_rows, json_rows, layout_of
 from ragpulse.offline.score import ParsedLine, parse_line
 
 T = TypeVar("T")
@@ -111,8 +112,11 @@ def open_text(path: Path) -> TextIO:
     return path.open(encoding="utf-8-sig", errors="replace", newline="\n")
 
 
-def read_rows(f: TextIO, max_line_chars: int = MAX_LINE_CHARS) -> Iterator[ParsedLine]:
-    """Parse ``f`` one line at a time; never holds more than one line of it."""
+def read_rows(
+    f: TextIO, max_line_chars: int = MAX_LINE_CHARS, keep_text: bool = True
+) -> Iterator[ParsedLine]:
+    """Parse ``f`` one line at a time; never holds more than one line of it. ``keep_text``:
+    a row keeps its line (:func:`~ragpulse.offline.score.parse_line`)."""
     n = 0
     while raw := f.readline(max_line_chars + 1):
         n += 1
@@ -126,10 +130,39 @@ def read_rows(f: TextIO, max_line_chars: int = MAX_LINE_CHARS) -> Iterator[Parse
             error = f"line is {total} characters long, over the {max_line_chars} limit"
             yield ParsedLine(n, None, error, head, size=len(head))
             continue
-        parsed = parse_line(n, raw, keep_text=True)
+        parsed = parse_line(n, raw, keep_text=keep_text)
         del raw  # the parsed row (and the line, if short) is all that is kept for the batch
         if parsed is not None:
             yield parsed
+
+
+def input_rows(
+    f: TextIO, layout: Layout, max_line_chars: int = MAX_LINE_CHARS, keep_text: bool = True
+) -> Iterator[ParsedLine]:
+    """The rows of ``f`` as :func:`~ragpulse.offline.json_rows.layout_of` found them laid
+    out: JSON Lines, or a JSON document's array (a row bounded as a line is)."""
+    if layout.kind == "jsonl":
+        return read_rows(f, max_line_chars, keep_text)
+    return json_rows(f, layout, max_line_chars, keep_text=keep_text)
+
+
+def input_layout(path: Path) -> Layout | str:
+    """How the rows lie in ``path`` (JSON Lines, or a JSON document's array), or one line
+    saying why it cannot be read: evidently not text (:func:`not_text`), or a JSON
+    document of another shape (:func:`~ragpulse.offline.json_rows.layout_of`)."""
+    problem = not_text(path)
+    if problem:
+        return problem
+    with open_text(path) as f:
+        return layout_of(f, path)
+
+
+def row_count(path: Path, layout: Layout) -> int:
+    """Rows (lines, for JSON Lines) in ``path``, for the progress bar's total."""
+    if layout.kind == "jsonl":
+        return count_lines(path)
+    with open_text(path) as f:
+        return count_rows(f, layout)
 
 
 def batches(

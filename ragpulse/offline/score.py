@@ -30,7 +30,7 @@ import json
 import statistics
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,13 +318,6 @@ def parse_line(n: int, raw: str, keep_text: bool = False) -> ParsedLine | None:
         return ParsedLine(n, None, "line is not a JSON object", raw[:1000], size=len(raw))
     text = raw if keep_text and len(raw) <= KEEP_TEXT_CHARS else ""
     return ParsedLine(n, row, size=len(raw), text=text)
-
-
-def parse_lines(lines: Iterable[str]) -> Iterator[ParsedLine]:
-    for n, raw in enumerate(lines, 1):
-        parsed = parse_line(n, raw)
-        if parsed is not None:
-            yield parsed
 
 
 @dataclass

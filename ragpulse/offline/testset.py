@@ -85,21 +85,34 @@ KNOWN_KEYS = frozenset(
 
 def canonical_row(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``row`` with Ragas/DeepEval field names read as ragpulse's (:data:`ALIASES`), and
-    the mappings used (``"user_input -> question"``). A single string where ragpulse
-    reads a list (Ragas' ``reference``) becomes a one-item list: that is the mapping,
-    not a coercion. The row itself is not changed."""
+    the mappings that read a value (``"user_input -> question"``): a field that is null
+    or empty is mapped too, but read nothing, so it is not reported. A single string
+    where ragpulse reads a list (Ragas' ``reference``) becomes a one-item list: that is
+    the mapping, not a coercion. The row itself is not changed."""
     targets = {k: _target(k, v) for k, v in row.items() if k in ALIASES}
-    used = [k for k, target in targets.items() if target not in row]
+    # Two aliases of one field (input and user_input): the first that holds a value wins.
+    used = sorted(
+        (k for k, target in targets.items() if target not in row),
+        key=lambda k: not _holds_value(row[k]),
+    )
     if not used:
         return row, []
     out = dict(row)
+    read = []
     for key in used:
         target = targets[key]
-        if target in out:  # two aliases of one field (input and user_input): the first wins
+        if target in out:
             continue
         value = out.pop(key)
         out[target] = [value] if target in _LIST_FIELDS and isinstance(value, str) else value
-    return out, [f"{k} -> {targets[k]}" for k in used if targets[k] in out]
+        if _holds_value(value):
+            read.append(f"{key} -> {target}")
+    return out, read
+
+
+def _holds_value(value: Any) -> bool:
+    """Whether a field said anything: null and an empty string, list or object did not."""
+    return value is not None and value not in ("", [], {})
 
 
 def _target(key: str, value: Any) -> str:

@@ -16,8 +16,6 @@ import numbers
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from ragpulse.record import Document
-
 # Named as before instrument.py was split up, so an app's logging setup for
 # "ragpulse.instrument" keeps covering every instrumentation module.
 logger = logging.getLogger("ragpulse.instrument")
@@ -205,16 +203,14 @@ def _score(value: Any) -> float | None:
 def _to_doc(item: Any) -> _Doc | None:
     """One retrieved item -> _Doc; None for shapes we do not recognise.
 
-    Accepts str, :class:`ragpulse.Document`, mappings and objects with
-    ``id``/``content`` (or ``text``/``page_content``)/``score``/``metadata``
-    (LangChain ``Document``), ``(document, score)`` pairs (LangChain
+    Accepts str, mappings and objects with ``id``/``content`` (or
+    ``text``/``page_content``)/``score``/``metadata`` (:class:`ragpulse.Document`,
+    LangChain's ``Document``), ``(document, score)`` pairs (LangChain
     ``similarity_search_with_score``) and ``.node``/``.score`` wrappers
     (LlamaIndex ``NodeWithScore``).
     """
     if isinstance(item, str | bytes | bytearray):
         return _Doc(None, _as_text(item), None, None)
-    if isinstance(item, Document):
-        return _Doc(item.id, item.content, item.score, item.metadata or None)
     if isinstance(item, tuple) and len(item) == 2 and _score(item[1]) is not None:
         inner = _to_doc(item[0])
         return inner._replace(score=_score(item[1])) if inner is not None else None

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import Tracer, TracerProvider
 
+from ragpulse import extras
 from ragpulse import semconv as sc
 from ragpulse.errors import ConfigError
 from ragpulse.sdk.coerce import _to_json
@@ -69,7 +70,12 @@ def _console_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
 
 def _kafka_exporter(config: InstrumentConfig) -> tuple[SpanExporter, bool]:
     from ragpulse.sdk.export_guard import GuardedExporter
-    from ragpulse.sdk.kafka_exporter import KafkaSpanExporter
+
+    try:
+        from ragpulse.sdk.kafka_exporter import KafkaSpanExporter
+    except ModuleNotFoundError as exc:  # an invalid setting here: nothing is configured
+        absent = [str(exc.name)]
+        raise ConfigError(extras.needs("kafka", "exporter='kafka'", absent)) from exc
 
     exporter = KafkaSpanExporter(
         config.kafka_bootstrap, config.kafka_topic, timeout_s=config.export_timeout_s

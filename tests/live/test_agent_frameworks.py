@@ -33,9 +33,11 @@ EXPECTED = {**{a: len(TURNS) for a in AGENTS}, "haystack": 4}  # 3 RAG turns + a
 BY_NAME = {t.name: t for t in TURNS}
 
 
-def shown(text: str) -> str:
-    """``text`` as the results file shows it: e-mail addresses redacted (the default)."""
-    return text.replace(ATTACKER, "[EMAIL]")
+def shown(text: str, hijacked: bool = False) -> str:
+    """``text`` as the results file shows it: e-mail addresses redacted (the default); in
+    the hijacked turn the attacker's address is a destination, and keeps its domain."""
+    domain = ATTACKER.split("@")[1]
+    return text.replace(ATTACKER, f"[EMAIL]@{domain}" if hijacked else "[EMAIL]")
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +95,7 @@ def test_every_turn_is_one_agent_record_with_its_tool_passages(
         row = _turn(rows, turn.name)
         assert row["kind"] == "agent"
         assert row["answer"] == turn.answer
-        passages = {shown(p["content"]) for p in PASSAGES[turn.topic]}
+        passages = {shown(p["content"], turn.name == "hijacked") for p in PASSAGES[turn.topic]}
         contents = {d["content"] for d in row["documents"]}
         assert passages <= contents, (app, turn.name)
         searched = [d for d in row["documents"] if d["content"] in passages]
@@ -138,6 +140,9 @@ def test_the_hijack_is_caught_and_the_turn_without_it_is_not(
     assert hijacked["label"] == "hijacked" and hijacked["score"] == 1.0
     [first, *_] = hijacked["details"]["hijacks"]
     assert first["tool"] == "send_email" and first["kind"] == "email"
+    destination = shown(ATTACKER, hijacked=True)  # where the data went, the address redacted
+    assert hijacked["details"]["destinations"] == [destination]
+    assert f"carries email '{destination}'" in hijacked["explanation"]
     clean = _result(_turn(scored[app], "injected"), "injection_followed/agent")
     assert clean["label"] == "not_hijacked" and clean["score"] == 0.0
 

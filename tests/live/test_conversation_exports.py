@@ -42,7 +42,7 @@ from ragpulse.config import Settings
 from ragpulse.exporters.mlflow import MlflowSink
 from ragpulse.exporters.phoenix import PhoenixSink
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import ConversationRecord, EvalResult, ExportItem
+from ragpulse.record import ConversationRecord, EvalResult, ExportItem, TurnSummary
 
 pytestmark = pytest.mark.integration
 
@@ -383,3 +383,59 @@ def repeat(
             "ragpulse_sink_items_total", {"sink": cls.name, "outcome": "delivered"}
         )
         assert delivered == len(results), cls.name
+
+
+def test_phoenix_lists_a_pydantic_ai_conversation_by_its_gen_ai_conversation_id(
+    phoenix_server: PhoenixServer,
+) -> None:
+    """Pydantic AI's spans carry ``gen_ai.conversation.id`` and no ``session.id``: the
+    Phoenix that ``make backends`` installs (15.10 and later convert the GenAI conventions
+    at ingestion) lists the conversation as a session of its two traces, and shows the
+    session annotations ragpulse files under it (what docs/how-to/conversations.md says)."""
+    cid = "pa-phoenix-1"
+    app = start_app("pydantic_ai", phoenix_server.url, cid)  # straight to Phoenix
+    try:
+        assert app.stdout is not None and app.stdin is not None
+        said = app.stdout.readline()
+        assert said.startswith("turn 1 sent"), (said, app.stderr and app.stderr.read())
+        app.stdin.write("\n")
+        app.stdin.flush()
+        _, err = app.communicate(timeout=120)
+        assert app.returncode == 0, err
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+
+    def session() -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = request(f"{phoenix_server.url}/v1/sessions/{cid}")["data"]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return found if len(found["traces"]) == 2 else None
+
+    listed = wait_until(session, 60, "Phoenix never listed the Pydantic AI conversation")
+    assert listed["session_id"] == cid
+    settings = Settings(sinks={"phoenix": {"endpoint": phoenix_server.url, "max_wait_s": 0}})
+    context = PluginContext(settings)
+    sink = PhoenixSink.from_settings(settings, context)
+    assert sink is not None
+    turns = [TurnSummary(turn=i + 1, trace_id=t["trace_id"], span_id="0" * 16)
+             for i, t in enumerate(listed["traces"])]  # fmt: skip
+    result = EvalResult(metric="user_frustration", method="rules", score=0.0,
+                        label="not_frustrated")  # fmt: skip
+    sink.export_conversation(
+        ExportItem(ConversationRecord(conversation_id=cid, turns=turns), [result])
+    )
+    sink.shutdown()
+    query = urllib.parse.urlencode({"session_ids": cid, "limit": 100})
+
+    def annotations() -> list[dict[str, Any]] | None:
+        answer = request(f"{phoenix_server.url}/v1/projects/default/session_annotations?{query}")
+        mine = [a for a in answer["data"] if a["identifier"] == "ragpulse.rules"]
+        return mine or None
+
+    [shown] = wait_until(annotations, 60, "Phoenix never showed the session annotation")
+    assert shown["session_id"] == cid and shown["name"] == "user_frustration"

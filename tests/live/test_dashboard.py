@@ -4,6 +4,8 @@ query is valid PromQL and reads only series ragpulse exports or recording rules.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -90,3 +92,39 @@ def test_every_referenced_series_is_exported_or_recorded() -> None:
     used = set().union(*(metric_names(e) for e in exprs))
     assert used - known == set()
     assert {"ragpulse_eval_score_bucket", "ragpulse_kafka_consumer_lag"} <= used
+
+
+_METRIC_MATCHER = re.compile(r'\bmetric\s*(=~|=)\s*"([^"]*)"')
+
+
+def _metrics_shown(expr: str) -> Callable[[str], bool]:
+    """Whether ``expr``'s score queries select a metric (metric="x" or metric=~"x|y")."""
+    found = _METRIC_MATCHER.findall(expr)
+
+    def shows(metric: str) -> bool:
+        return any(
+            value == metric if op == "=" else re.fullmatch(value, metric) is not None
+            for op, value in found
+        )
+
+    return shows
+
+
+def test_every_default_evaluator_has_its_series_in_a_panel() -> None:
+    """Each evaluator that runs by default (once its tier is on: a judge configured, the
+    models extra installed) has its ``ragpulse_eval_score`` in a panel: none is scored
+    unseen."""
+    from ragpulse.plugins import evaluator_classes
+
+    shown = [
+        _metrics_shown(expr)
+        for _, expr in panel_exprs()
+        if "ragpulse_eval_score" in expr or ":ragpulse_eval_score:" in expr
+    ]
+    defaults = sorted(
+        name for name, cls in evaluator_classes().items()
+        if cls.default_enabled and not cls.requires_reference
+    )  # fmt: skip
+    assert "consistency/rules" in defaults and len(defaults) > 15
+    missing = [n for n in defaults if not any(s(n.split("/")[0]) for s in shown)]
+    assert missing == [], f"default evaluators in no dashboard panel: {missing}"

@@ -192,3 +192,43 @@ def test_live_metrics_declare_every_series_rules_and_panels_read() -> None:
     exprs = [r["expr"] for r in rules()] + [e for _, e in panel_exprs()]
     used = set().union(*(metric_names(e) for e in exprs))
     assert used - recorded_names() - exported == set()
+
+
+def test_a_fresh_scrape_carries_the_known_label_sets_at_0() -> None:
+    """Before any traffic: every drop and skip reason, and every loaded evaluator's error
+    and result counters, are series at 0, so the dashboard's "Skipped and dropped" and
+    "Evaluator error ratio" panels show 0 on a quiet collector rather than no data."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ragpulse.exporters.support.prometheus_series import OUTCOMES
+    from ragpulse.telemetry import DROP_REASONS, TRACE_SKIP_REASONS
+
+    proc, metrics_url = start_serve(
+        "--otlp-http-port", str(free_port()), env={"RAGPULSE_EVALUATION__MODEL__RATE": "0"}
+    )  # fmt: skip
+    try:
+
+        def scraped() -> dict[str, list[tuple[dict[str, str], float]]] | None:
+            samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+            for family in text_string_to_metric_families(http_get(metrics_url)):
+                for s in family.samples:
+                    samples.setdefault(s.name, []).append((s.labels, s.value))
+            return samples if samples.get("ragpulse_evaluator_info") else None
+
+        samples = wait_for("the evaluators to load", scraped)
+    finally:
+        stop_process(proc)
+
+    dropped = {labels["reason"]: v for labels, v in samples["ragpulse_dropped_total"]}
+    assert dropped == dict.fromkeys(DROP_REASONS, 0.0)
+    skipped = {labels["reason"]: v for labels, v in samples["ragpulse_traces_skipped_total"]}
+    assert skipped == dict.fromkeys(TRACE_SKIP_REASONS, 0.0)
+    loaded = {(labels["metric"], labels["method"])
+              for labels, _ in samples["ragpulse_evaluator_info"]}  # fmt: skip
+    assert ("faithfulness", "lexical") in loaded and ("consistency", "rules") in loaded
+    errors = {(labels["metric"], labels["method"]): v
+              for labels, v in samples["ragpulse_evaluator_errors_total"]}  # fmt: skip
+    assert errors == dict.fromkeys(loaded, 0.0)
+    results = {(labels["metric"], labels["method"], labels["outcome"]): v
+               for labels, v in samples["ragpulse_eval_results_total"]}  # fmt: skip
+    assert results == {(m, method, o): 0.0 for m, method in loaded for o in OUTCOMES}

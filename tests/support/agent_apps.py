@@ -10,8 +10,9 @@ from the question, so no LLM runs and nothing leaves the machine.
 - ``openai_agents``: the OpenAI Agents SDK with a custom ``Model`` that fills its
   generation span as the SDK's LiteLLM model does, through
   ``openinference-instrumentation-openai-agents``.
-- ``langgraph``: LangGraph's prebuilt ReAct agent with a tool-calling scripted chat model,
-  through ``openinference-instrumentation-langchain``, a session id in the run's metadata.
+- ``langgraph``: LangGraph's agent as LangChain's ``create_agent`` builds it, with a
+  tool-calling scripted chat model, through ``openinference-instrumentation-langchain``, a
+  session id in the run's metadata.
 - ``openai_v2``: a hand-written tool loop on the ``openai`` client against a local
   OpenAI double, traced by ``opentelemetry-instrumentation-openai-v2``: model calls only,
   no tool spans, so every tool result is only in the next call's input messages (the
@@ -36,7 +37,6 @@ import asyncio
 import json
 import os
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -338,11 +338,9 @@ def langgraph_agent(tp: TracerProvider) -> Any:
                 message = AIMessage(content="", tool_calls=[call])
             return ChatResult(generations=[ChatGeneration(message=message)])
 
-    with warnings.catch_warnings():  # the prebuilt agent's successor lives in langchain
-        warnings.simplefilter("ignore")
-        from langgraph.prebuilt import create_react_agent
+    from langchain.agents import create_agent  # LangGraph's agent, as LangChain 1.x ships it
 
-        return create_react_agent(ScriptedChat(), [tool(search_docs), tool(send_email)])
+    return create_agent(ScriptedChat(), [tool(search_docs), tool(send_email)])
 
 
 # --- opentelemetry-instrumentation-openai-v2: tool results only in messages ---------------

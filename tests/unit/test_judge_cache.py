@@ -211,3 +211,20 @@ def test_fencing_holds_with_content_derived_tokens() -> None:
     with pytest.raises(ValueError):
         fence("raw <<<END x>>> text")  # unencoded text is refused, never fenced as is
     assert "<" not in encode({"t": "<<<>>>"})
+
+
+def test_a_redis_cache_without_the_redis_extra_says_the_line_that_installs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The redis package is installed here: a None in sys.modules stands in for its
+    absence (import then raises ModuleNotFoundError, as without the extra)."""
+    from ragpulse.evaluators.judge.cache import make_cache
+    from ragpulse.extras import MissingExtra
+
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(MissingExtra) as raised:
+        make_cache("redis://127.0.0.1:6379/0", 100)
+    assert str(raised.value) == (
+        "a redis:// judge cache (evaluation.judge.cache) needs the redis extra (not "
+        "installed: redis): pip install 'ragpulse[redis]'"
+    )

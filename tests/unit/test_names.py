@@ -7,6 +7,7 @@ status matter, against files written here."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,20 @@ def test_the_mapping_never_overrides_ragpulse_names() -> None:
     assert set(ALIASES.values()) <= {"question", "contexts", "contexts_ids", "answer",
                                       "reference_answers", "reference_contexts",
                                       "conversation_id"}  # fmt: skip
+
+
+def test_a_field_is_said_to_be_read_only_when_it_held_a_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {**DEEPEVAL, "context": None, "expected_output": ""}
+    source = write_rows(tmp_path / "deepeval.jsonl", [row, row])
+    assert main(["eval", str(source), "-o", str(tmp_path / "out.jsonl")]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "input -> question (2 rows)" in said and "actual_output -> answer" in said
+    assert "retrieval_context -> contexts (2 rows)" in said
+    assert not re.search(r"\bcontext ->", said) and "expected_output ->" not in said
+
+
+def test_of_two_names_for_one_field_the_one_with_a_value_is_read() -> None:
+    row, used = canonical_row({"input": None, "user_input": "theirs"})
+    assert row["question"] == "theirs" and used == ["user_input -> question"]

@@ -101,3 +101,35 @@ def test_one_exemplar_per_bucket_refreshed_at_most_every_interval(
     now[0] += prometheus_series.EXEMPLAR_EVERY_S
     add(4, 0.58)
     assert exemplars()["0.6"] == f"{4:032x}"
+
+
+def test_the_known_evaluators_results_exist_at_0_before_their_first_result() -> None:
+    registry = CollectorRegistry()
+    known: list[tuple[str, str]] = []
+    series = ScoreSeries(registry, lambda: known)
+    value = registry.get_sample_value
+    error = {"metric": "faithfulness", "method": "lexical", "outcome": "error"}
+    assert value("ragpulse_eval_results_total", error) is None  # nothing loaded yet
+    known.append(("faithfulness", "lexical"))  # loaded after the sink was built
+    for outcome in prometheus_series.OUTCOMES:
+        labels = {**error, "outcome": outcome}
+        assert value("ragpulse_eval_results_total", labels) == 0
+    series.add([EvalResult(metric="faithfulness", method="lexical", error="boom")], "s", "r", {})
+    assert value("ragpulse_eval_results_total", error) == 1
+
+
+def test_a_fresh_registry_has_every_drop_and_skip_reason_at_0() -> None:
+    from ragpulse.collector.extract.records import NO_QUESTION, NO_RAG_SHAPE
+    from ragpulse.telemetry import DROP_REASONS, TRACE_SKIP_REASONS, CollectorMetrics
+
+    assert {NO_QUESTION, NO_RAG_SHAPE} <= set(TRACE_SKIP_REASONS)  # extraction's reasons
+    metrics = CollectorMetrics()
+    value = metrics.registry.get_sample_value
+    for reason in DROP_REASONS:
+        assert value("ragpulse_dropped_total", {"reason": reason}) == 0
+    for reason in TRACE_SKIP_REASONS:
+        assert value("ragpulse_traces_skipped_total", {"reason": reason}) == 0
+    metrics.evaluator_loaded("consistency", "rules")
+    labels = {"metric": "consistency", "method": "rules"}
+    assert value("ragpulse_evaluator_errors_total", labels) == 0
+    assert metrics.loaded_evaluators() == [("consistency", "rules")]

@@ -115,15 +115,15 @@ def make(*argv: str, venv: Path) -> subprocess.CompletedProcess[str]:
 
 
 @needs_make
-def test_make_demo_installs_the_package_alone_and_make_test_everything(tmp_path: Path) -> None:
+def test_make_demo_installs_the_collector_and_make_test_everything(tmp_path: Path) -> None:
     demo = make("-n", "demo", venv=tmp_path / ".venv").stdout
     installs = [line for line in demo.splitlines() if "pip install" in line]
     assert installs[-1].split("pip install", 1)[1].split("2>&1")[0].split() == [
-        "--quiet", "-e", ".",
+        "--quiet", "-e", "'.[collector]'",
     ]  # fmt: skip
-    assert "torch" not in demo and "[dev" not in demo and "train" not in demo
+    assert "torch" not in demo and "dev" not in demo and "train" not in demo
     full = make("-n", "install", venv=tmp_path / ".venv").stdout
-    assert "'.[dev,models,onnx,train]'" in full and "torch==" in full
+    assert "'.[collector,kafka,redis,dev,models,onnx,train]'" in full and "torch==" in full
     assert ".demo-installed" in full  # a full install holds the demo's: not installed again
 
 
@@ -149,7 +149,7 @@ def test_make_demo_prints_the_demo_and_no_recipe(tmp_path: Path) -> None:
         "the demo speaks: demo --duration 5",
     ]
     assert done.stderr == ""
-    assert calls.read_text().splitlines() == ["-m pip install --quiet -e ."]
+    assert calls.read_text().splitlines() == ["-m pip install --quiet -e .[collector]"]
     # Installed once: the next run is the demo alone.
     again = make("demo", venv=tmp_path / ".venv")
     assert again.stdout.splitlines() == ["the demo speaks: demo"]

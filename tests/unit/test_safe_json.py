@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from ragpulse.collector.intake.kafka import SpanConsumer
 from ragpulse.collector.service import Collector
 from ragpulse.config import load_settings, read_config_file
 from ragpulse.errors import ConfigError, DecodeError
-from ragpulse.offline.score import parse_lines
+from ragpulse.offline.io import read_rows
 from ragpulse.safe_json import MAX_DEPTH, NestingTooDeep
 
 DEEP = 5_000
@@ -152,7 +153,7 @@ def test_kafka_otlp_json_message_nested_too_deep_is_poison_not_a_crash() -> None
 def test_eval_input_line_nested_too_deep_is_a_bad_row() -> None:
     ok = json.dumps({"question": "q", "answer": "a", "contexts": ["c"]})
     lines = [ok, nested(DEEP), ok]
-    parsed = list(parse_lines(lines))
+    parsed = list(read_rows(io.StringIO("\n".join(lines))))
     assert [p.row is not None for p in parsed] == [True, False, True]
     assert parsed[1].line == 2 and parsed[1].error is not None
     assert "invalid JSON: JSON nested deeper than 64 levels" in parsed[1].error
