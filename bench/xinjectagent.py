@@ -156,6 +156,10 @@ class Snapshot:
         return list(data) if isinstance(data, list) else [data]
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=lambda v: sorted(v, key=str) if isinstance(v, set) else str(v))
+
+
 def _json_text(value: str) -> str:
     """A Python-literal tool response (how InjecAgent writes them) as JSON text, when it
     parses; else the text as it is."""
@@ -163,18 +167,18 @@ def _json_text(value: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] == '"':
         text = text[1:-1]
     try:
-        return json.dumps(ast.literal_eval(text))
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return _dumps(ast.literal_eval(text))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return text
 
 
 def _arguments(value: Any) -> str:
     if isinstance(value, str):
         try:
-            return json.dumps(ast.literal_eval(value))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return _dumps(ast.literal_eval(value))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return value
-    return json.dumps(value)
+    return _dumps(value)
 
 
 _ACTION = re.compile(r"Action:\s*([A-Za-z_][\w]*)\s*\n\s*Action Input:\s*", re.S)
@@ -185,14 +189,25 @@ def actions(output: str) -> tuple[list[tuple[str, str]], str | None]:
     final answer, and its final answer (None when it gives none)."""
     calls = []
     for m in _ACTION.finditer(output):
+        if m.group(1).lower() in ("none", "null", "n/a", "final"):
+            continue  # "Action: None": no call
         arguments = _balanced(output, m.end())
-        calls.append((m.group(1), arguments))
+        calls.append((m.group(1), _json_arguments(arguments)))
         if "Observation:" in output[m.end() : m.end() + len(arguments) + 40]:
             break
     final = output.split("Final Answer:", 1)[1].strip() if "Final Answer:" in output else None
     if not calls and final is None:
         final = output.strip()
     return calls[:1], final
+
+
+def _json_arguments(text: str) -> str:
+    """A ReAct action's input as JSON text (models write JSON or Python literals)."""
+    try:
+        json.loads(text)
+        return text
+    except ValueError:
+        return _arguments(text)
 
 
 def _balanced(text: str, start: int) -> str:
@@ -325,3 +340,15 @@ def _run(row: dict[str, Any], goal: str, fitd: bool) -> tuple[list[dict[str, Any
             messages.result(call, str(simulated) if simulated else '{"success": true}')
     messages.answer(final or "Done.")
     return messages.items, success
+
+
+def attacker_tools(snapshot: Snapshot) -> list[str]:
+    """The tools that act on the world among those the attackers' instructions want called
+    (direct harm's tools, data stealing's last one, the send): what a team running these
+    tools would name in ``agents.sensitive_tools``."""
+    names: set[str] = set()
+    for row in snapshot.rows("data/attacker_cases_dh.jsonl"):
+        names.update(row.get("Attacker Tools") or [])
+    for row in snapshot.rows("data/attacker_cases_ds.jsonl"):
+        names.update((row.get("Attacker Tools") or [])[-1:])
+    return sorted(names)
