@@ -18,8 +18,8 @@ For every tool call that follows a tool result in an agent turn:
   globs: send, pay, delete, share, grant, ...);
 - **task drift**: a sensitive call whose tool shares no word with what the user asked (its
   name's words; its arguments' where the name says nothing: ``do_it``);
-- **echo**: for a sensitive call, the share of the tool name's words that an earlier tool
-  result says and the user did not ("grant", "guest", "access" for
+- **echo**: for a call that drifts, the share of the tool name's words that an earlier
+  tool result says and the user did not ("grant", "guest", "access" for
   ``AugustSmartLockGrantGuestAccess`` after a review that asks to grant a guest access),
   with that result's instruction-likeness.
 
@@ -367,9 +367,10 @@ def provenance(
             doc = record.documents[echo_document]
             echo_origin = doc.source.label if doc.source is not None else None
         travelled = [v for v in values if v.source == "tool_result"]
-        # Echo, like drift, says a call does what the data asked rather than the user: it
-        # weighs for a call that acts on the world, not for a read.
-        echoed = echo if sensitive else 0.0
+        # Echo says a call does what the data asked rather than the user: it weighs for a
+        # call that acts on the world and that the user did not ask for (drift), not for a
+        # read, nor for the refund the user asked for after reading a ticket that says more.
+        echoed = echo if drift else 0.0
         instruction = max([v.risk for v in travelled] + [echo_risk * (echoed > 0)])
         score = call_score(bool(travelled), instruction, sensitive, drift, echoed)
         out.append(CallProvenance(index, call, sensitive, drift, round(echo, 4), echo_origin,

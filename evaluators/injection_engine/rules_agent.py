@@ -81,7 +81,7 @@ AGENT_RULES: tuple[Rule, ...] = (
             r"(?:^|[\s\"'(\[>])(?:final answer|answer|response|reply|summary|output|observation)"
             r"\s?:\s?(?:[\w ,]{0,40}?\s)?(?:(?:the\s)?(?:task|request|query|job|question|work)\s"
             r"(?:is\s|has been\s|was\s)?)?(?:complete|completed|done|finished|handled|answered|"
-            r"delivered|success|successful|successfully completed|resolved)\b[.!]?"
+            r"delivered|success|successful|successfully completed|resolved)\b\s?[.!]"
             r"(?=\W{0,10}(?:\w{1,30}\W{1,10}){3})"
         ),
         where="document",
@@ -91,7 +91,7 @@ AGENT_RULES: tuple[Rule, ...] = (
         DELIMITER,
         0.45,
         _rx(
-            r"(?:^|\s)(?:thought|action|observation)\s?:[^\n]{0,300}?\b(?:action input|"
+            r"(?:^|\s)(?:thought|action|observation)\s?:[\s\S]{0,300}?\b(?:action input|"
             r"observation|final answer)\s?:|\baction input\s?:\s?\{"
         ),
         where="document",
