@@ -174,7 +174,9 @@ def call_values(call: ToolCall) -> list[tuple[str, str]]:
             found.setdefault(text, "value")
         if len(found) >= MAX_VALUES:
             break
-    return [(kind, value) for value, kind in list(found.items())[:MAX_VALUES]]
+    # A number inside an IBAN is the IBAN's, not a value of its own.
+    kept = [(k, v) for v, k in found.items() if not any(v != w and v in w for w in found)]
+    return kept[:MAX_VALUES]
 
 
 def _position(text: str, value: str) -> int:
