@@ -53,7 +53,7 @@ from injection_dev import DEFAULT_DATA, load
 from ragpulse.evaluators.injection.rules import InjectionRules
 from ragpulse.evaluators.injection_engine import rule_table, scan_text
 from ragpulse.evaluators.injection_followed.agent import InjectionFollowedAgent
-from ragpulse.config import Settings
+from ragpulse.config import AgentSettings, Settings
 from ragpulse.offline.score import records_and_coercions
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import RagRecord
@@ -281,7 +281,10 @@ def hijack_report(
                              f"{_pct(above)})")
             lines.append(f"    {split:8} {style or 'all styles':34} {'   '.join(cells):70} "
                          f"(n={len(pos)}/{len(neg)}, {len(neg_acted)} of them acted)")  # fmt: skip
-    if named:
+    if named and "sensitive_tools" not in AgentSettings.model_fields:
+        lines.append("    (agents.sensitive_tools is not a setting of this code: the row with "
+                     "the attacker tools named sensitive is left out)")  # fmt: skip
+    elif named:
         evaluator = InjectionFollowedAgent()
         defaults = Settings().agents.sensitive_tools
         evaluator.load(PluginContext(Settings(agents={"sensitive_tools": [*defaults, *named]})))
@@ -324,29 +327,40 @@ def benign_sets_report() -> tuple[list[str], dict[str, Any]]:
 
 
 def cost_report(records: Sequence[RagRecord]) -> tuple[list[str], dict[str, Any]]:
+    """Per agent turn, as ``serve`` runs them: both evaluators loaded in one plug-in context
+    (they share each text's analysis: the rules' scan of a document is the one the hijack
+    score reads), fresh for each pass so that every text is analysed anew."""
     figures: dict[str, Any] = {}
-    lines = ["  cost (one thread; best of 3 passes, fresh analyses each pass):"]
-    for evaluator in (InjectionRules(), InjectionFollowedAgent()):
-        best = float("inf")
-        for _ in range(3):
-            start = time.perf_counter()
-            for i in range(0, len(records), 64):
-                evaluator.evaluate(records[i : i + 64])
-            best = min(best, time.perf_counter() - start)
-        us = best / len(records) * 1e6
-        figures[evaluator.name] = us
-        lines.append(f"    {evaluator.name:26} {us:8.1f} us per agent turn ({len(records)} turns)")
+    lines = ["  cost (one thread; best of 3 passes, each with fresh text analyses):"]
+    best = {"injection/rules": float("inf"), "injection_followed/agent": float("inf")}
+    for _ in range(3):
+        context = PluginContext()
+        rules, followed = InjectionRules(), InjectionFollowedAgent()
+        rules.load(context)
+        followed.load(context)
+        spent = dict.fromkeys(best, 0.0)
+        for i in range(0, len(records), 64):
+            batch = records[i : i + 64]
+            for evaluator in (rules, followed):
+                start = time.perf_counter()
+                evaluator.evaluate(batch)
+                spent[evaluator.name] += time.perf_counter() - start
+        best = {k: min(best[k], spent[k]) for k in best}
+    for name, seconds in best.items():
+        us = seconds / len(records) * 1e6
+        figures[name] = us
+        lines.append(f"    {name:26} {us:8.1f} us per agent turn ({len(records)} turns)")
     if SUMMEDITS.is_file():
         docs = [c for line in SUMMEDITS.open(encoding="utf-8") for c in json.loads(line)["contexts"]]
-        best = float("inf")
+        took = float("inf")
         for _ in range(3):
             start = time.perf_counter()
             for d in docs:
                 scan_text(d, document=True)
-            best = min(best, time.perf_counter() - start)
+            took = min(took, time.perf_counter() - start)
         chars = statistics.fmean(len(d) for d in docs)
-        figures["scan_us_per_document"] = best / len(docs) * 1e6
-        lines.append(f"    document scan               {best / len(docs) * 1e6:8.1f} us per document "
+        figures["scan_us_per_document"] = took / len(docs) * 1e6
+        lines.append(f"    document scan               {took / len(docs) * 1e6:8.1f} us per document "
                      f"(SummEdits dev, {len(docs)} documents, mean {chars:,.0f} chars)")  # fmt: skip
     return lines, figures
 
@@ -355,7 +369,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--models", type=int, help="xInjectAgent: the first N models only")
+    parser.add_argument("--cost-only", action="store_true", help="time the evaluators only")
     args = parser.parse_args(argv)
+    if args.cost_only:
+        print("\n".join(cost_report([record(r) for r in agent_attacks.runs()])[0]))
+        return 0
     sets: dict[str, list[dict[str, Any]]] = {"synthetic": agent_attacks.runs()}
     snapshot = xinjectagent.Snapshot.from_env()
     if snapshot is None:
@@ -375,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         out[name] = {"detection": det, "hijack": hij}
     lines, out["benign_sets"] = benign_sets_report()
     print("\n".join(lines) + "\n", flush=True)
-    sample = [record(r) for r in sets["synthetic"]]
+    sample = [record(r) for r in agent_attacks.runs()]
     lines, out["cost_us"] = cost_report(sample)
     print("\n".join(lines), flush=True)
     if args.json:

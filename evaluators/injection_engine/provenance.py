@@ -34,6 +34,7 @@ mechanically, bounded: at most :data:`MAX_CALLS` calls of a turn (the last ones)
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import math
 import re
@@ -41,7 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ragpulse.evaluators.injection_engine.planted import payloads
+from ragpulse.evaluators.injection_engine.planted import _EMAIL, _URL
 from ragpulse.evaluators.injection_engine.scan import DOCUMENT_SCAN, TextScan, scan_document
 from ragpulse.evaluators.text.analyses import STOP_WORDS, TextAnalyses, TextView
 from ragpulse.record import RagRecord, ToolCall
@@ -76,6 +77,7 @@ _TYPED: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("amount", re.compile(r"(?:[$€£¥]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:USD|EUR|GBP|CHF|JPY)\b)")),
 )
 _WHOLE = re.compile(r"[\d@/_.:#-]")
+_HOST = re.compile(r"(?:[a-z0-9-]{1,63}\.){1,8}[a-z]{2,24}(?:/\S*)?", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z]+|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _GENERIC = frozenset(
@@ -159,11 +161,14 @@ def call_values(call: ToolCall) -> list[tuple[str, str]]:
     found: dict[str, str] = {}
     for text in argument_texts(call):
         text = text.strip()
-        for p in payloads(text):
-            if "@" in p:
-                found.setdefault(p, "email")
-            elif "." in p and " " not in p:
-                found.setdefault(p, "link")
+        if "@" in text:
+            for m in _EMAIL.finditer(text):
+                found.setdefault(m.group(), "email")
+        if "." in text:
+            for m in _URL.finditer(text):
+                found.setdefault(m.group().rstrip(".,;:!?"), "link")
+            if _HOST.fullmatch(text):
+                found.setdefault(text, "link")
         for kind, pattern in _TYPED:
             for m in pattern.finditer(text):
                 v = m.group().strip()
@@ -181,16 +186,32 @@ def call_values(call: ToolCall) -> list[tuple[str, str]]:
 
 def _position(text: str, value: str) -> int:
     """Where ``value`` is in ``text`` (case-insensitive, not inside a longer word), or -1."""
-    lowered = value.lower()
-    if lowered not in text.lower():
-        return -1
-    m = re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.IGNORECASE)
-    return m.start() if m else -1
+    lowered, needle = text.lower(), value.lower()
+    if len(lowered) != len(text):  # lower() changed the length (rare scripts): no offsets
+        lowered, needle = text, value
+    at = lowered.find(needle)
+    while at >= 0:
+        end = at + len(needle)
+        before = lowered[at - 1] if at else " "
+        after = lowered[end] if end < len(lowered) else " "
+        if not (_is_word(before) and _is_word(needle[0])) and not (
+            _is_word(after) and _is_word(needle[-1])
+        ):
+            return at
+        at = lowered.find(needle, at + 1)
+    return -1
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def _window(view: TextView, at: int, value: str) -> str:
-    """The value's sentence, two before it and one after, bounded to PASSAGE_CHARS."""
+    """The value's sentence, two before it and one after, bounded to PASSAGE_CHARS (a text
+    that short is its own window, scanned once with the rest of its analysis)."""
     text = view.text
+    if len(text) <= PASSAGE_CHARS:
+        return text
     parts = view.sentences
     start = 0
     for i, sentence in enumerate(parts):
@@ -214,6 +235,7 @@ def _scan(texts: TextAnalyses, text: str) -> TextScan:
     return texts.view(text).derived(DOCUMENT_SCAN, scan_document)
 
 
+@functools.lru_cache(maxsize=8192)
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
@@ -309,11 +331,12 @@ def _source(
     return best if best is not None else ValueSource(value, kind, "nowhere")
 
 
-_STEMS = "injection/provenance:stems"  # a result's stemmed words, kept with its analysis
-
-
-def _stems(text: str) -> frozenset[str]:
-    return frozenset(_stem(w.lower()) for w in _WORD.findall(_E_MAIL.sub("email", text)))
+def _says(view: TextView, word: str) -> bool:
+    """Whether a text says ``word`` (a stemmed tool-name word) in one of its forms."""
+    words = view.word_set
+    if any(word + ending in words for ending in ("", "s", "es", "ed", "d", "ing")):
+        return True
+    return word == "email" and "e-mail" in view.normalized
 
 
 def _echo(
@@ -328,8 +351,7 @@ def _echo(
     for document, call, view in evidence.results:
         if call >= before:
             break
-        said = view.derived(_STEMS, _stems)
-        echoed = (words & said) - user
+        echoed = {w for w in words - user if _says(view, w)}
         if not echoed:
             continue
         share = len(echoed) / len(words)

@@ -210,18 +210,21 @@ AGENT_RULES: tuple[Rule, ...] = (
         where="document",
     ),
     Rule(
+        # Said to the agent, not about software ("the app renews without asking the user"):
+        # a command or an obligation comes first in the sentence.
         "act_without_the_user",
         HIJACK,
         0.45,
         _rx(
+            r"\b(?:must|should|shall|need to|needs to|have to|has to|are required to|is required "
+            r"to|is to be|are to be|please|go ahead and|proceed|complete|execute|perform|carry "
+            r"out|transfer|send|issue|process|grant|do it|do this|act|approve)\b[^.\n]{0,80}?"
             r"\bwithout\s(?:first\s)?(?:asking|consulting|notifying|informing|confirming with|"
             r"checking with|alerting|involving|telling|waiting for|bothering|prompting|"
-            r"asking for confirmation from|explicit)\s(?:the\s)?(?:user|customer|account owner|"
-            r"owner|human|user prompts?)\b"
-            r"|\b(?:falling back|fall back|deferring|defer|escalating)\sto\sthe\suser\b"
-            r"|\bwithout\s(?:asking for\s|requiring\s|needing\s|user\s)?confirmation\b[^.\n]{0,40}?"
-            r"\b(?:execute|complete|perform|carry out|proceed|run|transfer|send)\b"
-            r"|\b(?:must be|should be|to be)\scompleted\swithout\s(?:user\s)?confirmation\b"
+            r"asking for confirmation from|(?:any\s|user\s)?confirmation(?:\sfrom)?)\s?(?:the\s)?"
+            r"(?:user|customer|account owner|owner|human)?\b"
+            r"|\b(?:falling back|fall back|deferring|defer|escalating)\sto\sthe\suser\s(?:is|would "
+            r"be|will be)\b"
         ),
         where="document",
     ),
