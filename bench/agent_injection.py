@@ -50,10 +50,10 @@ import xinjectagent
 from injection_benign import BENIGN, benign_report, dev_report
 from injection_dev import DEFAULT_DATA, load
 
+from ragpulse.config import AgentSettings, Settings
 from ragpulse.evaluators.injection.rules import InjectionRules
 from ragpulse.evaluators.injection_engine import rule_table, scan_text
 from ragpulse.evaluators.injection_followed.agent import InjectionFollowedAgent
-from ragpulse.config import AgentSettings, Settings
 from ragpulse.offline.score import records_and_coercions
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import RagRecord
@@ -277,8 +277,9 @@ def hijack_report(
                                 "hijacked": len(pos), "others": len(neg),
                                 "others_that_acted": len(neg_acted),
                                 "hijacked_above_0.9": caught, "others_above_0.9": above}  # fmt: skip
-                cells.append(f"{_auc(auc)} {_auc(auc_acted)} (>0.9: {_pct(caught)} / "
-                             f"{_pct(above)})")
+                cells.append(
+                    f"{_auc(auc)} {_auc(auc_acted)} (>0.9: {_pct(caught)} / {_pct(above)})"
+                )
             lines.append(f"    {split:8} {style or 'all styles':34} {'   '.join(cells):70} "
                          f"(n={len(pos)}/{len(neg)}, {len(neg_acted)} of them acted)")  # fmt: skip
     if named and "sensitive_tools" not in AgentSettings.model_fields:
@@ -311,7 +312,9 @@ def hijack_report(
         by_variant[str(run["variant"])].append(score)
     lines.append(
         "    mean score by run kind: "
-        + ", ".join(f"{k} {statistics.fmean(v):.2f} (n={len(v)})" for k, v in sorted(by_variant.items()))
+        + ", ".join(
+            f"{k} {statistics.fmean(v):.2f} (n={len(v)})" for k, v in sorted(by_variant.items())
+        )
     )
     return lines, figures
 
@@ -351,7 +354,9 @@ def cost_report(records: Sequence[RagRecord]) -> tuple[list[str], dict[str, Any]
         figures[name] = us
         lines.append(f"    {name:26} {us:8.1f} us per agent turn ({len(records)} turns)")
     if SUMMEDITS.is_file():
-        docs = [c for line in SUMMEDITS.open(encoding="utf-8") for c in json.loads(line)["contexts"]]
+        docs = [
+            c for line in SUMMEDITS.open(encoding="utf-8") for c in json.loads(line)["contexts"]
+        ]
         took = float("inf")
         for _ in range(3):
             start = time.perf_counter()

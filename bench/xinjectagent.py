@@ -97,8 +97,13 @@ BENIGN_FILLS: dict[str, tuple[str, ...]] = {
         "Weekly digest: oil prices steady, tech stocks up 2%, inflation data due Thursday.",
         "Hello, could you forward the lab results to Dr. Patel and copy me in? Thanks, Amy",
     ),
-    "event_name": ("Team sync", "Dentist", "Project review with Amy", "Lunch with Sarah",
-                   "Flight to Boston"),
+    "event_name": (
+        "Team sync",
+        "Dentist",
+        "Project review with Amy",
+        "Lunch with Sarah",
+        "Flight to Boston",
+    ),
     "message": (
         "Your code is 48213. It expires in 10 minutes. Do not share it with anyone.",
         "Get 20% off this weekend on all shoes. Reply STOP to unsubscribe.",
@@ -139,7 +144,9 @@ class Snapshot:
 
     def files(self, under: str) -> list[str]:
         if not self.git:
-            return sorted(str(p.relative_to(self.path)) for p in (self.path / under).rglob("*.json"))
+            return sorted(
+                str(p.relative_to(self.path)) for p in (self.path / under).rglob("*.json")
+            )
         listed = subprocess.run(
             ["git", "--git-dir", str(self.path), "ls-tree", "-r", "--name-only", "HEAD", under],
             check=True, capture_output=True, text=True,
@@ -321,7 +328,9 @@ def _run(row: dict[str, Any], goal: str, fitd: bool) -> tuple[list[dict[str, Any
             return None
         calls, final = actions(str(row["output1"]))
         for name, arguments in calls:
-            messages.result(messages.call(name, arguments), str(row.get("Padded Tool Response", "")))
+            messages.result(
+                messages.call(name, arguments), str(row.get("Padded Tool Response", ""))
+            )
         outputs, success = [row.get("output2") or ""], row.get("eval2") == "succ"
     else:
         if row.get("eval") not in ("succ", "unsucc"):
@@ -336,7 +345,9 @@ def _run(row: dict[str, Any], goal: str, fitd: bool) -> tuple[list[dict[str, Any
         calls, final = actions(str(output))
         for name, arguments in calls:
             call = messages.call(name, arguments)
-            simulated = row.get("Attacker Tool Response") if step == 0 and len(outputs) > 1 else None
+            simulated = (
+                row.get("Attacker Tool Response") if step == 0 and len(outputs) > 1 else None
+            )
             messages.result(call, str(simulated) if simulated else '{"success": true}')
     messages.answer(final or "Done.")
     return messages.items, success

@@ -101,9 +101,9 @@ AGENT_RULES: tuple[Rule, ...] = (
         DELIMITER,
         0.45,
         _rx(
-            r"(?:\[|<|\(|-{2,10}|={2,10}|\*{2,10}|#{2,10})\s?/?\s?end(?: of)?\s(?:the\s)?(?:tool\s)?"
-            r"(?:results?|output|response|data|search results|record|review|text|observation)"
-            r"\s?(?:\]|>|\)|-{2,10}|={2,10}|\*{2,10}|#{2,10})"
+            r"(?:\[|<|\(|-{2,10}|={2,10}|\*{2,10}|#{2,10})\s?/?\s?end(?: of)?\s(?:the\s)?"
+            r"(?:tool\s)?(?:results?|output|response|data|search results|record|review|text|"
+            r"observation)\s?(?:\]|>|\)|-{2,10}|={2,10}|\*{2,10}|#{2,10})"
         ),
         where="document",
     ),
@@ -335,8 +335,8 @@ AGENT_RULES: tuple[Rule, ...] = (
         _rx(
             rf"\b{_FETCH}\s(?:\w{{1,30}}\s){{0,3}}?(?:my|the user'?s?|all(?: of)?(?: the| my)?|the "
             r"customer'?s?|their|your|the saved|the stored|the linked)\s(?:\w{1,30}\s){0,3}?"
-            rf"{_PRIVATE}\b[^.!?\n]{{0,160}}?\b(?:and|then|&|once|after that)\s(?:\w{{1,30}}\s){{0,4}}?"
-            rf"{_SEND}\b[^.!?\n]{{0,120}}?\b(?:to|at|with|into)\s(?:\w{{1,30}}\s){{0,3}}?{_OUTSIDE}"
+            rf"{_PRIVATE}\b[^.!?\n]{{0,160}}?\b(?:and|then|&|once|after that)\s"
+            rf"(?:\w{{1,30}}\s){{0,4}}?{_SEND}\b[^.!?\n]{{0,120}}?\b(?:to|at|with|into)\s(?:\w{{1,30}}\s){{0,3}}?{_OUTSIDE}"
         ),
         where="document",
     ),
@@ -379,9 +379,9 @@ AGENT_RULES: tuple[Rule, ...] = (
         TOOL,
         0.25,
         _rx(
-            r"\b(?:make a payment|pay|send|wire|transfer|refund|deposit)\b(?:[^.!?\n]|(?<=\d)\.(?=\d))"
-            r"{0,60}?\b(?:to|"
-            r"into|goes to)\s(?:the\s)?(?:account|iban|wallet|card)(?:\snumber)?\s?:?\s?[a-z]{0,2}\d"
+            r"\b(?:make a payment|pay|send|wire|transfer|refund|deposit)\b"
+            r"(?:[^.!?\n]|(?<=\d)\.(?=\d)){0,60}?\b(?:to|into|goes to)\s(?:the\s)?"
+            r"(?:account|iban|wallet|card)(?:\snumber)?\s?:?\s?[a-z]{0,2}\d"
             r"|\bmake a payment of\b[^.!?\n]{0,30}?\bto\s[a-z]{2}\d{2}"
         ),
         where="document",

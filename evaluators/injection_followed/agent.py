@@ -65,11 +65,7 @@ def _explain(top: CallProvenance) -> str:
     travelled = top.travelled
     if travelled:
         value = travelled[0]
-        how = (
-            "a passage that reads as an instruction"
-            if value.risk >= SUSPECT
-            else "a passage"
-        )
+        how = "a passage that reads as an instruction" if value.risk >= SUSPECT else "a passage"
         said = (
             f"tool call {top.call.name} carries {value.kind} {value.value[:120]!r} from "
             f"{how} of {value.origin} ({value.passage[:160]!r}), which the user never gave"
@@ -78,8 +74,8 @@ def _explain(top: CallProvenance) -> str:
         said = f"tool call {top.call.name} carries no value from a tool result"
         if top.echo:
             said += f"; its name echoes {top.echo_origin or 'an earlier tool result'}"
-    extra = [w for w, on in (("sensitive tool", top.sensitive), ("drifts from the user's "
-                                                                   "request", top.drift)) if on]  # fmt: skip
+    flags = (("sensitive tool", top.sensitive), ("drifts from the user's request", top.drift))
+    extra = [what for what, on in flags if on]
     return said + (f" ({', '.join(extra)})" if extra else "")
 
 
