@@ -134,13 +134,15 @@ AGENT_RULES: tuple[Rule, ...] = (
     ),
     # --- context ignoring: the task dismissed in other words ---------------------------
     Rule(
+        # "Disregard the previous request, we found the file" is an ordinary e-mail: the task
+        # dismissed is the reader's own, the user's or the original one.
         "dismiss_the_task",
         OVERRIDE,
         0.6,
         _rx(
             r"\b(?:ignore|disregard|forget|drop|abandon|cancel|skip|stop|never mind|set aside|"
             r"scrap|abort|discard|put aside)\s(?:\w{1,30}\s){0,2}?(?:your|the user'?s?|the "
-            r"(?:original|current|given|assigned|initial|first|previous|prior|earlier))\s"
+            r"(?:original|current|given|assigned|initial))\s"
             rf"(?:\w{{1,30}}\s)?{_TASK}\b"
         ),
         where="document",
