@@ -319,9 +319,10 @@ def _source(
         if at < 0:
             continue
         window = _window(view, at, value)
-        scan = _scan(texts, window)
-        whole = _scan(texts, view.text).risk * WHOLE_RESULT_DISCOUNT
-        risk = max(scan.risk, whole)
+        whole = _scan(texts, view.text)
+        # A window of a result no rule fires on is as quiet: most results, one scan each.
+        scan = _scan(texts, window) if whole.fired else whole
+        risk = max(scan.risk, whole.risk * WHOLE_RESULT_DISCOUNT)
         doc = record.documents[document]
         origin = doc.source.label if doc.source is not None else f"document:{document}"
         found = ValueSource(value, kind, "tool_result", document, origin, window, round(risk, 4),
