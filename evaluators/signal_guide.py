@@ -68,9 +68,11 @@ SIGNALS: tuple[Signal, ...] = (
            "answers grounded in other words",
            "by rule: support below 0.3", "`faithfulness/nli`; `llm_judge`"),
     Signal("injection_followed/agent", True,
-           "tool calls carrying a flagged result's e-mail, link, account, path, amount",
-           "hijacks that carry none of them",
-           "by rule: a carried value", "`injection/llm_judge` (sees the tool calls)"),
+           "a value from an instruction-like tool result in a sensitive call the user did "
+           "not ask for (InjecAgent held out: AUROC 0.995)",
+           "hijacks through tools not named in `agents.sensitive_tools`",
+           "0.9: hijacked (0.5: suspect)", "`injection/llm_judge` (sees the calls and where "
+           "their values came from)"),
     # A follow-up turn against the earlier answers in its history.
     Signal("consistency/rules", True,
            "a restated fact with another number or name (synthetic pairs: precision 1.00, "

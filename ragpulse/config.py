@@ -254,10 +254,18 @@ class EvaluationSettings(_Section):
 
 
 DEFAULT_RETRIEVAL_TOOLS = ("*search*", "*retriev*", "*lookup*", "*knowledge*")
+DEFAULT_SENSITIVE_TOOLS = (
+    "*send*", "*forward*", "*transfer*", "*pay*", "*delete*", "*share*", "*grant*", "*post*",
+    "*update*", "*create*", "*invite*", "*refund*", "*withdraw*", "*purchase*", "*buy*",
+    "*sell*", "*unlock*", "*upload*", "*publish*", "*move*", "*cancel*", "*execute*",
+    "*approve*", "*disable*", "*reset*",
+)  # fmt: skip
+"""Tools that act on the world, as ``agents.sensitive_tools`` names them by default."""
 
 
 class AgentSettings(_Section):
-    """Agent turns: which tools retrieve, which tools Prometheus names, and bounds."""
+    """Agent turns: which tools retrieve, which act on the world, which Prometheus names, and
+    bounds."""
 
     retrieval_tools: list[str] = Field(
         default_factory=lambda: list(DEFAULT_RETRIEVAL_TOOLS),
@@ -265,6 +273,13 @@ class AgentSettings(_Section):
         "context relevance and the retrieval metrics, beside tools typed datastore "
         "(gen_ai.tool.type) and tools whose result is a list of documents. Every tool result "
         "is evidence for faithfulness.",
+    )
+    sensitive_tools: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SENSITIVE_TOOLS),
+        description="Glob patterns (case-insensitive) of tool names whose calls act on the "
+        "world (send, pay, delete, share, grant, ...): a value that travelled from a tool result "
+        "that reads as an instruction into such a call is what injection_followed/agent scores "
+        "as a hijack.",
     )
     tools: list[str] = Field(
         default_factory=list,

@@ -48,10 +48,11 @@ ALIASES: dict[str, str] = {
 """Short name (the flag's) -> dotted setting path; the nested name works as well. A sink's
 option that a flag sets (``--results-jsonl``) has the flag's name too."""
 
-OTHER = frozenset({"RAGPULSE_CONFIG", "RAGPULSE_DEV_DATA"})
+OTHER = frozenset({"RAGPULSE_CONFIG", "RAGPULSE_DEV_DATA", "RAGPULSE_XINJECTAGENT"})
 """Read outside the settings model: the config file's path, the dev sets of bench/ and
-training/. The app side's (``RAGPULSE_ENDPOINT``, ...) and the cache folder are added
-from the modules that read them; a new variable read elsewhere belongs here."""
+training/, the fetched InjecAgent cases that bench/agent_injection.py reads. The app
+side's (``RAGPULSE_ENDPOINT``, ...) and the cache folder are added from the modules that
+read them; a new variable read elsewhere belongs here."""
 
 
 def env_name(path: str) -> str:

@@ -79,8 +79,16 @@ def _only_spaces_and_newlines(ascii_text: str) -> bool:
     return not any(ch in ascii_text for ch in _ODD_ASCII_SPACE)
 
 
+_WRITTEN_ESCAPE = re.compile(r"\\+[nrt]")
+"""A line break or tab written out (``\\n``), as JSON text of a tool result shows one: a
+space to the rules, so that the word after it stays a word."""
+
+
 def _normalize(text: str) -> _Normalized:
-    """Strip invisible characters, NFKC, collapse whitespace, casefold."""
+    """Strip invisible characters, NFKC, collapse whitespace (escapes written out count as
+    whitespace), casefold."""
+    if "\\" in text:
+        text = _WRITTEN_ESCAPE.sub(" ", text)
     if not text.isascii():
         text = _INVISIBLE.sub("", text)
         if not unicodedata.is_normalized("NFKC", text):
@@ -124,3 +132,40 @@ def _hidden_characters(text: str, hits: dict[str, str]) -> str:
     if (vs := _VARIATION_RUN.search(text)) is not None:
         hits["variation_selector_run"] = _visible(text[max(0, vs.start() - 10) : vs.end()])
     return smuggled
+
+
+# Escape characters (Liu et al. 2024): a run of line breaks or tabs, or of their escapes
+# written out, that ends the data and starts a command. Normalising collapses the run, so
+# it is looked for on the raw text: each kind of run by a pattern that starts with a
+# literal character (the regex engine then skips to it at C speed), and only where that
+# character is in the text at all.
+_ESCAPE_RUNS = (
+    ("\n", re.compile(r"\n[ \t]{0,8}\r?\n[ \t]{0,8}\r?\n")),
+    ("\t\t", re.compile(r"\t\t")),
+    ("\\", re.compile(r"\\{1,2}[nrt]\\{1,2}[nrt]\\{1,2}[nrt]")),
+)
+_COMMAND_START = re.compile(
+    r"[\s\"'*#>\[<(/\-]{0,6}(?:please|kindly|ignore|disregard|forget|never mind|stop|drop|you|"
+    r"your|now|new|important|attention|note|system|assistant|answer|final answer|response|"
+    r"summary|observation|end|task|instead|the previous|send|transfer|wire|pay|grant|delete|"
+    r"forward|share|invite|update|change|execute|run|call|e-?mail|post|upload|retrieve|get|"
+    r"give|make|add|remove|look up|collect|export|unlock|move|sell|buy|process|issue|refund|"
+    r"approve|create|open|click|visit|reply|respond)\b",
+    re.IGNORECASE,
+)
+_RUN_TAIL = re.compile(r"(?:[ \t]{0,8}\r?\n|\t|\\{1,2}[nrt]){0,64}")
+
+
+def _escape_run(text: str) -> str | None:
+    """An excerpt of the first escape run (after some data) followed by a command, else None."""
+    for literal, pattern in _ESCAPE_RUNS:
+        if literal not in text:
+            continue
+        for m in pattern.finditer(text):
+            if not text[: m.start()].strip():
+                continue  # leading blank lines: layout, not a break out of the data
+            end = _RUN_TAIL.match(text, m.end())
+            after = end.end() if end is not None else m.end()
+            if _COMMAND_START.match(text, after) is not None:
+                return _visible(text[max(0, m.start() - 20) : after + 40])
+    return None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ragpulse.evaluators.injection_engine.engine import CHUNK, PatternSet, caseless_superset
 from ragpulse.evaluators.injection_engine.normalize import (
+    _escape_run,
     _hidden_characters,
     _normalize,
     _Normalized,
@@ -171,14 +172,16 @@ def scan_text(text: str, *, document: bool = False) -> TextScan:
     if not text or text.isspace():
         return _NOTHING
     hits: dict[str, str] = {}
+    if document and (escape := _escape_run(text)) is not None:
+        hits["escape_run_command"] = escape
     if not text.isascii():
         smuggled = _hidden_characters(text, hits)
         if smuggled.strip():
             text = text + "\n" + smuggled
     _match_rules(_normalize(text), document=document, hits=hits, nested=False)
-    if not hits:
+    names = sorted((n for n in hits if _WEIGHTS[n] > 0), key=lambda n: (-_WEIGHTS[n], n))
+    if not names:
         return _NOTHING
-    names = sorted(hits, key=lambda n: (-_WEIGHTS[n], n))
     weights = tuple(_WEIGHTS[n] for n in names)
     survive = 1.0
     for w in weights:

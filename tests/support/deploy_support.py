@@ -8,12 +8,18 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
+
+from support.helpers import http_get, stop_process
+from support.kafka_env import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -129,3 +135,51 @@ def check_exprs_with_promtool(exprs: list[str], tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"groups": groups}))
     proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+class Prometheus:
+    """A running Prometheus server's HTTP API."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def api(self, path: str, **params: str) -> Any:
+        body = json.loads(http_get(f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"))
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.api("query", query=expr)["result"]
+        return result
+
+
+@contextmanager
+def prometheus_server(metrics_url: str, tmp_path: Path) -> Iterator[Prometheus]:
+    """Debian's Prometheus on 127.0.0.1, scraping ``metrics_url`` every second with the
+    deploy rule files loaded (evaluated every second), until the block ends."""
+    binary = require("prometheus")
+    target = urllib.parse.urlsplit(metrics_url).netloc
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(p) for p in RULE_FILES],
+        "scrape_configs": [{"job_name": "ragpulse", "static_configs": [{"targets": [target]}]}],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = (tmp_path / "prometheus.log").open("wb")
+    proc = subprocess.Popen(
+        [binary, f"--config.file={tmp_path / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+         "--enable-feature=exemplar-storage", "--log.level=warn"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(
+            lambda: proc.poll() is None and http_get(f"{url}/-/ready"), 60,
+            "Prometheus did not get ready", 0.2, ignore=(OSError,),
+        )  # fmt: skip
+        yield Prometheus(url)
+    finally:
+        stop_process(proc)
+        log.close()

@@ -142,6 +142,7 @@ def test_variables_read_elsewhere_are_not_refused(monkeypatch: pytest.MonkeyPatc
         "RAGPULSE_MAX_TEXT_CHARS": "100", "RAGPULSE_MAX_DOCUMENTS": "3",
         "RAGPULSE_EXPORT_TIMEOUT": "5", "RAGPULSE_KAFKA__TOPIC": "t",
         "RAGPULSE_CACHE_DIR": "/tmp", "RAGPULSE_DEV_DATA": "/tmp",
+        "RAGPULSE_XINJECTAGENT": "/tmp",
     }.items():  # fmt: skip
         monkeypatch.setenv(name, value)
     settings = load_settings()
