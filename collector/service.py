@@ -193,11 +193,12 @@ class Collector:
             raise CollectorFull("backlog")
 
     def pressure(self) -> float:
-        """How full the bounded stages are (0..1): open traces, held bytes, evaluation
-        backlog."""
-        held = self.assembler.held_bytes + self.pipeline.backlog_bytes
+        """How full the bounded stages are (0..1): the bytes and traces waiting for
+        evaluation. Open traces are not counted: near their bounds the assembler closes the
+        least recently active ones for evaluation (a source that stopped reading for them
+        would hold back the very spans that finish them)."""
+        held = self.assembler.closing_bytes + self.pipeline.backlog_bytes
         return max(
-            len(self.assembler) / self.settings.assembly.max_open_traces,
             held / self.settings.assembly.max_held_bytes,
             self.pipeline.backlog / self.settings.evaluation.max_backlog,
         )

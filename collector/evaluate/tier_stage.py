@@ -4,7 +4,8 @@ and one daemon worker that loads the tier's models and evaluates batches.
 The stage never exports: it hands each record back to the pipeline through
 ``done(job, results, skipped)`` exactly once, with the tier's results or with the
 reason it skipped the record (``queue_full``, ``budget``, ``deadline``,
-``shutdown``; counted in ``ragpulse_tier_skipped_total``). Records queued or
+``shutdown``, ``superseded``: a later build of the record replaced it; counted in
+``ragpulse_tier_skipped_total``). Records queued or
 being evaluated are shown by ``ragpulse_tier_pending{tier}``.
 """
 
@@ -32,6 +33,11 @@ log = logging.getLogger(__name__)
 class HasRecord(Protocol):
     @property
     def record(self) -> RagRecord: ...
+
+    @property
+    def stale(self) -> bool:
+        """A later build of the record replaced it: the tier skips it (``superseded``)."""
+        ...
 
 
 J = TypeVar("J", bound=HasRecord)
@@ -256,6 +262,11 @@ class TierStage(Generic[J]):
                 return
             if batch is None:
                 return
+            stale = [q for q in batch if q.job.stale]
+            if stale:  # a late span rebuilt the record: its new build is what counts
+                batch = [q for q in batch if not q.job.stale]
+                if not self._hand_back(stale, "superseded"):
+                    return
             first = True
             while batch:  # in slices: the cheap tier and the budget first, between them
                 if not first and self._wait_turn(queued=False):
