@@ -262,11 +262,6 @@ class TierStage(Generic[J]):
                 return
             if batch is None:
                 return
-            stale = [q for q in batch if q.job.stale]
-            if stale:  # a late span rebuilt the record: its new build is what counts
-                batch = [q for q in batch if not q.job.stale]
-                if not self._hand_back(stale, "superseded"):
-                    return
             first = True
             while batch:  # in slices: the cheap tier and the budget first, between them
                 if not first and self._wait_turn(queued=False):
@@ -277,6 +272,11 @@ class TierStage(Generic[J]):
                         return
                 first = False
                 part, batch = batch[: self._slice], batch[self._slice :]
+                stale = [q for q in part if q.job.stale]
+                if stale:  # a late span rebuilt the record: its new build is what counts
+                    part = [q for q in part if not q.job.stale]
+                    if not self._hand_back(stale, "superseded"):
+                        return
                 if part and not self._evaluate(part, evaluators):
                     return  # stop() gave up on this batch and handed it back
 

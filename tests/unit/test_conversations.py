@@ -106,7 +106,7 @@ class Routed:
     def __init__(self) -> None:
         self.turns: list[RagRecord] = []
 
-    def turn(self, record: RagRecord, results: object) -> None:
+    def turn(self, record: RagRecord, results: object, replaces: object = None) -> None:
         self.turns.append(record)
 
     def conversation(self, record: object, results: object) -> None:
