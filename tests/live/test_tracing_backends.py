@@ -40,7 +40,7 @@ from support.tracing_backends import MlflowServer, PhoenixServer, request
 from ragpulse import semconv as sc
 from ragpulse.config import Settings
 from ragpulse.exporters.mlflow import MlflowSink
-from ragpulse.exporters.phoenix import PhoenixSink, document_positions
+from ragpulse.exporters.phoenix import PhoenixSink, document_positions, record_key
 from ragpulse.exporters.support.targets import evaluated_span
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, ExportItem, RagRecord
@@ -270,7 +270,8 @@ def test_phoenix_shows_each_result_on_the_span_it_judges(
     for trace_id in run.traces:
         for result, annotation, span_id in judged(run, trace_id, found[trace_id], "name"):
             assert annotation["span_id"] == span_id
-            assert annotation["identifier"] == f"ragpulse.{result['method']}"
+            key = record_key(RagRecord.model_validate(run.records[trace_id]))
+            assert annotation["identifier"] == f"ragpulse.{result['method']}.{key}"
             assert annotation["annotator_kind"] == "CODE"
             assert annotation["result"]["score"] == result["score"]
 
@@ -342,7 +343,8 @@ def test_phoenix_shows_an_agent_turns_results_on_the_steps_they_judge(
         return found if len(found) >= len(targets) else None
 
     found = wait_until(landed, 120, f"Phoenix did not show {len(targets)} annotations", 0.5)
-    flat = [{**a, "source": a["identifier"]} for a in found]
+    # ragpulse.<method>.<record key>: the method, for the comparison with the results.
+    flat = [{**a, "source": a["identifier"].rsplit(".", 1)[0]} for a in found]
     by_metric = check_agent_turn(turn, targets, flat, "name", "source")
     assert by_metric["faithfulness"]["result"]["score"] >= 0.7  # copied from the tool result
     assert by_metric["injection"]["result"]["label"] == "injection"
