@@ -41,6 +41,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Literal, Protocol, TypeVar
 
 from ragpulse import semconv
@@ -194,6 +195,16 @@ class Assembler:
         return int(self._bytes) + self._forced_bytes
 
     @property
+    def rooted(self) -> int:
+        """Open traces whose root arrived (they close within ``grace_s``)."""
+        return len(self._rooted)
+
+    @property
+    def closing(self) -> int:
+        """Traces closed to make room, not handed on yet."""
+        return len(self._forced)
+
+    @property
     def closing_bytes(self) -> int:
         """OTLP bytes of the traces closed to make room, not handed on yet."""
         return self._forced_bytes
@@ -250,8 +261,9 @@ class Assembler:
     def _admit(self, items: Sequence[_T], nbytes: int, now: float) -> None:
         """Make room for ``items``, or raise CollectorFull (counted); called under the lock.
 
-        New traces first close the least recently active open ones while the open traces
-        are at 90% of ``max_open_traces``. Held bytes past 90% of ``max_held_bytes`` (past
+        New traces first close open ones while the open traces are at 90% of
+        ``max_open_traces`` (a new trace that comes with its root closes within
+        ``grace_s`` and takes no one's place). Held bytes past 90% of ``max_held_bytes`` (past
         100%, for a request that only continues open traces) refuse the request; first the
         open traces holding the room are closed for evaluation (which frees it), so that
         the sender's retry finds room. As the OpenTelemetry Collector's memory limiter
@@ -262,8 +274,10 @@ class Assembler:
         s = self._settings
         ids = {i.trace_id for i in items}
         new = [t for t in ids if t not in self._open]
-        if new and len(self._open) + len(new) > ADMIT_SHARE * s.max_open_traces:
-            target = max(0, int(ADMIT_SHARE * s.max_open_traces) - len(new))
+        ending = {i.trace_id for i in items if isinstance(i, Span) and is_local_root(i)}
+        lasting = [t for t in new if t not in ending]
+        if lasting and len(self._open) + len(lasting) > ADMIT_SHARE * s.max_open_traces:
+            target = max(0, int(ADMIT_SHARE * s.max_open_traces) - len(lasting))
             self._make_room("open_traces", now, keep=ids, open_at_most=target)
         held = self.held_bytes + self._backlog_bytes()
         soft = ADMIT_SHARE * s.max_held_bytes
@@ -282,24 +296,34 @@ class Assembler:
         open_at_most: int | None = None,
         bytes_at_most: float | None = None,
     ) -> None:
-        """Close the least recently active open traces (but ``keep``) until at most
-        ``open_at_most`` are open, or the open ones hold at most ``bytes_at_most``; they
-        wait in ``_forced`` for the next :meth:`pop_complete`. Under the lock."""
+        """Close open traces (but ``keep``) until at most ``open_at_most`` are open, or the
+        open ones hold at most ``bytes_at_most``: those whose root came first (they would
+        close within ``grace_s``), then the least recently active. They wait in
+        ``_forced`` for the next :meth:`pop_complete`. Under the lock."""
 
         def over() -> bool:
             if open_at_most is not None and len(self._open) > open_at_most:
                 return True
             return bytes_at_most is not None and self._bytes > max(0.0, bytes_at_most)
 
-        for trace_id in list(self._open):
-            if not over():
-                break
-            if trace_id in keep:
-                continue
+        def close(trace_id: str) -> None:
             closed = self._close(trace_id, trigger, now)
             if closed is not None:
                 self._forced.append(closed)
                 self._forced_bytes += closed.nbytes
+
+        for trace_id in [t for t in self._rooted if t not in keep]:
+            if not over():
+                return
+            close(trace_id)
+        while over():  # the least recently active, a few at a time (no copy of them all)
+            oldest = [t for t in islice(self._open, len(keep) + 64) if t not in keep]
+            if not oldest:
+                return
+            for trace_id in oldest:
+                if not over():
+                    return
+                close(trace_id)
 
     def _trace(self, trace_id: str, now: float, late: str) -> _OpenTrace | str:
         """The open trace, opened (or reopened) now if need be; else ``late``: it closed
