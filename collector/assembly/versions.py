@@ -39,14 +39,20 @@ class RecordVersions:
 
     by_id: dict[str, Version] = field(default_factory=dict)
 
-    def match(self, root: str, spans: frozenset[str], taken: set[str]) -> Version | None:
+    def match(
+        self, root: str, spans: frozenset[str], taken: set[str], *, alone: bool = False
+    ) -> Version | None:
         """The version a rebuilt record with root span ``root`` reading ``spans``
-        continues: the one rooted at the same span, else the one sharing most spans with
-        it; None for a new record. ``taken``: record ids already continued by this build."""
+        continues: the one that read its root span, else the one sharing most spans with
+        it, else, when both builds have one record (``alone``: the trace's rebuild gave
+        only this one), that record; None for a new record. ``taken``: record ids already
+        continued by this build."""
         scored = [
             (root in v.spans, len(v.spans & spans), v)
             for v in self.by_id.values()
             if v.record_id not in taken
         ]
+        if alone and len(scored) == 1 == len(self.by_id):
+            return scored[0][2]  # a turn first built from other spans than its rebuild read
         scored = [s for s in scored if s[0] or s[1]]
         return max(scored, key=lambda s: (s[0], s[1]))[2] if scored else None

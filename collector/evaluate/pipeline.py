@@ -435,7 +435,7 @@ class Pipeline:
             with self._lock:
                 self._finish(update)
         traces = [i for i in items if isinstance(i, CompletedTrace)]
-        found_all: list[tuple[RagRecord, _TraceTicket, RecordVersions]] = []
+        found_all: list[tuple[RagRecord, _TraceTicket, RecordVersions, bool]] = []
         for trace in traces:
             try:
                 found, skip_reason = extract_records(
@@ -462,15 +462,17 @@ class Pipeline:
                 if record.partial is not None:
                     self._metrics.partial_records.labels(record.partial).inc()
             ticket = _TraceTicket(trace, len(found), self._trace_finished if not inline else _noop)
-            found_all.extend((record, ticket, trace.versions) for record in found)
+            alone = len(found) == 1
+            found_all.extend((record, ticket, trace.versions, alone) for record in found)
         # A turn of a conversation: numbered, and its earlier turns joined when its spans
         # carried no history (before the metrics read it); in the order the turns started,
         # as a batch can hold a later turn before an earlier one (spans sent out of order).
         found_all.sort(key=lambda found: found[0].start_time_ns)
         jobs = []
         taken: dict[int, set[str]] = {}  # per trace: the versions this build continues
-        for record, ticket, versions in found_all:
-            job = self._versioned(record, ticket, versions, taken.setdefault(id(versions), set()))
+        for record, ticket, versions, alone in found_all:
+            taken_here = taken.setdefault(id(versions), set())
+            job = self._versioned(record, ticket, versions, taken_here, alone)
             if job is not None:
                 job.record = self.conversations.prepare(job.record)
                 jobs.append(job)
@@ -511,7 +513,12 @@ class Pipeline:
                     self._holds.hold(job)
 
     def _versioned(
-        self, record: RagRecord, ticket: _TraceTicket, versions: RecordVersions, taken: set[str]
+        self,
+        record: RagRecord,
+        ticket: _TraceTicket,
+        versions: RecordVersions,
+        taken: set[str],
+        alone: bool,
     ) -> _Job | None:
         """The job for a record just built: a new record's, or the next revision of the
         version it continues (taking over the acknowledgements of that version's
@@ -519,7 +526,7 @@ class Pipeline:
         record is done with)."""
         spans = _spans_of(record)
         with self._lock:
-            version = versions.match(record.span_id, spans, taken)
+            version = versions.match(record.span_id, spans, taken, alone=alone)
             if version is None:
                 version = Version(record.record_id, 1, spans, built=record)
                 versions.by_id[record.record_id] = version

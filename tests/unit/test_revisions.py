@@ -158,6 +158,25 @@ def test_a_partial_record_is_revised_whole_when_its_root_comes_late() -> None:
     assert c.value("ragpulse_dropped_total", reason="late_span") == 0
 
 
+def test_a_turn_first_built_from_its_early_spans_only_is_revised_not_doubled() -> None:
+    """The first build read only the first model call (the search ran after it, so it is
+    no document of that call); the rebuild reads other spans: still the same record."""
+    c = Collected(max_open_traces=1)
+    t, root = new_trace_id(), new_span_id()
+    spans = turn(t, root)
+    c.add(spans["ask"], spans["tool"])
+    c.add(make_span(new_trace_id(), "another turn", parent=new_span_id()))  # takes its room
+    c.tick(0)
+    [first] = c.items
+    assert first.record.partial == "open_traces" and first.record.answer == ""
+    c.add(spans["answer"], spans["root"])
+    c.tick(1)
+    revised = [i for i in c.items if i.record.trace_id == t][-1]
+    assert revised.kind is ExportKind.REVISION and revised.record.revision == 2
+    assert revised.record.record_id == first.record.record_id
+    assert revised.record.answer == ANSWER and revised.record.partial is None
+
+
 def test_each_late_span_numbers_the_next_revision_and_a_span_that_changes_nothing_is_not_one() -> (
     None
 ):
