@@ -262,8 +262,7 @@ class Assembler:
         """Make room for ``items``, or raise CollectorFull (counted); called under the lock.
 
         New traces first close open ones while the open traces are at 90% of
-        ``max_open_traces`` (a new trace that comes with its root closes within
-        ``grace_s`` and takes no one's place). Held bytes past 90% of ``max_held_bytes`` (past
+        ``max_open_traces`` (see :meth:`_make_room`: those whose root came first). Held bytes past 90% of ``max_held_bytes`` (past
         100%, for a request that only continues open traces) refuse the request; first the
         open traces holding the room are closed for evaluation (which frees it), so that
         the sender's retry finds room. As the OpenTelemetry Collector's memory limiter
@@ -274,10 +273,8 @@ class Assembler:
         s = self._settings
         ids = {i.trace_id for i in items}
         new = [t for t in ids if t not in self._open]
-        ending = {i.trace_id for i in items if isinstance(i, Span) and is_local_root(i)}
-        lasting = [t for t in new if t not in ending]
-        if lasting and len(self._open) + len(lasting) > ADMIT_SHARE * s.max_open_traces:
-            target = max(0, int(ADMIT_SHARE * s.max_open_traces) - len(lasting))
+        if new and len(self._open) + len(new) > ADMIT_SHARE * s.max_open_traces:
+            target = max(0, int(ADMIT_SHARE * s.max_open_traces) - len(new))
             self._make_room("open_traces", now, keep=ids, open_at_most=target)
         held = self.held_bytes + self._backlog_bytes()
         soft = ADMIT_SHARE * s.max_held_bytes
