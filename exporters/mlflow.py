@@ -31,10 +31,10 @@ result judges another span than the earlier one (a record first built without it
 root span) overrides it instead (a new assessment on that span naming the earlier one
 in ``overrides``: MLflow marks the earlier one invalid and shows it as overridden):
 each record shows one assessment per metric and method, and a revised conversation's
-first trace one per conversation metric and method. A trace's requests go one at a time in this process,
-and what one found and wrote stands in for the next one's lookup for a while
-(``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's results
-cost one lookup, not one each. Two replicas writing the same trace at the same moment can
+first trace one per conversation metric and method. A trace's requests go one at a time
+in this process, and what one found and wrote stands in for the next one's lookup for a
+while (``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's
+results cost one lookup, not one each. Two replicas writing the same trace at the same moment can
 still both create one.
 The sink composes its transport (:class:`MlflowApi`) with a delivery
 (:mod:`ragpulse.exporters.support.tool_sink`): batching, retries and counting are

@@ -58,7 +58,6 @@ from urllib.parse import quote
 import httpx
 from pydantic import Field, SecretStr
 
-
 from ragpulse import semconv as sc
 from ragpulse.backend_client import BackendClient, Credentials
 from ragpulse.errors import BackendRefused

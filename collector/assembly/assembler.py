@@ -262,10 +262,10 @@ class Assembler:
         """Make room for ``items``, or raise CollectorFull (counted); called under the lock.
 
         New traces first close open ones while the open traces are at 90% of
-        ``max_open_traces`` (see :meth:`_make_room`: those whose root came first). Held bytes past 90% of ``max_held_bytes`` (past
-        100%, for a request that only continues open traces) refuse the request; first the
-        open traces holding the room are closed for evaluation (which frees it), so that
-        the sender's retry finds room. As the OpenTelemetry Collector's memory limiter
+        ``max_open_traces`` (see :meth:`_make_room`: those whose root came first). Held
+        bytes past 90% of ``max_held_bytes`` (past 100%, for a request that only
+        continues open traces) refuse the request; first the open traces holding the room
+        are closed for evaluation (which frees it), so that the sender's retry finds room. As the OpenTelemetry Collector's memory limiter
         does, what is held now is compared with the bounds, not what would be held with
         the request: a request larger than the headroom is taken once there is room,
         never starved, and it takes the usage past the soft bound by at most its size.
