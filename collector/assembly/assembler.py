@@ -265,10 +265,11 @@ class Assembler:
         ``max_open_traces`` (see :meth:`_make_room`: those whose root came first). Held
         bytes past 90% of ``max_held_bytes`` (past 100%, for a request that only
         continues open traces) refuse the request; first the open traces holding the room
-        are closed for evaluation (which frees it), so that the sender's retry finds room. As the OpenTelemetry Collector's memory limiter
-        does, what is held now is compared with the bounds, not what would be held with
-        the request: a request larger than the headroom is taken once there is room,
-        never starved, and it takes the usage past the soft bound by at most its size.
+        are closed for evaluation (which frees it), so that the sender's retry finds room.
+        As the OpenTelemetry Collector's memory limiter does, what is held now is compared
+        with the bounds, not what would be held with the request: a request larger than
+        the headroom is taken once there is room, never starved, and it takes the usage
+        past the soft bound by at most its size.
         """
         s = self._settings
         ids = {i.trace_id for i in items}
