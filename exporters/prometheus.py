@@ -23,8 +23,10 @@ spans (a revision) counts in ``ragpulse_records_revised{service,route}``: a hist
 cannot take back what it observed, so each metric's score is observed once per record
 (``record_id``): a revision, and the costly tiers' updates of it, add only the scores the
 record had not had (a first build without its root had no answer to score, say), and
-the agent turn, its steps and injections are counted once. The records remembered for
-this are bounded (``OBSERVED_KEPT``, least recent forgotten first).
+the agent turn, its steps and injections are counted once; a record exported anew while
+remembered (a trace read again after a restart) is not observed twice either. The
+records remembered for this are bounded (``OBSERVED_KEPT``, least recent forgotten
+first).
 
 Closed conversations (:meth:`PrometheusSink.export_conversation`) count in
 ``ragpulse_conversation_records{service,route,closed_by,outcome}`` (outcome ``new`` for a
@@ -256,7 +258,9 @@ class PrometheusSink(Sink["PrometheusSink.Options"]):
         route = self._pairs(service, self._routes(self._label(record.route)))
         if item.kind is ExportKind.REVISION:
             self.records_revised.labels(service, route).inc()
-        observed = self._observed_of(record.record_id, item.kind)
+        # A record without ids (a hand-made one) has no identity to be observed once by.
+        identified = bool(record.trace_id and record.span_id)
+        observed = self._observed_of(record.record_id, item.kind) if identified else set()
         if observed is None:
             return  # a revision of a record no longer remembered: nothing observed twice
         results = [r for r in item.results if r.name not in observed]
