@@ -151,9 +151,10 @@ def main() -> None:
         done_s = time.perf_counter() - t0
         refused = {
             bound: scraped(url, "ragpulse_intake_refused_total", bound=bound)
-            for bound in ("open_traces", "held_bytes", "backlog")
+            for bound in ("held_bytes", "backlog")
         }
-        dropped_capacity = scraped(url, "ragpulse_dropped_total", reason="open_traces_limit")
+        dropped = scraped(url, "ragpulse_dropped_total")
+        closed_early = scraped(url, "ragpulse_traces_completed_total", trigger="open_traces")
         rss_peak = peak_rss_mib(proc.pid)
     finally:
         proc.terminate()
@@ -161,7 +162,8 @@ def main() -> None:
     print(f"traces sent          {total} in {args.bodies} bodies from {args.senders} senders")
     print(f"answers              {dict(sorted(statuses.items()))}")
     print(f"refused by partial success (lost): {partial_spans} spans")
-    print(f"dropped open_traces_limit         {dropped_capacity:.0f} spans")
+    print(f"dropped (any reason)              {dropped:.0f} spans")
+    print(f"closed early to make room         {closed_early:.0f} traces")
     print(f"retryable refusals by bound       {refused}")
     print(f"scored (faithfulness/lexical)     {scored:.0f} of {total}")
     print(f"all sent after      {sent_s:.1f} s")

@@ -185,21 +185,30 @@ class Collector:
 
     @property
     def overloaded(self) -> bool:
-        return self.pipeline.overloaded
+        """Whether the traces waiting for evaluation (those closed to make room included)
+        are at ``evaluation.max_backlog``."""
+        return self.pipeline.overloaded or self._waiting() >= self.settings.evaluation.max_backlog
+
+    def _waiting(self) -> int:
+        return self.pipeline.backlog + self.assembler.closing
 
     def _check_backlog(self) -> None:
-        if self.pipeline.overloaded:
+        if self.overloaded:
             self.metrics.intake_refused.labels("backlog").inc()
             raise CollectorFull("backlog")
 
     def pressure(self) -> float:
-        """How full the bounded stages are (0..1): open traces, held bytes, evaluation
-        backlog."""
-        held = self.assembler.held_bytes + self.pipeline.backlog_bytes
+        """How full the bounded stages are (0..1): the bytes and traces waiting for
+        evaluation, and the open traces whose root came (they join them within
+        ``assembly.grace_s``). Traces still waiting for their root are not counted: near
+        the bounds the assembler closes the least recently active ones for evaluation,
+        and a source that stopped reading for them would hold back the very spans that
+        finish them."""
+        held = self.assembler.closing_bytes + self.pipeline.backlog_bytes
+        coming = self._waiting() + self.assembler.rooted
         return max(
-            len(self.assembler) / self.settings.assembly.max_open_traces,
             held / self.settings.assembly.max_held_bytes,
-            self.pipeline.backlog / self.settings.evaluation.max_backlog,
+            coming / self.settings.evaluation.max_backlog,
         )
 
     def abandon(self, predicate: Callable[[list[Ack]], bool]) -> int:

@@ -3,11 +3,14 @@
 A record whose costly tiers (model, judge) outlast ``evaluation.max_export_delay_s``
 gets more lines: the first with what existed then (``attributes["ragpulse.pending"]``
 lists the tiers to come), then one short update line per such tier
-(``{"trace_id", "span_id", "service", "route", "update": "judge", "attributes",
-"results"}``) with that tier's results, or none and
+(``{"trace_id", "span_id", "record_id", "revision", "service", "route", "update":
+"judge", "attributes", "results"}``) with that tier's results, or none and
 ``ragpulse.sampled.<tier>: "skipped:<reason>"`` when it did not evaluate the record. A
 record rebuilt from more spans (a revision) gets a whole line again, with
-``"revised": true``: the last line of a ``trace_id`` and ``span_id`` stands.
+``"revised": true`` and a higher ``revision``: the last whole line of a ``record_id``
+stands (its span may differ: a record first built without its root span is rooted
+at the root once it came). A record built without its root span says why in
+``partial``.
 
 Every string but the record's hex ids is redacted first (the ``redaction``
 section, path ``jsonl``; on by default for e-mails, phone and card numbers). Each text

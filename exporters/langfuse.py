@@ -9,8 +9,11 @@ the score's ``traceId`` and ``observationId`` (:mod:`ragpulse.exporters.support.
 Each result becomes one score (``POST /api/public/scores``): named after the metric, a
 NUMERIC value (the score), or CATEGORICAL (the label) where there is no score, and
 ``error`` for a failed evaluation; the (redacted) explanation as comment, the method,
-direction, error and details as metadata. Its id is derived from the trace, span,
-metric and method, so a retried request updates the score instead of adding one.
+direction, error, details and the record's ``record_id`` and ``revision`` as metadata.
+Its id is derived from the record's ``record_id``, the metric and the method, so a
+retried request, and a revision of the record (rebuilt from spans that came late), update
+the score instead of adding one, also when the revision judges another observation
+(Langfuse replaces the score's fields, its ``observationId`` included).
 
 A closed conversation's results (conversation metrics) become session scores: ``sessionId``
 is the conversation id (what Langfuse groups the app's traces by, ``session.id``), the id
@@ -62,11 +65,13 @@ FIX = (
     "OpenTelemetry Collector that sends them to both)"
 )
 _IDS = uuid.UUID("5c0f3a4e-2b7d-4f39-9d0e-7a1c6b8e4d21")
-"""Namespace of the score ids (uuid5): stable per trace, span, metric and method."""
+"""Namespace of the score ids (uuid5): stable per record, metric and method."""
 
 
-def score_id(trace_id: str, span_id: str, result: EvalResult) -> str:
-    return str(uuid.uuid5(_IDS, f"{trace_id}:{span_id}:{result.metric}:{result.method}"))
+def score_id(record_id: str, result: EvalResult) -> str:
+    """A record's score id: stable per record (its ``record_id``, across revisions),
+    metric and method."""
+    return str(uuid.uuid5(_IDS, f"record:{record_id}:{result.metric}:{result.method}"))
 
 
 def session_score_id(identifier: str, result: EvalResult) -> str:
@@ -142,9 +147,11 @@ class LangfuseSink(ToolSink[dict[str, Any], "LangfuseSink.Options"]):
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[dict[str, Any]]:
         out = []
         for j in judged:
-            score = _score(j.result, score_id(record.trace_id, j.target.span_id, j.result))
+            score = _score(j.result, score_id(record.record_id, j.result))
             score["traceId"] = record.trace_id
             score["observationId"] = j.target.span_id
+            score["metadata"]["record_id"] = record.record_id
+            score["metadata"]["revision"] = record.revision
             out.append(score)
         return out
 

@@ -14,9 +14,9 @@ R = TypeVar("R", RagRecord, ConversationRecord)
 
 
 class InMemorySink(Sink):
-    """Every evaluated record as one export item, its record's later items joined: an
-    update's results are added (its ``sampled`` and ``pending`` replace the item's), a
-    revision replaces the item."""
+    """Every evaluated record as one export item, its record's later items joined (by
+    ``record_id``): an update's results are added (its ``sampled`` and ``pending`` replace
+    the item's), a revision replaces the item."""
 
     name = "memory"
 
@@ -33,10 +33,10 @@ class InMemorySink(Sink):
     def export(self, item: ExportItem[RagRecord]) -> None:
         with self._lock:
             if item.kind is not ExportKind.FIRST:
-                key = (item.record.trace_id, item.record.span_id)
+                key = item.record.record_id
                 for i in range(len(self._items) - 1, -1, -1):
                     kept = self._items[i]
-                    if (kept.record.trace_id, kept.record.span_id) == key:
+                    if kept.record.record_id == key:
                         self._items[i] = _joined(kept, item)
                         return
             self._items.append(item)

@@ -23,14 +23,18 @@ turn's trace, for the trace as a whole (no span), with the conversation id as
 MLflow keeps every assessment it is sent, so scoring a trace again (a re-delivered
 trace, ``ragpulse eval --from`` run twice) would add a second one. The sink therefore
 reads the trace's assessments first (``GET /api/3.0/mlflow/traces/tr-<trace id>``) and
-updates ragpulse's earlier one of the same name, source id and span (or trace) in place
-(``PATCH .../assessments/<id>``: value, rationale, metadata; keys it no longer has are
-emptied, as MLflow merges metadata) instead of creating another: each span shows one
-assessment per metric and method, and a revised conversation's first trace one per
-conversation metric and method. A trace's requests go one at a time in this process,
-and what one found and wrote stands in for the next one's lookup for a while
-(``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's results
-cost one lookup, not one each. Two replicas writing the same trace at the same moment can
+updates ragpulse's earlier one of the same name, source id and record (the record's
+``record_id`` in the metadata; a conversation's: the trace) in place (``PATCH
+.../assessments/<id>``: value, rationale, metadata; keys it no longer has are emptied,
+as MLflow merges metadata) instead of creating another. A revision of the record whose
+result judges another span than the earlier one (a record first built without its
+root span) overrides it instead (a new assessment on that span naming the earlier one
+in ``overrides``: MLflow marks the earlier one invalid and shows it as overridden):
+each record shows one assessment per metric and method, and a revised conversation's
+first trace one per conversation metric and method. A trace's requests go one at a time
+in this process, and what one found and wrote stands in for the next one's lookup for a
+while (``LOOKUP_TTL_S``; after a failure the trace is looked up again), so a record's
+results cost one lookup, not one each. Two replicas writing the same trace at the same moment can
 still both create one.
 The sink composes its transport (:class:`MlflowApi`) with a delivery
 (:mod:`ragpulse.exporters.support.tool_sink`): batching, retries and counting are
@@ -75,6 +79,8 @@ SESSION_METADATA = "mlflow.trace.session"
 """The metadata key MLflow's session scorers put a session's id under."""
 SOURCE_PREFIX = "ragpulse."
 """Every source id the sink writes starts so: ``ragpulse.<method>``."""
+RECORD_METADATA = "ragpulse.record_id"
+"""The metadata key of the record an assessment is about (its ``record_id``)."""
 TRACE_LOCKS = 64
 LOOKUP_TTL_S = 30.0
 """How long what one request found on a trace stands in for a new lookup (the results of a
@@ -159,8 +165,9 @@ class MlflowSink(ToolSink[Assessment, "MlflowSink.Options"]):
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Assessment]:
         trace_id = f"tr-{record.trace_id}"
+        meta = {RECORD_METADATA: record.record_id, "ragpulse.revision": record.revision}
         return [
-            Assessment(trace_id, _body(j.result, trace_id, {"span_id": j.target.span_id}))
+            Assessment(trace_id, _body(j.result, trace_id, {"span_id": j.target.span_id}, meta))
             for j in judged
         ]
 
@@ -260,6 +267,10 @@ class MlflowApi(HttpTransport[Assessment]):
             found = earlier.get(key)
             if found is None:
                 answer = self.client.post(request.path, json=wrapped)
+            elif str(found.get("span_id") or "") != str(body.get("span_id") or ""):
+                # The record's result moved to another span: it overrides the earlier one.
+                overriding = {"assessment": {**body, "overrides": found["assessment_id"]}}
+                answer = self.client.post(request.path, json=overriding)
             else:
                 path = f"{request.path}/{found['assessment_id']}"
                 answer = self.client.patch(path, json=_update(body, found))
@@ -301,12 +312,14 @@ class MlflowApi(HttpTransport[Assessment]):
 
 
 def _key(body: dict[str, Any]) -> tuple[str, str, str]:
-    """What makes an assessment ragpulse's earlier one: name, source id, span."""
+    """What makes an assessment ragpulse's earlier one: name, source id, and the record it
+    is about (its id in the metadata; without one, the span: a conversation's)."""
     source = as_dict(body.get("source"))
+    record = as_dict(body.get("metadata")).get(RECORD_METADATA)
     return (
         str(body.get("assessment_name") or ""),
         str(source.get("source_id") or ""),
-        str(body.get("span_id") or ""),
+        str(record or body.get("span_id") or ""),
     )
 
 

@@ -361,6 +361,8 @@ class OtelEvaluationSink(Sink["OtelEvaluationSink.Options"]):
                         sc.OPENINFERENCE_SPAN_KIND: sc.KIND_EVALUATOR,
                         sc.RAGPULSE_EVAL_TRACE_ID: record.trace_id,
                         sc.RAGPULSE_EVAL_SPAN_ID: target.span_id,
+                        sc.RAGPULSE_EVAL_RECORD_ID: record.record_id,
+                        sc.RAGPULSE_EVAL_REVISION: record.revision,
                         **attrs,
                         **openinference_evaluation(result),
                     },

@@ -4,11 +4,16 @@ Configured as ``sinks: {phoenix: {endpoint: "http://HOST:6006", api_key: ...}}``
 (``api_key`` falls back to ``PHOENIX_API_KEY``, as Phoenix's own clients do). Each
 result becomes a span annotation (``POST /v1/span_annotations``) on the span it is
 about (:mod:`ragpulse.exporters.support.targets`): named after the metric, identifier
-``ragpulse.<method>`` (Phoenix upserts on name, span and identifier, so two methods of
-one metric stand side by side and a re-sent result replaces itself), annotator kind
-LLM for judges and CODE otherwise, label, score and (redacted) explanation, and the
-method, direction, error and details as metadata. A failed evaluation carries the
-label ``error``.
+``ragpulse.<method>.<record key>`` (the key: 16 hex digits of a hash of the record's
+``record_id``; Phoenix upserts on name, span and identifier, so two methods of one
+metric stand side by side and a re-sent result replaces itself), annotator kind LLM for
+judges and CODE otherwise, label, score and (redacted) explanation, and the method,
+direction, error, details and the record's ``record_id`` and ``revision`` as metadata. A
+failed evaluation carries the label ``error``. A revision of the record whose result
+judges another span than the earlier build's (a record first built without its root
+span) deletes the earlier annotation first (``DELETE
+/v1/projects/{project}/span_annotations`` by name and that identifier, which only this
+record's result has), so the record shows one annotation per metric and method.
 
 A context-relevance result that scored each document also becomes one document
 annotation per scored document (``POST /v1/document_annotations``, named
@@ -18,7 +23,9 @@ reranker span (``ragpulse.documents.span_id``), and the result scored each of th
 says which (``details.document_indices``). In an agent turn that span must be a
 retriever's (a tool's span lists no documents in Phoenix, which drops annotations
 beyond a span's documents), and the position is the document's among that retriever's
-(``Document.source.index``).
+(``Document.source.index``). A revision re-scores the same documents in place (a
+document annotation is keyed by its span and position); Phoenix's API deletes none, so
+one of an earlier build on a retriever the revision no longer scores stays.
 
 A closed conversation's results (conversation metrics: ``user_frustration``, ...) become
 session annotations (``POST /v1/session_annotations``) on the session whose id is the
@@ -41,6 +48,7 @@ The sink composes its transport (:class:`PhoenixApi`) with a delivery
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,6 +93,20 @@ _PATHS: dict[_Kind, str] = {
 class Annotation:
     kind: _Kind
     body: dict[str, Any]
+    clear_in: str | None = None
+    """A span annotation whose record's earlier one is on another span: deleted first (by
+    name and identifier) in this project."""
+
+
+def record_key(record: RagRecord) -> str:
+    """16 hex digits standing for the record (its ``record_id``) in an identifier."""
+    return hashlib.sha256(record.record_id.encode()).hexdigest()[:16]
+
+
+def project_of(record: RagRecord) -> str:
+    """The Phoenix project the record's spans went to (``default`` unless they said)."""
+    project = record.attributes.get(sc.OPENINFERENCE_PROJECT_NAME)
+    return project if isinstance(project, str) and project else "default"
 
 
 def _result(result: EvalResult) -> dict[str, Any]:
@@ -117,13 +139,34 @@ class PhoenixApi(HttpTransport[Annotation]):
     """Phoenix's annotation API: one request per kind of annotation in a batch."""
 
     def requests(self, batch: Sequence[Annotation]) -> list[ApiRequest]:
-        out = []
+        out = [
+            ApiRequest(
+                f"/v1/projects/{quote(a.clear_in, safe='')}/span_annotations",
+                {"data": [a.body]},
+                1,
+                {"name": a.body["name"], "identifier": a.body["identifier"], "delete_all": "true"},
+            )
+            for a in batch
+            if a.clear_in is not None
+        ]
         for kind, path in _PATHS.items():
-            data = [a.body for a in batch if a.kind == kind]
+            data = [a.body for a in batch if a.kind == kind and a.clear_in is None]
             if data:
                 # sync=false: Phoenix queues them and retries for spans not arrived yet.
                 out.append(ApiRequest(path, {"data": data}, len(data), {"sync": "false"}))
         return out
+
+    def exchange(self, request: ApiRequest) -> httpx.Response:
+        """A request to a project's span annotations deletes the record's earlier
+        annotation of that name and identifier, then files the new one (in this order, in
+        one request: another worker never runs between them); the rest are a POST."""
+        if not request.path.startswith("/v1/projects/"):
+            return super().exchange(request)
+        gone = self.client.delete(request.path, params=request.params)
+        # 404: no such project (nothing to delete); 405: a Phoenix without the route.
+        if gone.status_code not in (200, 204, 404, 405):
+            return gone
+        return self.client.post(_PATHS["span"], params={"sync": "false"}, json=request.body)
 
 
 class PhoenixSink(ToolSink[Annotation, "PhoenixSink.Options"]):
@@ -162,8 +205,11 @@ class PhoenixSink(ToolSink[Annotation, "PhoenixSink.Options"]):
 
     def items(self, record: RagRecord, judged: Sequence[Judged]) -> list[Annotation]:
         out = []
+        key = record_key(record)
         for j in judged:
             r = j.result
+            meta = {**result_metadata(r), "record_id": record.record_id}
+            meta["revision"] = record.revision
             out.append(
                 Annotation(
                     "span",
@@ -171,10 +217,11 @@ class PhoenixSink(ToolSink[Annotation, "PhoenixSink.Options"]):
                         "span_id": j.target.span_id,
                         "name": r.metric,
                         "annotator_kind": annotator_kind(r.method),
-                        "identifier": f"ragpulse.{r.method}",
+                        "identifier": f"ragpulse.{r.method}.{key}",
                         "result": _result(r),
-                        "metadata": result_metadata(r),
+                        "metadata": meta,
                     },
+                    project_of(record) if j.moved_from is not None else None,
                 )
             )
             out.extend(self._documents(record, r))

@@ -19,8 +19,14 @@ injection shows in ``rate()`` / ``increase()``.
 
 A record exported again after a costly tier (an update) adds that tier's scores and
 injections; the agent turn was counted when it came first. A record rebuilt from more
-spans (a revision) counts in ``ragpulse_records_revised{service,route}`` only: a
-histogram cannot take back what it observed, so its scores are not observed twice.
+spans (a revision) counts in ``ragpulse_records_revised{service,route}``: a histogram
+cannot take back what it observed, so each metric's score is observed once per record
+(``record_id``): a revision, and the costly tiers' updates of it, add only the scores the
+record had not had (a first build without its root had no answer to score, say), and
+the agent turn, its steps and injections are counted once; a record exported anew while
+remembered (a trace read again after a restart) is not observed twice either. The
+records remembered for this are bounded (``OBSERVED_KEPT``, least recent forgotten
+first).
 
 Closed conversations (:meth:`PrometheusSink.export_conversation`) count in
 ``ragpulse_conversation_records{service,route,closed_by,outcome}`` (outcome ``new`` for a
@@ -40,6 +46,7 @@ Settings: ``sinks.prometheus`` (:class:`PrometheusSink.Options`).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -62,6 +69,10 @@ from ragpulse.redaction import Redactor
 from ragpulse.telemetry import LabelLimiter, PairLimiter
 
 _LABEL_CACHE = 10_000
+OBSERVED_KEPT = 10_000
+"""Records whose observed scores are remembered, so that a revision observes none twice."""
+_TURN = "agent_turn"
+"""Stands, among a record's observed names, for its agent turn having been counted."""
 """Redacted label values remembered (raw -> redacted); past it each value is redacted anew."""
 OTHER_TOOL = "other"
 """The ``tool`` label of every tool that ``agents.tools`` does not list."""
@@ -157,6 +168,8 @@ class PrometheusSink(Sink["PrometheusSink.Options"]):
         self._services = LabelLimiter(settings.services, settings.max_services)
         self._pairs = PairLimiter(settings.max_route_pairs)
         self.series = ScoreSeries(registry, evaluators)
+        # record id -> the results (metric/method) scored into the histograms, and _TURN.
+        self._observed: OrderedDict[str, set[str]] = OrderedDict()
         self.records_revised = Counter(
             "ragpulse_records_revised",
             "Records exported again, rebuilt from more spans (a revision): counted here, "
@@ -244,12 +257,18 @@ class PrometheusSink(Sink["PrometheusSink.Options"]):
         return redacted
 
     def export(self, item: ExportItem[RagRecord]) -> None:
-        record, results = item.record, item.results
+        record = item.record
         service = self._services(self._label(record.service))
         route = self._pairs(service, self._routes(self._label(record.route)))
         if item.kind is ExportKind.REVISION:
             self.records_revised.labels(service, route).inc()
-            return
+        # A record without ids (a hand-made one) has no identity to be observed once by.
+        identified = bool(record.trace_id and record.span_id)
+        observed = self._observed_of(record.record_id, item.kind) if identified else set()
+        if observed is None:
+            return  # a revision of a record no longer remembered: nothing observed twice
+        results = [r for r in item.results if r.name not in observed]
+        observed.update(r.name for r in results if r.score is not None and not r.error)
         self.series.add(
             results, service, route, {"trace_id": record.trace_id, "span_id": record.span_id}
         )
@@ -258,10 +277,25 @@ class PrometheusSink(Sink["PrometheusSink.Options"]):
                 for where in injection_locations(result):
                     self.injections.labels(where).inc()
         if record.kind == "agent":
-            if item.kind is ExportKind.FIRST:
+            if item.kind is not ExportKind.UPDATE and _TURN not in observed:
+                observed.add(_TURN)
                 self._agent_turn(record, service)
             for tool in self._injected_tools(record, results):
                 self.agent_tool_injections.labels(service, tool).inc()
+
+    def _observed_of(self, record_id: str, kind: ExportKind) -> set[str] | None:
+        """What was observed of the record so far (a new record: nothing); None for a
+        revision of a record forgotten meanwhile."""
+        observed = self._observed.get(record_id)
+        if observed is not None:
+            self._observed.move_to_end(record_id)
+            return observed
+        if kind is ExportKind.REVISION:
+            return None
+        observed = self._observed[record_id] = set()
+        while len(self._observed) > OBSERVED_KEPT:
+            self._observed.popitem(last=False)
+        return observed
 
     def export_conversation(self, item: ExportItem[ConversationRecord]) -> None:
         conversation, results = item.record, item.results

@@ -288,7 +288,7 @@ class RegressionSink(Sink["RegressionSink.Options"]):
         self.errors = 0
         self._seen: dict[str, set[bytes]] = {n: self._load_index(n) for n in self.sets}
         # Results of records exported while a costly tier is pending, by (trace, span) id.
-        self._pending: OrderedDict[tuple[str, str], list[EvalResult]] = OrderedDict()
+        self._pending: OrderedDict[str, list[EvalResult]] = OrderedDict()
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
@@ -358,7 +358,7 @@ class RegressionSink(Sink["RegressionSink.Options"]):
         """The item's results after those its record was exported with before (an update
         joins its record's earlier results, kept while a costly tier is pending; a
         revision's results replace them)."""
-        key = (item.record.trace_id, item.record.span_id)
+        key = item.record.record_id  # a revision keeps it, whatever span it is rooted at
         with self._lock:
             earlier: list[EvalResult] = []
             if item.kind is not ExportKind.FIRST:

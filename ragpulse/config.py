@@ -30,26 +30,58 @@ class _Section(PluginOptions):
 
 
 class AssemblySettings(_Section):
+    """When a trace is complete. With its root span: ``grace_s`` after its last span. Without
+    it (an agent still working, or an app that died mid-turn): ``idle_s`` after its last
+    span, or ``max_trace_s`` after its first, whichever comes first; its records are then
+    marked partial. A span that arrives after its trace closed rebuilds the trace's records
+    as a revision while the closed trace is kept (``keep_closed_s``)."""
+
     grace_s: float = Field(1.0, gt=0, description="Quiet period after the root span arrives.")
-    timeout_s: float = Field(30.0, gt=0, description="Hard limit from a trace's first span.")
+    idle_s: float = Field(
+        300.0,
+        gt=0,
+        description="Quiet time since the last span of a trace whose root has not arrived; "
+        "then it closes as partial. Longer than an agent's longest step (a slow tool, a "
+        "long model call).",
+    )
+    max_trace_s: float = Field(
+        1800.0,
+        gt=0,
+        description="Longest a trace stays open from its first span, spans coming or not; "
+        "then it closes (as partial without its root), and later spans revise it.",
+    )
+    keep_closed_s: float = Field(
+        600.0,
+        ge=0,
+        description="How long a closed trace's spans are kept so that a span arriving late "
+        "rebuilds its records as a revision (within max_held_bytes: the oldest kept trace "
+        "goes first when room is needed). 0 keeps none.",
+    )
     max_open_traces: int = Field(
         10_000,
         ge=1,
-        description="Traces being assembled. While 90% of it are open, requests that open new "
-        "traces are refused with a retryable answer (HTTP 503, gRPC UNAVAILABLE).",
+        description="Traces being assembled. While 90% of it are open, a request that opens "
+        "a new trace first closes the least recently active open traces (as partial when "
+        "their root has not arrived) to make room.",
     )
     max_held_bytes: int = Field(
         128 * 1024 * 1024,
         ge=1024 * 1024,
         description="OTLP bytes held by open traces and completed traces waiting for "
-        "evaluation. Past 90% of it requests that open new traces, past 100% all requests, "
-        "are refused with a retryable answer.",
+        "evaluation (closed traces kept for late spans use what is left). Past 90% of it "
+        "the least recently active open traces are closed for evaluation and requests that "
+        "open new traces, past 100% all requests, are refused with a retryable answer "
+        "(HTTP 503, gRPC UNAVAILABLE) until evaluation has freed room.",
     )
     max_spans_per_trace: int = Field(
         1_000, ge=1, description="Spans kept per trace; further spans are refused (partial)."
     )
     remember_closed: int = Field(
-        10_000, ge=0, description="Closed trace ids kept to count stragglers as late spans."
+        100_000,
+        ge=0,
+        description="Closed trace ids remembered (with their spans while keep_closed_s and "
+        "max_held_bytes allow): a straggler is then a revision, or counted as a late span; "
+        "never a trace of its own.",
     )
     tick_s: float = Field(0.1, gt=0, description="How often completion is checked.")
 

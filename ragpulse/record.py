@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "AttributeValue",
@@ -25,6 +25,7 @@ __all__ = [
     "ExportKind",
     "HistoryMessage",
     "LogEvent",
+    "PartialReason",
     "RagRecord",
     "Reference",
     "Span",
@@ -240,6 +241,12 @@ class Reference(BaseModel):
     planted: dict[str, Any] = Field(default_factory=dict)
 
 
+PartialReason = Literal["idle", "max_trace", "open_traces", "held_bytes", "shutdown"]
+"""Why a trace was closed before its root span arrived: quiet for ``assembly.idle_s``,
+open for ``assembly.max_trace_s``, closed early to make room (``assembly.max_open_traces``,
+``assembly.max_held_bytes``), or the collector's shutdown."""
+
+
 class RagRecord(BaseModel):
     """One question -> retrieval -> answer exchange, extracted from a trace.
 
@@ -247,12 +254,24 @@ class RagRecord(BaseModel):
     the span it judges (the generation span for an answer metric, the retrieval span for
     context relevance, this one otherwise): as a log event in its context, and as an
     EVALUATOR span in a trace of its own, linked to it, never parented.
+
+    A record rebuilt from more spans (spans that arrived after its trace was closed) is a
+    new ``revision`` of the same ``record_id``: it replaces the earlier one everywhere.
     """
 
     model_config = ConfigDict(frozen=True)
 
     trace_id: str = ""
     span_id: str = ""
+    record_id: str = ""
+    """Stable across revisions: ``<trace id>/<span id>`` of the span the record's first
+    version was rooted at (filled in from ``trace_id`` and ``span_id`` when not given)."""
+    revision: int = Field(1, ge=1)
+    """1 for the record as first built; each rebuild from more spans adds one."""
+    partial: PartialReason | None = None
+    """Set when the record was built from a trace whose root span had not arrived: why the
+    trace was closed then. Such a record takes the spans whose parent is missing as one
+    turn (the last model call's output is the answer)."""
     service: str = "unknown_service"
     route: str | None = None
     question: str = ""
@@ -289,6 +308,13 @@ class RagRecord(BaseModel):
     standalone_question: str | None = None
     """The question made standalone from the history (a follow-up's "and how many keepers
     live there?" with the earlier turn's topic): what relevance metrics score."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _record_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("record_id"):
+            return {**data, "record_id": f"{data.get('trace_id', '')}/{data.get('span_id', '')}"}
+        return data
 
     @property
     def contexts(self) -> list[str]:
@@ -458,7 +484,15 @@ class ExportItem(Generic[RecordT]):
     why it did not (``skipped:<reason>``), for the tiers the record was sampled for."""
     pending: tuple[str, ...] = ()
     """The costly tiers still to report on this record, in order."""
+    previous: RecordT | None = None
+    """A ``revision``'s earlier version, as it was last exported (its ``record_id`` is the
+    same): a sink that files results where the record's spans are can take back those
+    the revision files elsewhere. None for the other kinds."""
+    previous_results: Sequence[EvalResult] = ()
+    """Every result exported for ``previous`` (its first export and its updates)."""
 
     def __post_init__(self) -> None:
         if (self.kind is ExportKind.UPDATE) != (self.tier is not None):
             raise ValueError("an update names its tier, and only an update does")
+        if self.previous is not None and self.kind is not ExportKind.REVISION:
+            raise ValueError("only a revision names the version it replaces")

@@ -72,12 +72,14 @@ def results_json(results: Sequence[EvalResult]) -> str:
     return f"[{','.join(parts)}]"
 
 
-UPDATE_FIELDS = ("trace_id", "span_id", "service", "route")
-"""What an update line keeps of the record: enough to join it to the record's first line."""
+UPDATE_FIELDS = ("trace_id", "span_id", "record_id", "revision", "service", "route")
+"""What an update line keeps of the record: enough to join it to the record's line (by
+``record_id``; ``revision`` says which build of it the update is about)."""
 
 REVISED = "revised"
 """The key, on a record line, saying (true) that the record was rebuilt from more spans:
-the line replaces the earlier ones of its ``trace_id`` and ``span_id``, results and all."""
+the line replaces the earlier ones of its ``record_id``, results and all (its
+``revision`` is higher)."""
 
 
 def state_attributes(item: ExportItem[Any]) -> dict[str, AttributeValue]:
@@ -197,7 +199,7 @@ def record_line(
 
     An update line carries the record's ids, ``update`` (the tier), the
     ``ragpulse.sampled.*`` / ``ragpulse.pending`` attributes and that tier's results:
-    join it to the record's first line by ``trace_id`` and ``span_id``.
+    join it to the record's line by ``record_id``.
     """
     row = stored_row(item.record, item.results, redactor, max_text_chars, state_attributes(item))
     if item.kind is ExportKind.UPDATE:

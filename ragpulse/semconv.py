@@ -200,6 +200,10 @@ RAGPULSE_EVAL_SPAN_ID = "ragpulse.evaluation.target_span_id"
 RAGPULSE_EVAL_TRACE_ID = "ragpulse.evaluation.target_trace_id"
 """On an EVALUATOR carrier: the evaluated trace (also in its span link, which some
 backends drop)."""
+RAGPULSE_EVAL_RECORD_ID = "ragpulse.evaluation.record_id"
+RAGPULSE_EVAL_REVISION = "ragpulse.evaluation.record_revision"
+"""On an EVALUATOR carrier: the evaluated record's ``record_id`` and ``revision`` (a
+revision's carriers stand for the earlier ones of the same record id)."""
 RAGPULSE_DOCUMENTS_SPAN_ID = "ragpulse.documents.span_id"
 """Record attribute: the one span (retriever or reranker) the record's documents came
 from, in its order; absent when they came from several spans."""

@@ -94,7 +94,7 @@ class Intake(Protocol):
         ...
 
     def pressure(self) -> float:
-        """How full the bounded stages are, 0..1 (open traces, evaluation backlog)."""
+        """How full the stages after assembly are, 0..1 (what waits for evaluation)."""
         ...
 
     def abandon(self, predicate: Callable[[list[Ack]], bool]) -> int:
@@ -116,8 +116,15 @@ class TurnRoute(Protocol):
     topic, read by the member that owns a conversation's partition). Called after the
     sinks, one call at a time; neither method may block on the network."""
 
-    def turn(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        """Each export of a turn record: the first, then each costly tier's update."""
+    def turn(
+        self,
+        record: RagRecord,
+        results: Sequence[EvalResult],
+        *,
+        replaces: RagRecord | None = None,
+    ) -> None:
+        """Each export of a turn record: the first, then each costly tier's update; a
+        revision (``replaces``: the turn as exported before) with all its results."""
         ...
 
     def conversation(self, record: ConversationRecord, results: Sequence[EvalResult]) -> None:
@@ -156,8 +163,10 @@ class ConversationHooks(Protocol):
         *,
         documents: Sequence[str] = (),
         end: bool = False,
+        replaces: str | None = None,
     ) -> None:
-        """Keep a turn summarised elsewhere (``summary.turn`` 0: numbered on arrival)."""
+        """Keep a turn summarised elsewhere (``summary.turn`` 0: numbered on arrival);
+        ``replaces``: a revision's, the span id of the turn (same trace) it replaces."""
         ...
 
     def restore(self, record: ConversationRecord, closed_ago_s: float) -> bool:

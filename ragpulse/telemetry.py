@@ -18,7 +18,6 @@ DROP_TOO_LARGE = "body_too_large"
 DROP_UNSUPPORTED = "unsupported_media_type"
 DROP_UNAUTHORIZED = "unauthorized"
 DROP_INVALID_SPAN = "invalid_span"
-DROP_OPEN_TRACES = "open_traces_limit"
 DROP_SPANS_PER_TRACE = "spans_per_trace_limit"
 DROP_LATE_SPAN = "late_span"
 DROP_SINK_ERROR = "sink_error"
@@ -27,13 +26,12 @@ DROP_LOG_WITHOUT_TRACE = "log_without_trace"  # no trace id: nothing to join it 
 DROP_LOG_INVALID = "log_invalid"  # a trace or span id of the wrong length
 DROP_LOG_UNJOINED = "log_unjoined"  # its trace closed without a span of that span id
 DROP_LOG_LATE = "log_late"  # arrived after its trace was closed
-DROP_LOG_OPEN_TRACES = "log_open_traces_limit"
 DROP_LOG_PER_TRACE = "log_per_trace_limit"  # bounded by assembly.max_spans_per_trace
 DROP_REASONS = (
     DROP_MALFORMED, DROP_TOO_DEEP, DROP_TOO_LARGE, DROP_UNSUPPORTED, DROP_UNAUTHORIZED,
-    DROP_INVALID_SPAN, DROP_OPEN_TRACES, DROP_SPANS_PER_TRACE, DROP_LATE_SPAN,
+    DROP_INVALID_SPAN, DROP_SPANS_PER_TRACE, DROP_LATE_SPAN,
     DROP_LOG_WITHOUT_TRACE, DROP_LOG_INVALID, DROP_LOG_UNJOINED, DROP_LOG_LATE,
-    DROP_LOG_OPEN_TRACES, DROP_LOG_PER_TRACE,
+    DROP_LOG_PER_TRACE,
 )  # fmt: skip
 """The reasons the collector drops data for: their ``ragpulse_dropped_total`` series exist
 at 0 from the start, so a quiet collector shows 0 rather than no data."""
@@ -111,8 +109,43 @@ class CollectorMetrics:
         )
         self.traces_completed = Counter(
             "ragpulse_traces_completed",
-            "Traces closed by the assembler, by what closed them (quiet, timeout, shutdown).",
+            "Traces closed by the assembler, by what closed them: quiet (root span and "
+            "assembly.grace_s), idle (no root, assembly.idle_s of quiet), max_trace "
+            "(assembly.max_trace_s), open_traces and held_bytes (closed to make room), "
+            "shutdown.",
             ["trigger"],
+            registry=r,
+        )
+        self.traces_reopened = Counter(
+            "ragpulse_traces_reopened",
+            "Closed traces reopened by a span that arrived late (kept for "
+            "assembly.keep_closed_s): their records are rebuilt as revisions.",
+            registry=r,
+        )
+        self.closed_kept = Gauge(
+            "ragpulse_closed_traces_kept",
+            "Closed traces whose spans are kept for late spans to revise their records.",
+            registry=r,
+        )
+        self.closed_kept_bytes = Gauge(
+            "ragpulse_closed_traces_kept_bytes",
+            "OTLP bytes of the closed traces kept for late spans (within "
+            "assembly.max_held_bytes, what open and waiting traces leave).",
+            registry=r,
+        )
+        self.partial_records = Counter(
+            "ragpulse_partial_records",
+            "Records built from a trace whose root span had not arrived (each build), by "
+            "why the trace was closed (idle, max_trace, open_traces, held_bytes, shutdown).",
+            ["reason"],
+            registry=r,
+        )
+        self.record_revisions = Counter(
+            "ragpulse_record_revisions",
+            "Records rebuilt from a reopened trace, by outcome: exported (a revision went "
+            "to the sinks), first (the earlier build had not been exported yet: this one "
+            "goes out instead), unchanged (the same record: nothing exported).",
+            ["outcome"],
             registry=r,
         )
         self.traces_skipped = Counter(

@@ -352,14 +352,20 @@ class ConversationStage:
         self._elsewhere = route
 
     def turn_exported(
-        self, record: RagRecord, results: Sequence[EvalResult], *, first: bool
+        self,
+        record: RagRecord,
+        results: Sequence[EvalResult],
+        *,
+        first: bool,
+        replaces: RagRecord | None = None,
     ) -> None:
-        """A turn went to the sinks (``first``: its first export, else an update): kept
-        here (:meth:`observe`), or routed to where its conversation is held."""
+        """A turn went to the sinks (``first``: its first export, or a revision that
+        ``replaces`` the turn exported before; else an update): kept here
+        (:meth:`observe`), or routed to where its conversation is held."""
         if self._elsewhere is None:
-            self.observe(record, results)
+            self.observe(record, results, replaces=replaces)
             return
-        self._elsewhere.turn(record, results)
+        self._elsewhere.turn(record, results, replaces=replaces)
         if first:
             self._forget_prepared(record)
 
@@ -393,8 +399,15 @@ class ConversationStage:
 
     # -- every export of a turn -------------------------------------------------------------
 
-    def observe(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
-        """Keep a turn (its first export) or its later results (an update's)."""
+    def observe(
+        self,
+        record: RagRecord,
+        results: Sequence[EvalResult],
+        *,
+        replaces: RagRecord | None = None,
+    ) -> None:
+        """Keep a turn (its first export) or its later results (an update's); a revision
+        (``replaces``: the turn as exported before) takes the earlier turn's place."""
         cid = record.conversation_id
         if not cid:
             return
@@ -405,6 +418,7 @@ class ConversationStage:
             record.route,
             _Turn.of_record(record, results, on_arrival=numbered),
             end=record.attributes.get(END_MARKER) is True,
+            replaces=(replaces.trace_id, replaces.span_id) if replaces is not None else None,
         )
 
     def add_turn(
@@ -416,18 +430,32 @@ class ConversationStage:
         *,
         documents: Sequence[str] = (),
         end: bool = False,
+        replaces: str | None = None,
     ) -> None:
         """Keep a turn summarised elsewhere (a replica's export read from the Kafka turn
         topic; :func:`summarize`). ``summary.turn`` 0: numbered here, after the turns held
-        that started before it."""
-        self._keep(conversation_id, service, route, _Turn.of(summary, documents), end=end)
+        that started before it. ``replaces``: the span id of the turn (same trace) that
+        this revision of it takes the place of."""
+        replaced = (summary.trace_id, replaces) if replaces is not None else None
+        self._keep(
+            conversation_id, service, route, _Turn.of(summary, documents), end=end,
+            replaces=replaced,
+        )  # fmt: skip
 
     def _keep(
-        self, conversation_id: str, service: str, route: str | None, new: _Turn, *, end: bool
+        self,
+        conversation_id: str,
+        service: str,
+        route: str | None,
+        new: _Turn,
+        *,
+        end: bool,
+        replaces: tuple[str, str] | None = None,
     ) -> None:
         """Keep a turn. A turn kept already gains the results it did not have; a repeat (a
         redelivered trace) changes nothing, so it neither resumes nor revises a closed
-        conversation."""
+        conversation. A revision (``replaces``: the earlier turn's key) takes the earlier
+        turn's place and number, with its own results only."""
         closing: list[tuple[_Conversation, ClosedBy]] = []
         key = _key(new)
         with self._lock:
@@ -435,6 +463,12 @@ class ConversationStage:
                 self._forget_pending(key, conversation_id)
             now = self._clock()
             held = self._held.get(conversation_id)
+            if held is not None and replaces is not None:
+                earlier = held.turns.pop(replaces, None) or held.turns.pop(key, None)
+                if earlier is not None and new.on_arrival:
+                    new.turn, new.on_arrival = earlier.turn, earlier.on_arrival
+                elif earlier is not None and not new.turn:
+                    new.turn = earlier.turn
             turn = held.turns.get(key) if held is not None else None
             if turn is not None:  # an update (a costly tier, feedback): more results
                 added = [r for r in new.results if r not in turn.results]

@@ -65,6 +65,10 @@ class _Replayed:
 
     def turn(self, message: TurnMessage) -> None:
         key = (message.turn.trace_id, message.turn.span_id)
+        if message.replaces is not None:  # a revision: in place of the turn it replaces
+            self.turns.pop((message.turn.trace_id, message.replaces), None)
+            self.turns[key] = message
+            return
         known = self.turns.get(key)
         if known is None:
             self.turns[key] = message
@@ -227,7 +231,8 @@ class TurnConsumer(ConsumerThread):
             with self._lock:  # before the stage has it: a commit never passes it
                 partition.pins[cid] = offset
         self._stage.add_turn(cid, message.service, message.route, message.turn,
-                             documents=message.documents, end=message.end)  # fmt: skip
+                             documents=message.documents, end=message.end,
+                             replaces=message.replaces)  # fmt: skip
 
     def _closed(self, partition: _Partition, message: ClosedMessage, offset: int) -> None:
         ago = max(0.0, self._wall_clock() - message.closed_at_unix)
@@ -282,7 +287,8 @@ class TurnConsumer(ConsumerThread):
             self._stage.restore(state.closed.conversation, ago)
         for message in state.turns.values():
             self._stage.add_turn(cid, message.service, message.route, message.turn,
-                                 documents=message.documents, end=message.end)  # fmt: skip
+                                 documents=message.documents, end=message.end,
+                                 replaces=message.replaces)  # fmt: skip
 
     def _write_markers(self) -> None:
         with self._lock:

@@ -5,7 +5,8 @@ share a partition and are read in the order they were written:
 
 * ``turn``: a turn as a replica exported it (its summary, the documents kept for joining
   into later turns, the end marker); a later message for the same turn adds results
-  (a costly tier's, feedback).
+  (a costly tier's, feedback); a revision of the turn (rebuilt from late spans) names the
+  span id of the turn it replaces (``replaces``) and carries all its results.
 * ``closed``: the conversation record as it was exported, written after the sinks took
   it. Read again after a restart or a rebalance, it rebuilds the conversation's state
   (closed, at that revision) without exporting it again.
@@ -40,6 +41,8 @@ class TurnMessage(_Message):
     """``turn.turn`` 0: the replica numbered it by arrival; the conversation's holder renumbers."""
     documents: list[str] = Field(default_factory=list)
     end: bool = False
+    replaces: str | None = None
+    """A revision: the span id of the turn (same trace) it takes the place of."""
 
 
 class ClosedMessage(_Message):

@@ -124,7 +124,13 @@ class TurnWriter:
 
     # -- what the conversation stage hands over (one call at a time) ------------------------
 
-    def turn(self, record: RagRecord, results: Sequence[EvalResult]) -> None:
+    def turn(
+        self,
+        record: RagRecord,
+        results: Sequence[EvalResult],
+        *,
+        replaces: RagRecord | None = None,
+    ) -> None:
         cid = record.conversation_id
         if not cid:
             return
@@ -138,6 +144,7 @@ class TurnWriter:
             turn=summary,
             documents=kept_documents(record),
             end=record.attributes.get(END_MARKER) is True,
+            replaces=replaces.span_id if replaces is not None else None,
         )
         self._put(cid, encode(message))
 

@@ -26,6 +26,16 @@ Every trace is finished exactly once: all its records' results exported (or the
 trace skipped and counted); then its source acknowledgements are released, so a
 Kafka offset is committed only once the costly tiers are done with it too.
 
+A trace reopened by a late span (:mod:`~ragpulse.collector.assembly.assembler`) comes
+again with all its spans: each record rebuilt continues the version it shares spans with
+(:class:`~ragpulse.collector.assembly.versions.RecordVersions`), keeping its
+``record_id`` with the next ``revision``. The rebuilt record goes to the sinks as a
+``revision`` item naming the version it replaces (or as the ``first`` when nothing of
+the earlier build was exported yet); one that is the same as the exported build is not
+exported again. Tier work still pending on an older build is dropped (its tier skips it,
+``superseded``), and that build's acknowledgements wait for the revision's export
+instead: an offset is still committed only once what its spans became was exported.
+
 The pipeline's threads (the cheap worker, the export-deadline thread, each costly tier's
 worker) are :meth:`Pipeline.parts` that the collector's lifecycle starts and stops with
 the rest; the sinks are one :class:`~ragpulse.collector.evaluate.exports.Exports`, shared
@@ -46,6 +56,7 @@ from typing import Any, Protocol
 
 from ragpulse import semconv as sc
 from ragpulse.collector.assembly.assembler import CompletedTrace
+from ragpulse.collector.assembly.versions import RecordVersions, Version
 from ragpulse.collector.evaluate.exports import Exports
 from ragpulse.collector.evaluate.feedback import feedback_result
 from ragpulse.collector.evaluate.sampling import SamplingPolicy
@@ -94,7 +105,9 @@ class _Job:
     """One record on its way through the tiers. Changed only under the pipeline's lock."""
 
     record: RagRecord
-    ticket: _TraceTicket | None  # None: a late update (feedback), not part of a trace
+    # The traces whose records it finishes: its own, and those of the earlier builds it
+    # superseded before they were done (empty: a late update, feedback).
+    tickets: list[_TraceTicket]
     results: list[EvalResult] = field(default_factory=list)
     tiers: list[Tier] = field(default_factory=list)  # costly tiers still to run, in order
     sampled: dict[Tier, str] = field(default_factory=dict)  # tier -> why it was chosen
@@ -104,10 +117,16 @@ class _Job:
     exported: int = 0  # how many of ``results`` the sinks have seen
     shown: bool = False  # exported once already: what follows are updates
     finished: bool = False  # every tier done or skipped, and exported
+    version: Version | None = None  # its record's versions (None: a late update)
 
     @property
     def pending(self) -> list[Tier]:
         return [*([self.running] if self.running else []), *self.tiers]
+
+    @property
+    def stale(self) -> bool:
+        """A later build of its record exists: its tier work is dropped, never exported."""
+        return self.version is not None and self.version.revision > self.record.revision
 
 
 _Item = CompletedTrace | _Job  # what the cheap worker takes: traces, and late updates
@@ -152,9 +171,15 @@ class Conversations(Part, Protocol):
         ...
 
     def turn_exported(
-        self, record: RagRecord, results: Sequence[EvalResult], *, first: bool
+        self,
+        record: RagRecord,
+        results: Sequence[EvalResult],
+        *,
+        first: bool,
+        replaces: RagRecord | None = None,
     ) -> None:
-        """A turn went to the sinks (``first``: its first export; else an update)."""
+        """A turn went to the sinks (``first``: its first export, or a revision, which
+        ``replaces`` the version exported before with all its results; else an update)."""
         ...
 
 
@@ -167,7 +192,12 @@ class _NoConversations:
         return record
 
     def turn_exported(
-        self, record: RagRecord, results: Sequence[EvalResult], *, first: bool
+        self,
+        record: RagRecord,
+        results: Sequence[EvalResult],
+        *,
+        first: bool,
+        replaces: RagRecord | None = None,
     ) -> None:
         pass
 
@@ -281,6 +311,8 @@ class Pipeline:
         # update carries only the feedback's.
         self._recent: OrderedDict[str, tuple[RagRecord, dict[str, str]]] = OrderedDict()
         self._sampled_counters: dict[tuple[Tier, str], Any] = {}  # labels() costs per call
+        # The unfinished job of each record id: a revision takes over its acknowledgements.
+        self._live: dict[str, _Job] = {}
         self._stages = {
             tier: self._stage(tier, evs)
             for tier, evs in self.by_tier.items()
@@ -403,7 +435,7 @@ class Pipeline:
             with self._lock:
                 self._finish(update)
         traces = [i for i in items if isinstance(i, CompletedTrace)]
-        found_all: list[tuple[RagRecord, _TraceTicket]] = []
+        found_all: list[tuple[RagRecord, _TraceTicket, RecordVersions, bool]] = []
         for trace in traces:
             try:
                 found, skip_reason = extract_records(
@@ -411,6 +443,7 @@ class Pipeline:
                     trace.annotations,
                     self.context.settings.agents,
                     self.context.settings.conversations,
+                    trace.partial,
                 )
             except Exception:
                 log.exception("extraction failed for trace %s", trace.trace_id)
@@ -426,13 +459,23 @@ class Pipeline:
                 for note in notes if isinstance(notes, list) else ():
                     # The label is the field only ("document.score"): bounded cardinality.
                     self._metrics.coerced.labels(str(note).split(":", 1)[0]).inc()
+                if record.partial is not None:
+                    self._metrics.partial_records.labels(record.partial).inc()
             ticket = _TraceTicket(trace, len(found), self._trace_finished if not inline else _noop)
-            found_all.extend((record, ticket) for record in found)
+            alone = len(found) == 1
+            found_all.extend((record, ticket, trace.versions, alone) for record in found)
         # A turn of a conversation: numbered, and its earlier turns joined when its spans
         # carried no history (before the metrics read it); in the order the turns started,
         # as a batch can hold a later turn before an earlier one (spans sent out of order).
         found_all.sort(key=lambda found: found[0].start_time_ns)
-        jobs = [_Job(self.conversations.prepare(record), ticket) for record, ticket in found_all]
+        jobs = []
+        taken: dict[int, set[str]] = {}  # per trace: the versions this build continues
+        for record, ticket, versions, alone in found_all:
+            taken_here = taken.setdefault(id(versions), set())
+            job = self._versioned(record, ticket, versions, taken_here, alone)
+            if job is not None:
+                job.record = self.conversations.prepare(job.record)
+                jobs.append(job)
         cheap = evaluate_records([j.record for j in jobs], self.cheap, self._metrics)
         # Costly tiers a record can go to: inline, every tier with evaluators; else the
         # tiers with a running stage (none for a tier that nothing can reach).
@@ -469,11 +512,52 @@ class Pipeline:
                 else:
                     self._holds.hold(job)
 
+    def _versioned(
+        self,
+        record: RagRecord,
+        ticket: _TraceTicket,
+        versions: RecordVersions,
+        taken: set[str],
+        alone: bool,
+    ) -> _Job | None:
+        """The job for a record just built: a new record's, or the next revision of the
+        version it continues (taking over the acknowledgements of that version's
+        unfinished job); None when it is the same as the version exported (its trace's
+        record is done with)."""
+        spans = _spans_of(record)
+        with self._lock:
+            version = versions.match(record.span_id, spans, taken, alone=alone)
+            if version is None:
+                version = Version(record.record_id, 1, spans, built=record)
+                versions.by_id[record.record_id] = version
+                taken.add(record.record_id)
+                job = self._live[record.record_id] = _Job(record, [ticket], version=version)
+                return job
+            taken.add(version.record_id)
+            rebuilt = record.model_copy(
+                update={"record_id": version.record_id, "revision": version.revision + 1}
+            )
+            if version.built is not None and _same_build(version.built, rebuilt):
+                self._metrics.record_revisions.labels("unchanged").inc()
+                ticket.record_done()
+                return None
+            version.revision, version.spans, version.built = rebuilt.revision, spans, rebuilt
+            job = _Job(rebuilt, [ticket], version=version)
+            earlier = self._live.get(version.record_id)
+            if earlier is not None and not earlier.finished:
+                job.tickets += earlier.tickets  # released once the revision is exported
+                earlier.tickets = []
+            self._live[version.record_id] = job
+            return job
+
     # -- a job's way through the costly tiers (under self._lock) ---------------------------
 
     def _advance(self, job: _Job) -> None:
         """Offer the job to its next costly tier that takes it; the others say why not."""
         job.running = None
+        if job.stale:
+            job.tiers.clear()
+            return
         while job.tiers:
             tier = job.tiers.pop(0)
             stage = self._stages.get(tier)
@@ -489,6 +573,9 @@ class Pipeline:
             tier = job.running
             if job.finished or tier is None:
                 return  # handed back twice (a shutdown race): the first one counted
+            if job.stale:  # a later build replaced it: nothing of it goes out any more
+                self._close(job)
+                return
             job.results.extend(results)
             if skipped is not None:
                 job.sampled[tier] = f"skipped:{skipped}"
@@ -501,7 +588,7 @@ class Pipeline:
     def _deadline(self, job: _Job) -> None:
         """The hold passed: export what the record has, if it was not exported yet."""
         with self._lock:
-            if not job.shown and not job.finished:
+            if not job.shown and not job.finished and not job.stale:
                 self._show(job)
 
     def _show(self, job: _Job) -> None:
@@ -519,6 +606,9 @@ class Pipeline:
 
     def _finish(self, job: _Job) -> None:
         """Every tier done or skipped before the record was shown: one export, all results."""
+        if job.stale:
+            self._close(job)
+            return
         if job.sampled:
             self._count_sampled(job)
         self._emit(job, ExportKind.FIRST)
@@ -526,8 +616,11 @@ class Pipeline:
 
     def _close(self, job: _Job) -> None:
         job.finished = True
-        if job.ticket is not None:
-            job.ticket.record_done()
+        if self._live.get(job.record.record_id) is job:
+            del self._live[job.record.record_id]
+        tickets, job.tickets = job.tickets, []
+        for ticket in tickets:
+            ticket.record_done()
 
     def _count_sampled(self, job: _Job) -> None:
         counters = self._sampled_counters
@@ -544,6 +637,10 @@ class Pipeline:
         results = job.results[job.exported :]
         job.exported = len(job.results)
         sampled = {**job.carried, **{t.value: why for t, why in job.sampled.items()}}
+        version = job.version
+        previous = None
+        if kind is ExportKind.FIRST and version is not None and version.exported is not None:
+            kind, previous = ExportKind.REVISION, version.exported
         item = ExportItem(
             job.record,
             results,
@@ -551,14 +648,25 @@ class Pipeline:
             tier.value if tier is not None else None,
             sampled,
             tuple(t.value for t in job.pending),
+            previous,
+            tuple(version.results) if previous is not None and version is not None else (),
         )
         record = job.record
-        first = kind is ExportKind.FIRST
+        first = kind is not ExportKind.UPDATE
+        if version is not None and first:
+            version.exported, version.results = record, list(results)
+        elif version is not None:
+            version.results.extend(results)
         self.exports.export(item)
-        self.conversations.turn_exported(record, results, first=first)
+        self.conversations.turn_exported(record, results, first=first, replaces=previous)
+        if kind is ExportKind.REVISION:
+            self._metrics.record_revisions.labels("exported").inc()
+        elif record.revision > 1 and first:
+            self._metrics.record_revisions.labels("first").inc()
         if not first:
             return
-        self._metrics.records_evaluated.inc()
+        if kind is ExportKind.FIRST:
+            self._metrics.records_evaluated.inc()
         self._recent[record.trace_id] = (record, sampled)
         while len(self._recent) > self.RECENT:
             self._recent.popitem(last=False)
@@ -575,7 +683,7 @@ class Pipeline:
             return False
         earlier, sampled = known
         record = earlier.model_copy(update={"attributes": {**earlier.attributes, **attributes}})
-        self._queue.put(_Job(record, None, [result], carried=sampled))
+        self._queue.put(_Job(record, [], [result], carried=sampled))
         return True
 
 
@@ -612,3 +720,21 @@ class _CheapWorker:
 
 def _noop() -> None:
     pass
+
+
+def _spans_of(record: RagRecord) -> frozenset[str]:
+    """The spans a record read: its root, its model call, retrievals and tool calls."""
+    spans = {record.span_id, *record.retrieval_span_ids}
+    spans.update(c.span_id for c in record.tool_calls if c.span_id)
+    if record.generation_span_id:
+        spans.add(record.generation_span_id)
+    return frozenset(spans)
+
+
+_BUILD_STATE = {"revision"}
+
+
+def _same_build(earlier: RagRecord, rebuilt: RagRecord) -> bool:
+    """Whether a rebuilt record says what its earlier build said (late spans that changed
+    nothing it reads: another service's, a database call's)."""
+    return earlier.model_dump(exclude=_BUILD_STATE) == rebuilt.model_dump(exclude=_BUILD_STATE)

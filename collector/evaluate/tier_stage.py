@@ -4,7 +4,8 @@ and one daemon worker that loads the tier's models and evaluates batches.
 The stage never exports: it hands each record back to the pipeline through
 ``done(job, results, skipped)`` exactly once, with the tier's results or with the
 reason it skipped the record (``queue_full``, ``budget``, ``deadline``,
-``shutdown``; counted in ``ragpulse_tier_skipped_total``). Records queued or
+``shutdown``, ``superseded``: a later build of the record replaced it; counted in
+``ragpulse_tier_skipped_total``). Records queued or
 being evaluated are shown by ``ragpulse_tier_pending{tier}``.
 """
 
@@ -32,6 +33,11 @@ log = logging.getLogger(__name__)
 class HasRecord(Protocol):
     @property
     def record(self) -> RagRecord: ...
+
+    @property
+    def stale(self) -> bool:
+        """A later build of the record replaced it: the tier skips it (``superseded``)."""
+        ...
 
 
 J = TypeVar("J", bound=HasRecord)
@@ -266,6 +272,11 @@ class TierStage(Generic[J]):
                         return
                 first = False
                 part, batch = batch[: self._slice], batch[self._slice :]
+                stale = [q for q in part if q.job.stale]
+                if stale:  # a late span rebuilt the record: its new build is what counts
+                    part = [q for q in part if not q.job.stale]
+                    if not self._hand_back(stale, "superseded"):
+                        return
                 if part and not self._evaluate(part, evaluators):
                     return  # stop() gave up on this batch and handed it back
 

@@ -12,6 +12,12 @@ A root is an *agent turn* (collector/extract/agent_turns.py) when it is an agent
 tools; otherwise it is a RAG record when it holds a retriever: a retrieval, then a
 generation (or a retrieval alone, with no answer). A trace with neither shape is
 skipped and the caller counts it.
+
+A trace closed before its root span arrived (``partial``) is read as one turn: the spans
+whose parent is missing are put under a stand-in root, so the last model call's output
+is the answer and the tool results and retrievals are its documents; each record is
+marked partial, and is rooted (``span_id``) at the earliest of those spans, a span the
+trace has.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from ragpulse.collector.extract.spans import (
     text,
 )
 from ragpulse.config import AgentSettings, ConversationSettings
-from ragpulse.record import AttributeValue, Document, RagRecord, Span, SpanStatus
+from ragpulse.record import AttributeValue, Document, PartialReason, RagRecord, Span, SpanStatus
 
 NO_RAG_SHAPE = "no_rag_shape"
 NO_QUESTION = "no_question"
@@ -48,12 +54,17 @@ def extract_records(
     annotations: dict[str, AttributeValue] | None = None,
     agents: AgentSettings | None = None,
     conversations: ConversationSettings | None = None,
+    partial: PartialReason | None = None,
 ) -> tuple[list[RagRecord], str | None]:
     """Records found in one trace, and the skip reason when there are none.
 
     ``annotations`` (e.g. user feedback joined to the trace) go into every record's
-    attributes; ``agents`` decides which tools retrieve (and bounds agent turns).
+    attributes; ``agents`` decides which tools retrieve (and bounds agent turns);
+    ``partial``: the trace closed before its root arrived, and why (see the module doc).
     """
+    stand_in: tuple[str, str] | None = None
+    if partial is not None:
+        spans, stand_in = _under_stand_in(list(spans))
     trace = TraceTree(spans)
     messages = MessageCache()
     roots = record_roots(trace, messages)
@@ -68,8 +79,53 @@ def extract_records(
         else:
             record = _rag_record(trace, root, messages, chats, annotations)
         if record is not None:
-            records.append(record)
+            records.append(_marked(record, partial, stand_in) if partial else record)
     return records, (None if records else NO_QUESTION)
+
+
+_STAND_IN = "ragpulse.partial_root"
+"""The stand-in root's name (it never leaves extraction)."""
+
+
+def _under_stand_in(spans: list[Span]) -> tuple[list[Span], tuple[str, str] | None]:
+    """``spans`` with those whose parent is missing put under one stand-in root (a chain
+    span, id: a missing parent's, so no span of the trace has it), and (the stand-in's
+    id, the earliest such span's id); the spans as they are when none is missing one."""
+    ids = {s.span_id for s in spans}
+    orphans = sorted(
+        (s for s in spans if not s.parent_span_id or s.parent_span_id not in ids),
+        key=lambda s: (s.start_time_ns, s.end_time_ns),
+    )
+    missing = next((s.parent_span_id for s in orphans if s.parent_span_id), None)
+    if not orphans or missing is None:
+        return spans, None
+    first = orphans[0]
+    root = Span(
+        trace_id=first.trace_id,
+        span_id=missing,
+        name=_STAND_IN,
+        start_time_ns=min(s.start_time_ns for s in orphans),
+        end_time_ns=max(s.end_time_ns for s in orphans),
+        attributes={sc.OPENINFERENCE_SPAN_KIND: sc.KIND_CHAIN},
+        resource=first.resource,
+    )
+    moved = {s.span_id for s in orphans}
+    under = [s.model_copy(update={"parent_span_id": missing}) if s.span_id in moved else s
+             for s in spans]  # fmt: skip
+    return [root, *under], (missing, first.span_id)
+
+
+def _marked(
+    record: RagRecord, partial: PartialReason, stand_in: tuple[str, str] | None
+) -> RagRecord:
+    """A record of a partial trace: marked, and rooted at a span the trace has."""
+    update: dict[str, Any] = {"partial": partial}
+    if stand_in is not None and record.span_id == stand_in[0]:
+        update["span_id"] = stand_in[1]
+        update["record_id"] = f"{record.trace_id}/{stand_in[1]}"
+        if record.route == _STAND_IN:
+            update["route"] = None
+    return record.model_copy(update=update)
 
 
 def record_roots(trace: TraceTree, messages: MessageCache) -> list[tuple[Span, Shape]]:

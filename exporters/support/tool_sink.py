@@ -11,8 +11,12 @@ retries between the two (:mod:`ragpulse.exporters.support.delivery`), composed h
 quote (the ``redaction`` section, path ``otel``: every evaluation export to a tracing
 tool), turns them into items and hands them to the delivery without blocking. Every kind
 of export item is filed alike: a costly tier's update adds its results, and a revision's
-results replace the earlier ones where the tool keys them the same way (Phoenix's
-identifier, Langfuse's score id, the assessment MLflow's sink updates in place).
+results replace the earlier ones, each tool's sink keying them by the record's
+``record_id`` (Phoenix's identifier, Langfuse's score id, the assessment MLflow's sink
+updates or overrides). A revision may judge another span than the build before it (a
+record first built without its root span, a later model call): each result then says
+where its earlier one was (:attr:`Judged.moved_from`), for a tool that keys by span to
+take that one back.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from ragpulse.exporters.base import Sink
 from ragpulse.exporters.support.delivery import ApiRequest, Delivery, DeliveryOptions, Transport
 from ragpulse.exporters.support.results import redact_conversation_results, redact_results
 from ragpulse.exporters.support.targets import EvaluatedSpan, evaluated_span
-from ragpulse.record import ConversationRecord, EvalResult, ExportItem, RagRecord
+from ragpulse.record import ConversationRecord, EvalResult, ExportItem, ExportKind, RagRecord
 from ragpulse.redaction import Redactor
 from ragpulse.telemetry import CollectorMetrics
 
@@ -46,6 +50,14 @@ class Judged:
 
     result: EvalResult
     target: EvaluatedSpan
+    moved_from: str | None = None
+    """A revision's result whose earlier one (same record, metric and method) judged
+    another span: that span."""
+
+
+MOVES_KEPT = 1_000
+"""Revisions whose costly tiers are still to report, remembered for where their earlier
+results were (bounded: the least recent is forgotten first)."""
 
 
 class SpanCheck(Protocol):
@@ -83,6 +95,9 @@ class ToolSink(Sink[ToolOptionsT], Generic[ItemT, ToolOptionsT]):
         self.transport = transport
         self.delivery = Delivery(self.name, transport, options, self.metrics)
         self._check = check
+        # record id -> result name -> the span an earlier build's result was filed on, for
+        # a revision's results still to come (its costly tiers' updates).
+        self._moves: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
 
     @classmethod
     def section(cls, settings: Settings) -> dict[str, Any]:
@@ -113,23 +128,48 @@ class ToolSink(Sink[ToolOptionsT], Generic[ItemT, ToolOptionsT]):
         record = item.record
         if not record.trace_id or not record.span_id or not item.results:
             return []
-        items = self._items_for(record, item.results)
+        items = self._items_for(record, item.results, {})
         return self.transport.requests(items) if items else []
 
-    def _items_for(self, record: RagRecord, results: Sequence[EvalResult]) -> list[ItemT]:
+    def _items_for(
+        self, record: RagRecord, results: Sequence[EvalResult], earlier: dict[str, str]
+    ) -> list[ItemT]:
         # Targets first: where an injection was found is read from unredacted details.
         targets = [evaluated_span(record, r) for r in results]
+        moved = [
+            was if (was := earlier.get(r.name)) is not None and was != t.span_id else None
+            for r, t in zip(results, targets, strict=True)
+        ]
         if self.redactor.enabled:
             results = redact_results(record, results, self.redactor)
-        judged = [Judged(r, t) for r, t in zip(results, targets, strict=True)]
+        judged = [Judged(r, t, m) for r, t, m in zip(results, targets, moved, strict=True)]
         return self.items(record, judged)
+
+    def _earlier_spans(self, item: ExportItem[RagRecord]) -> dict[str, str]:
+        """Result name -> the span the record's earlier build filed it on, for a revision
+        (and for the updates that complete it)."""
+        rid = item.record.record_id
+        if item.kind is ExportKind.REVISION and item.previous is not None:
+            previous = item.previous
+            spans = {r.name: evaluated_span(previous, r).span_id for r in item.previous_results}
+            later = {n: s for n, s in spans.items() if n not in {r.name for r in item.results}}
+            self._moves.pop(rid, None)
+            if later and item.pending:
+                self._moves[rid] = later
+                while len(self._moves) > MOVES_KEPT:
+                    self._moves.popitem(last=False)
+            return spans
+        waiting = self._moves.get(rid) if item.kind is ExportKind.UPDATE else None
+        if waiting is not None and not item.pending:
+            del self._moves[rid]
+        return waiting or {}
 
     def export(self, item: ExportItem[RagRecord]) -> None:
         record = item.record
         if not record.trace_id or not record.span_id or not item.results:
             return  # nothing in the tool to attach the results to
         try:
-            items = self._items_for(record, item.results)
+            items = self._items_for(record, item.results, self._earlier_spans(item))
         except Exception:
             log.exception("%s sink: cannot build items for trace %s", self.name, record.trace_id)
             self.metrics.sink_errors.labels(self.name).inc()

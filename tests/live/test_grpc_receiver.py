@@ -40,7 +40,7 @@ def collector() -> Iterator[Collector]:
         otlp_grpc_port=free_port(),
         max_body_bytes=LIMIT,
         auth_token=TOKEN,
-        assembly={"grace_s": 3600, "timeout_s": 7200},  # traces stay open: tests drain them
+        assembly={"grace_s": 3600, "idle_s": 7200},  # traces stay open: tests drain them
     )
     c = Collector(settings, evaluators=[], sinks=[], metrics_server=False).start()
     yield c

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.structs import TopicPartition
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -34,8 +35,9 @@ from ragpulse.collector.service import Collector
 from ragpulse.config import Settings, load_settings
 from ragpulse.evaluators.base import Evaluator
 from ragpulse.evaluators.faithfulness.lexical import LexicalFaithfulness
+from ragpulse.exporters.base import Sink
 from ragpulse.exporters.memory import InMemorySink
-from ragpulse.record import EvalResult, RagRecord
+from ragpulse.record import EvalResult, ExportItem, ExportKind, RagRecord
 from ragpulse.sdk.kafka_exporter import KafkaSpanExporter
 
 pytestmark = pytest.mark.integration
@@ -239,10 +241,82 @@ def test_backpressure_pauses_instead_of_dropping(
         time.sleep(0.01)
     assert len(sink.items) >= 300, f"only {len(sink.items)} of 300 traces evaluated in 60s"
     assert {i.record.trace_id for i in sink.items} == set(ids)
-    assert paused == 1, "the consumer never paused"
-    assert peak_open <= 40 and sample(c, "ragpulse_dropped_total", reason="open_traces_limit") == 0
+    assert paused == 1, f"the consumer never paused (peak open {peak_open}, backlog {peak_backlog})"
+    assert peak_open <= 40
     # The backlog bound is soft by at most one poll's worth of traces.
     assert peak_backlog <= 20 + 20
+
+
+class HeldRevisions(Sink):
+    """Keeps what it is given; a revision waits in ``export`` until ``release`` (the sink of
+    a slow tool), so the test can look at the commits while it is not exported."""
+
+    name = "held_revisions"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[ExportItem[RagRecord]] = []
+        self.arrived, self.release = threading.Event(), threading.Event()
+
+    def export(self, item: ExportItem[RagRecord]) -> None:
+        if item.kind is ExportKind.REVISION:
+            self.arrived.set()
+            self.release.wait(120)
+        self.items.append(item)
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int | None:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        committed: int | None = consumer.committed(TopicPartition(topic, 0))
+        return committed
+    finally:
+        consumer.close()
+
+
+def test_a_late_spans_offset_is_committed_only_once_its_revision_is_exported(
+    kafka_broker: Broker, collectors: list[Collector]
+) -> None:
+    """The trace's first message is committed once its record is exported; a span of the
+    trace in a later message reopens the trace, and its offset is committed only after
+    the revised record was exported (a crash before re-reads it: the revision is not lost
+    to a commit made too early)."""
+    bootstrap = kafka_broker.bootstrap
+    kafka_broker.create_topic("otlp_spans", partitions=1)
+    trace_id = secrets.token_bytes(16)
+    first = rag_request([(trace_id, "How much is the Pro plan?", DOCS, "It costs 6 dollars.")])
+    root = first.resource_spans[0].scope_spans[0].spans[0].span_id
+    late = trace_service_pb2.ExportTraceServiceRequest()
+    span = late.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.parent_span_id = trace_id, secrets.token_bytes(8), root
+    span.name, span.start_time_unix_nano, span.end_time_unix_nano = "generate again", 3, 4
+    for key, value in (("openinference.span.kind", "LLM"), ("output.value", "6 dollars a month.")):
+        span.attributes.add(key=key).value.string_value = value
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    key = trace_id.hex().encode()
+    producer.send("otlp_spans", key=key, value=first.SerializeToString()).get(30)
+    sink = HeldRevisions()
+    c = Collector(settings(bootstrap), sinks=[sink], metrics_server=False).start()
+    collectors.append(c)
+    wait_until(lambda: _committed(bootstrap, "ragpulse", "otlp_spans") == 1, 60, "first commit")
+    [exported] = sink.items
+    producer.send("otlp_spans", key=key, value=late.SerializeToString()).get(30)
+    producer.close()
+    assert sink.arrived.wait(60), "the late span did not revise the record"
+    commits = sample(c, "ragpulse_kafka_commits_total", outcome="ok")
+    wait_until(
+        lambda: sample(c, "ragpulse_kafka_commits_total", outcome="ok") >= commits + 2,
+        60,
+        "the consumer did not commit again while the revision was held",
+    )
+    assert _committed(bootstrap, "ragpulse", "otlp_spans") == 1  # the late span's is not
+    sink.release.set()
+    wait_until(lambda: _committed(bootstrap, "ragpulse", "otlp_spans") == 2, 60, "late commit")
+    revised = sink.items[-1]
+    assert (revised.kind, revised.record.revision) == (ExportKind.REVISION, 2)
+    assert revised.record.record_id == exported.record.record_id
+    assert revised.record.generation_span_id == span.span_id.hex()  # the later model call
+    assert sample(c, "ragpulse_dropped_total", reason="late_span") == 0
 
 
 def test_two_collectors_split_partitions_and_evaluate_each_trace_once(

@@ -40,10 +40,10 @@ from support.tracing_backends import MlflowServer, PhoenixServer, request
 from ragpulse import semconv as sc
 from ragpulse.config import Settings
 from ragpulse.exporters.mlflow import MlflowSink
-from ragpulse.exporters.phoenix import PhoenixSink, document_positions
+from ragpulse.exporters.phoenix import PhoenixSink, document_positions, record_key
 from ragpulse.exporters.support.targets import evaluated_span
 from ragpulse.plugin_context import PluginContext
-from ragpulse.record import EvalResult, ExportItem, RagRecord
+from ragpulse.record import EvalResult, ExportItem, ExportKind, RagRecord
 
 pytestmark = pytest.mark.integration
 
@@ -270,7 +270,8 @@ def test_phoenix_shows_each_result_on_the_span_it_judges(
     for trace_id in run.traces:
         for result, annotation, span_id in judged(run, trace_id, found[trace_id], "name"):
             assert annotation["span_id"] == span_id
-            assert annotation["identifier"] == f"ragpulse.{result['method']}"
+            key = record_key(RagRecord.model_validate(run.records[trace_id]))
+            assert annotation["identifier"] == f"ragpulse.{result['method']}.{key}"
             assert annotation["annotator_kind"] == "CODE"
             assert annotation["result"]["score"] == result["score"]
 
@@ -342,7 +343,8 @@ def test_phoenix_shows_an_agent_turns_results_on_the_steps_they_judge(
         return found if len(found) >= len(targets) else None
 
     found = wait_until(landed, 120, f"Phoenix did not show {len(targets)} annotations", 0.5)
-    flat = [{**a, "source": a["identifier"]} for a in found]
+    # ragpulse.<method>.<record key>: the method, for the comparison with the results.
+    flat = [{**a, "source": a["identifier"].rsplit(".", 1)[0]} for a in found]
     by_metric = check_agent_turn(turn, targets, flat, "name", "source")
     assert by_metric["faithfulness"]["result"]["score"] >= 0.7  # copied from the tool result
     assert by_metric["injection"]["result"]["label"] == "injection"
@@ -521,3 +523,49 @@ def test_mlflow_failed_evaluations_are_assessment_errors_and_quotes_are_redacted
 def sample_of(context: PluginContext, outcome: str) -> float:
     labels = {"sink": "mlflow", "outcome": outcome}
     return context.metrics.registry.get_sample_value("ragpulse_sink_items_total", labels) or 0.0
+
+
+def test_mlflow_a_revision_that_judges_another_span_overrides_the_earlier_assessment(
+    mlflow_server: MlflowServer,
+) -> None:
+    """A record first built without its root (its results on the chat span), revised once
+    the root came (the root-level result now on the root span): MLflow keeps one valid
+    assessment per metric and method of the record, the earlier one shown as overridden."""
+    experiment = mlflow_server.create_experiment("rag-app-revised")
+    whole, send = chat_trace(mlflow_server.url, {"x-mlflow-experiment-id": experiment})
+    send()
+    assert whole.generation_span_id is not None
+    partial = whole.model_copy(
+        update={
+            "span_id": whole.generation_span_id,
+            "partial": "idle",
+            "record_id": f"{whole.trace_id}/{whole.generation_span_id}",
+        }
+    )
+    revised = whole.model_copy(update={"record_id": partial.record_id, "revision": 2})
+    steps = [EvalResult(metric="agent_steps", method="count", score=0.1)]
+    config = {"tracking_uri": mlflow_server.url, "max_wait_s": 0}
+    context = PluginContext(Settings(sinks={"mlflow": config}))
+    sink = MlflowSink.from_settings(context.settings, context)
+    assert sink is not None
+    sink.start()
+    sink.export(ExportItem(partial, steps))
+    assert sink.force_flush(60)
+    again = [EvalResult(metric="agent_steps", method="count", score=0.2)]
+    sink.export(
+        ExportItem(revised, again, ExportKind.REVISION, previous=partial, previous_results=steps)
+    )
+    sink.shutdown()
+    assert sample_of(context, "delivered") == 2 and not sample_of(context, "failed")
+    info = request(f"{mlflow_server.url}/api/3.0/mlflow/traces/tr-{whole.trace_id}")
+    mine = [
+        a
+        for a in info["trace"]["trace_info"]["assessments"]
+        if a["assessment_name"] == "agent_steps"
+    ]
+    valid = [a for a in mine if a.get("valid", True)]
+    assert [(a["span_id"], a["feedback"]["value"]) for a in valid] == [(whole.span_id, 0.2)]
+    [earlier] = [a for a in mine if not a.get("valid", True)]
+    assert earlier["span_id"] == whole.generation_span_id
+    assert valid[0]["overrides"] == earlier["assessment_id"]
+    assert valid[0]["metadata"]["ragpulse.record_id"] == partial.record_id

@@ -15,7 +15,7 @@ import pytest
 from support.agent_records import agent_results, agent_turn, expected_spans
 from support.sink_recorder import Recorder, delivered, sink_posting_to
 
-from ragpulse.exporters.phoenix import document_positions
+from ragpulse.exporters.phoenix import document_positions, record_key
 from ragpulse.exporters.support.targets import Target, evaluated_span
 from ragpulse.record import Document, DocumentSource, EvalResult, ExportItem, RagRecord
 
@@ -45,7 +45,10 @@ def test_phoenix_annotations_on_the_spans_an_agent_turns_results_judge(
     export("phoenix", recorder.url, turn.record, agent_results(turn))
     spans = posted(recorder, "/v1/span_annotations")
     assert {a["name"]: a["span_id"] for a in spans} == expected_spans(turn)
-    assert {a["identifier"] for a in spans} >= {"ragpulse.rules", "ragpulse.lexical"}
+    # ragpulse.<method>.<record key>: the record's own, so a revision can take it back.
+    methods = {a["identifier"].rsplit(".", 1)[0] for a in spans}
+    assert methods >= {"ragpulse.rules", "ragpulse.lexical"}
+    assert {a["identifier"].rsplit(".", 1)[1] for a in spans} == {record_key(turn.record)}
     # Documents from several tools: no position is certain, no document annotation.
     assert posted(recorder, "/v1/document_annotations") == []
 

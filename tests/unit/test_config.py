@@ -21,10 +21,10 @@ def test_precedence_flag_over_env_over_file(
     cfg = tmp_path / "ragpulse.yaml"
     cfg.write_text("metrics_port: 1111\notlp_http_port: 2222\nassembly:\n  grace_s: 0.5\n")
     monkeypatch.setenv("RAGPULSE_OTLP_HTTP_PORT", "3333")
-    monkeypatch.setenv("RAGPULSE_ASSEMBLY__TIMEOUT_S", "12")
+    monkeypatch.setenv("RAGPULSE_ASSEMBLY__IDLE_S", "12")
     s = load_settings(cfg, metrics_port=4444)
     assert (s.metrics_port, s.otlp_http_port) == (4444, 3333)
-    assert (s.assembly.grace_s, s.assembly.timeout_s) == (0.5, 12.0)
+    assert (s.assembly.grace_s, s.assembly.idle_s) == (0.5, 12.0)
 
 
 def test_config_file_from_env_and_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

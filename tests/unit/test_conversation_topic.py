@@ -175,7 +175,7 @@ def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own
         def __init__(self) -> None:
             self.turns: list[RagRecord] = []
 
-        def turn(self, record: RagRecord, results: object) -> None:
+        def turn(self, record: RagRecord, results: object, replaces: object = None) -> None:
             self.turns.append(record)
 
         def conversation(self, record: ConversationRecord, results: object) -> None:

@@ -106,7 +106,7 @@ class Routed:
     def __init__(self) -> None:
         self.turns: list[RagRecord] = []
 
-    def turn(self, record: RagRecord, results: object) -> None:
+    def turn(self, record: RagRecord, results: object, replaces: object = None) -> None:
         self.turns.append(record)
 
     def conversation(self, record: object, results: object) -> None:
@@ -405,3 +405,22 @@ def test_every_method_of_a_metric_with_several_is_ranked() -> None:
     assert several, "no metric has several methods: the registry was not read"
     assert not several - set(METHOD_ORDER), "rank these in evaluators/turn_results.py"
     assert len(set(METHOD_ORDER)) == len(METHOD_ORDER)
+
+
+def test_a_revised_turn_takes_its_earlier_builds_place_and_number() -> None:
+    """A turn first built without its root span (rooted at another span) and revised once
+    the root came: one turn in the conversation, with the revision's texts and results."""
+    conversations, _, exported, _ = stage()
+    first = conversations.prepare(turn("c1", "When was the Harbour lighthouse built?", "In 1857."))
+    conversations.observe(first, [FAITHFUL])
+    partial = conversations.prepare(turn("c1", "And how tall is it?", "", partial="idle"))
+    conversations.observe(partial, [EvalResult(metric="faithfulness", method="lexical")])
+    whole = partial.model_copy(
+        update={"span_id": new_span_id(), "answer": "31 metres.", "revision": 2, "partial": None}
+    )
+    conversations.turn_exported(whole, [FAITHFUL], first=True, replaces=partial)
+    conversations.close_all("end_of_run")
+    [(record, _)] = exported
+    assert [(t.turn, t.answer) for t in record.turns] == [(1, "In 1857."), (2, "31 metres.")]
+    assert record.turns[1].span_id == whole.span_id
+    assert [r.score for r in record.turns[1].results] == [FAITHFUL.score]

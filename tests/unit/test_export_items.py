@@ -106,6 +106,8 @@ def test_jsonl_lines_for_a_first_export_an_update_and_a_revision() -> None:
     assert update == {
         "trace_id": "0d4df99a365065f14b811705bf3ffed2",
         "span_id": "28ef2dfb18b6863b",
+        "record_id": "0d4df99a365065f14b811705bf3ffed2/28ef2dfb18b6863b",
+        "revision": 1,
         "service": "support-bot",
         "route": "/ask",
         "update": "judge",

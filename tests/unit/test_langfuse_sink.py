@@ -104,7 +104,7 @@ def test_scores_on_the_observation_and_the_trace(double: LangfuseDouble) -> None
     assert faithfulness["value"] == 0.25 and faithfulness["dataType"] == "NUMERIC"
     assert faithfulness["metadata"]["label"] == "low"
     assert faithfulness["metadata"]["method"] == "lexical"
-    assert faithfulness["id"] == score_id(record.trace_id, record.generation_span_id, CHEAP[0])
+    assert faithfulness["id"] == score_id(record.record_id, CHEAP[0])
     relevance = by_name["context_relevance"]
     assert relevance["observationId"] == record.retrieval_span_ids[0]
     assert relevance["metadata"]["annotator_kind"] == "LLM"

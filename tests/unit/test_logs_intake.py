@@ -51,7 +51,7 @@ def test_assembler_joins_logs_to_their_span_and_counts_the_rest(
     metrics: CollectorMetrics,
 ) -> None:
     clock = Clock()
-    asm = Assembler(AssemblySettings(grace_s=1, timeout_s=10), metrics, clock)
+    asm = Assembler(AssemblySettings(grace_s=1, idle_s=10, keep_closed_s=0), metrics, clock)
     trace, chat = new_trace_id(), new_span_id()
     # Logs may come before any span of their trace: they wait with it.
     assert asm.add_logs([log_event(trace, chat), log_event(trace, new_span_id())]) == 0
@@ -68,20 +68,22 @@ def test_assembler_joins_logs_to_their_span_and_counts_the_rest(
     ]  # by time
     assert chat_span.events[0].body == {"content": "hi"}
     assert dropped(metrics, "log_unjoined") == 2
-    # After the trace closed: late, counted.
+    # After the trace closed (its spans not kept: keep_closed_s 0): late, counted.
     assert asm.add_logs([log_event(trace, chat)]) == 1
     assert dropped(metrics, "log_late") == 1
 
 
 def test_trace_of_logs_only_yields_nothing_and_counts_them(metrics: CollectorMetrics) -> None:
     clock = Clock()
-    asm = Assembler(AssemblySettings(grace_s=1, timeout_s=10, max_open_traces=1), metrics, clock)
+    settings = AssemblySettings(grace_s=1, idle_s=10, max_open_traces=1)
+    asm = Assembler(settings, metrics, clock)
     asm.add_logs([log_event(new_trace_id(), new_span_id())])
-    assert asm.add_logs([log_event(new_trace_id(), new_span_id())]) == 1
-    assert dropped(metrics, "log_open_traces_limit") == 1
+    # The second trace closes the first to make room: its log had no span to join.
+    assert asm.add_logs([log_event(new_trace_id(), new_span_id())]) == 0
+    assert dropped(metrics, "log_unjoined") == 1
     clock.now = 11
     assert asm.pop_complete() == [] and len(asm) == 0
-    assert dropped(metrics, "log_unjoined") == 1
+    assert dropped(metrics, "log_unjoined") == 2
 
 
 def test_span_events_are_kept_at_decode() -> None:
@@ -100,7 +102,7 @@ def collector() -> Iterator[Collector]:
     settings = load_settings(
         otlp_http_port=0,
         otlp_grpc_port=free_port(),
-        assembly={"grace_s": 3600, "timeout_s": 7200},  # open until the test drains them
+        assembly={"grace_s": 3600, "idle_s": 7200},  # open until the test drains them
     )
     c = Collector(settings, evaluators=[], sinks=[], metrics_server=False).start()
     yield c

@@ -202,8 +202,10 @@ def _spans(*traces: int) -> bytes:
     return bytes(req.SerializeToString())
 
 
-def test_open_trace_limit_refuses_new_traces_retryably_never_by_partial_success() -> None:
-    settings = load_settings(otlp_http_port=0, assembly={"max_open_traces": 2})
+def test_open_trace_limit_closes_the_least_recent_traces_for_new_ones_never_refuses() -> None:
+    settings = load_settings(
+        otlp_http_port=0, assembly={"max_open_traces": 2, "grace_s": 3600, "idle_s": 3600}
+    )
     with Collector(settings, evaluators=[], sinks=[], metrics_server=False) as c:
         url = c.otlp_url or ""
         # Room: the request is taken whole, even past the bound (by its own size at most).
@@ -211,14 +213,12 @@ def test_open_trace_limit_refuses_new_traces_retryably_never_by_partial_success(
         assert status == 200
         resp = trace_service_pb2.ExportTraceServiceResponse.FromString(body)
         assert resp.partial_success.rejected_spans == 0
-        # Full: a request opening a new trace is refused before anything is kept.
-        status, headers, body = post(url, _spans(3, 4))
-        assert status == 503 and headers["Retry-After"] == "1"
-        assert status_pb2.Status.FromString(body).code == 14  # UNAVAILABLE
-        # Spans of traces already open still get in.
-        status, _, body = post(url, _spans(1, 2))
+        # Full: a request opening a new trace first closes the open traces it does not
+        # continue (as partial: their roots never came), and is taken.
+        status, _, body = post(url, _spans(3, 4))
         assert status == 200
-        assert len(c.assembler) == 3
-        assert dropped(c, "open_traces_limit") == 0
-        refused = {"bound": "open_traces"}
-        assert c.metrics.registry.get_sample_value("ragpulse_intake_refused_total", refused) == 1
+        assert len(c.assembler) == 2
+        completed = {"trigger": "open_traces"}
+        value = c.metrics.registry.get_sample_value
+        assert value("ragpulse_traces_completed_total", completed) == 2
+        assert value("ragpulse_intake_refused_total", {"bound": "open_traces"}) is None

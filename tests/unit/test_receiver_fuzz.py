@@ -39,7 +39,7 @@ def collector() -> Iterator[Collector]:
     # Nothing completes during the test (long grace), so every valid trace can be
     # found in the assembler at the end, without waiting on the clock.
     settings = load_settings(
-        otlp_http_port=0, max_body_bytes=LIMIT, assembly={"grace_s": 3600, "timeout_s": 7200}
+        otlp_http_port=0, max_body_bytes=LIMIT, assembly={"grace_s": 3600, "idle_s": 7200}
     )
     c = Collector(settings, evaluators=[], sinks=[], metrics_server=False)
     c.start()

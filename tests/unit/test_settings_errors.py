@@ -26,11 +26,11 @@ def test_a_bad_file_names_itself_the_line_the_key_and_the_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("assembly:\n  grace_s: abc\n  tmeout_s: 3\n")
+    bad.write_text("assembly:\n  grace_s: abc\n  idel_s: 3\n")
     code, _, err = run(capsys, "serve", "--config", str(bad))
     assert code == 2
     assert f"{bad}:2: assembly.grace_s: input should be a valid number" in err
-    assert f"{bad}:3: assembly.tmeout_s: unknown setting (did you mean assembly.timeout_s?)" in err
+    assert f"{bad}:3: assembly.idel_s: unknown setting (did you mean assembly.idle_s?)" in err
     assert "pydantic" not in err and "errors.pydantic.dev" not in err and "[type=" not in err
 
 
@@ -107,7 +107,7 @@ def test_config_check_and_show(
     rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 2}
     assert "0.5" in rows["assembly.grace_s"] and f"{good.name}:2" in rows["assembly.grace_s"]
     assert "9999" in rows["metrics_port"] and "RAGPULSE_METRICS_PORT" in rows["metrics_port"]
-    assert "default" in rows["assembly.timeout_s"]
+    assert "default" in rows["assembly.idle_s"]
     assert "hunter2" not in out and "********" in rows["auth_token"]
     assert "sk-hunter3" not in out  # a sink's key, masked before its Options read it
 
