@@ -7,7 +7,7 @@ import time
 from abc import ABC
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ragpulse.errors import deprecated
 from ragpulse.evaluators.text.analyses import TextAnalyses
@@ -33,6 +33,24 @@ ANSWERED = frozenset({"rag", "agent"})
 """The records with an answer: what an answer metric scores (not a retrieval alone)."""
 AGENT_TURNS = frozenset({"agent"})
 """Agent turns only: what the agent signals score."""
+
+
+class Scoring(Protocol):
+    """A batch being scored (:meth:`Evaluator.start`)."""
+
+    def results(self) -> list[EvalResult]:
+        """The i-th record's result at index i; blocks until they are ready, never raises."""
+        ...
+
+
+class Scored:
+    """A batch scored already (what :meth:`Evaluator.start` returns by default)."""
+
+    def __init__(self, results: list[EvalResult]) -> None:
+        self._results = results
+
+    def results(self) -> list[EvalResult]:
+        return self._results
 
 
 class Tier(StrEnum):
@@ -190,6 +208,19 @@ class Evaluator(ABC):
                 # stamping in place spares a pydantic copy per result on the hot path.
                 object.__setattr__(r, "duration_ms", per_record_ms)
         return results
+
+    def start(self, records: Sequence[RagRecord], priority: bool = False) -> Scoring:
+        """Begin scoring a batch; ``results()`` of what it returns gives what
+        :meth:`evaluate` would. Evaluators that wait on a device override it to queue the
+        work and return at once, so that several evaluators' work shares the device (and
+        the caller can prepare the next batch meanwhile); ``priority`` work goes first.
+        The default scores now."""
+        return Scored(self.evaluate(records))
+
+    def placement(self) -> tuple[str, str] | None:
+        """(device, number format) of the model this evaluator runs, once loaded; None
+        when it runs no model."""
+        return None
 
     def _evaluate_one_safely(self, record: RagRecord) -> EvalResult:
         start = time.perf_counter()

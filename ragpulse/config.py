@@ -105,10 +105,41 @@ class TierSettings(_Section):
         return None
 
 
+AUTO_RATE = "auto"
+CPU_RATE = 0.1
+"""The model tier's rate when ``evaluation.model.rate`` is unset and the models run on the CPU."""
+
+
 class ModelTierSettings(TierSettings):
     """The model tier: local models (embeddings, probes, NLI, classifiers) on a sample."""
 
-    rate: Rate = 0.1
+    rate: Annotated[float, Field(ge=0, le=1)] | Literal["auto"] | None = Field(  # type: ignore[assignment]
+        None,
+        description="Share of records (by trace id) the tier evaluates, or auto: every record "
+        "it can finish within max_delay_s, shedding the rest by a trace-id threshold that "
+        "follows its measured throughput (the threshold is written on each record). Unset: "
+        "auto when the models run on a GPU, 0.1 on the CPU. Per-route rates and priority "
+        "rules (evaluation.sampling) add more.",
+    )
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda|cuda:\d+|mps)$",
+        description="Where the models run: auto (the first CUDA device torch sees, else the "
+        "CPU), cpu, cuda, cuda:N or mps. A device torch does not see is an error at start.",
+    )
+    dtype: Literal["auto", "bf16", "fp16", "fp32"] = Field(
+        "auto",
+        description="Number format of the torch models: auto (bf16 on GPUs that have it, "
+        "fp16 on other GPUs and mps, fp32 on the CPU), bf16, fp16 or fp32. onnx models run "
+        "fp32 (int8 with quantize).",
+    )
+    max_batch_tokens: int | None = Field(
+        None,
+        ge=64,
+        description="Padded tokens per forward pass (rows x the longest row): the detectors' "
+        "texts and pairs of many records share passes up to it, grouped by length; a "
+        "detector's batch_size bounds the rows. Unset: 4096 on the CPU, 32768 on a GPU.",
+    )
     batch_size: BatchSize = 16
     max_wait_s: MaxWait = 0.2
     max_queue: MaxQueue = 256
@@ -117,9 +148,11 @@ class ModelTierSettings(TierSettings):
         0.25,
         ge=0,
         le=1,
-        description="Share of wall-clock time the model tier may spend evaluating (seconds of "
-        "batches per second, over a 2 s window); records sampled past it skip the tier "
-        "(counted, reason budget). 0 = the tier never runs and its models never load.",
+        description="Share of time the model tier may spend evaluating (seconds of work per "
+        "second, over a 2 s window: busy time on the CPU, host CPU time of the tier's "
+        "threads on a GPU); a record is refused (counted, reason budget) only when the work "
+        "queued before it could not be done within max_delay_s at that share. 0 = the tier "
+        "never runs and its models never load.",
     )
 
     @property
