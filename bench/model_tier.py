@@ -8,11 +8,25 @@
    faithfulness sets, of each context-relevance method on the ARES set, of the
    injection methods on the injection set, beside the cheap tier on the same rows.
 
+4. ``--serve-vs-bare``: detector families in their real shapes (random weights,
+   bench/detector_shapes.py) through ``ragpulse serve`` end to end (OTLP/HTTP in, scores
+   out to a JSONL file, the model tier at rate 1 and budget 1, offered more traces than it
+   takes: all of them posted at once) against bench/detector_bare.py, the same model on
+   the same device over the same inputs in length-sorted passes, alternated ``--rounds``
+   times, both pinned to one core (``taskset -c 0``; the load generator runs on the
+   others). Per side: traces/s (serve: from the first POST to the last score), the ratio, p50/p99 latency (serve: post to score, paced at half its
+   throughput; bare: one trace's rows alone), peak RSS (and device memory and
+   utilisation on a GPU). With ``--burst``, a burst of what the deadline allows (0.6 x
+   the measured throughput x ``max_delay_s``, 10 s) and one of 240 traces into serve
+   with its default deadline and queue: how many were scored, how many skipped and why.
+
 Real flan-t5 / DeBERTa reward / injection-classifier weights cannot be
 downloaded here, so those three evaluators are not timed (tests cover their
 code paths with tiny models).
 
     .venv/bin/python bench/model_tier.py [--records 200] [--skip-accuracy]
+    .venv/bin/python bench/model_tier.py --serve-vs-bare [--families cross,classifier]
+        [--traces 60] [--rounds 2] [--burst] [--device auto] [--dtype auto]
 """
 
 from __future__ import annotations
@@ -200,9 +214,22 @@ def main() -> None:
     )
     parser.add_argument("--records", type=int, default=200)
     parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--serve-vs-bare", action="store_true", help="section 4 only")
+    parser.add_argument("--families", default="cross,classifier")
+    parser.add_argument("--traces", type=int, default=60, help="section 4: traces per run")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--burst", action="store_true")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--core", default="0", help="taskset CPU list of both sides")
     args = parser.parse_args()
     if not DEV.is_dir():
         raise SystemExit(f"dev data not found at {DEV}; set RAGPULSE_DEV_DATA")
+    if args.serve_vs_bare:
+        from model_tier_ratio import serve_vs_bare
+
+        serve_vs_bare(args)
+        return
     import torch
 
     print(f"ragpulse model-tier benchmark: {os.cpu_count()} CPUs, torch {torch.__version__}, "

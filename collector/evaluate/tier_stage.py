@@ -114,7 +114,9 @@ class Budget:
         return self.drain_s(waiting + 1) <= self._max_delay_s
 
     def wait_s(self) -> float:
-        """How long until work may run again (0: now)."""
+        """How long until work may run again (0: now; always 0 at a share of 1)."""
+        if self.share >= 1:
+            return 0.0
         with self._lock:
             self._refill()
             return 0.0 if self._tokens > 0 else -self._tokens / self.share + 0.001
