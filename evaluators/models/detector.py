@@ -140,7 +140,8 @@ class DetectorEvaluator(Evaluator):
         extra = self.extra_load_options()
         placement = context_placement(context)
         max_batch_tokens = context.settings.evaluation.model.max_batch_tokens
-        key = ("classifier", self.head, location, opts.backend, opts.quantize, *extra.values())
+        given = tuple(sorted((k, v) for k, v in extra.items() if v is not None))
+        key = ("classifier", self.head, location, opts.backend, opts.quantize, given)
         self.classifier = context.shared(
             key,
             lambda: load_classifier(

@@ -162,16 +162,20 @@ class ForwardQueue:
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: bool(self._waiting) or self._closed)
+            self._wait_gate()  # rows that come meanwhile join the window
+            with self._cond:
                 if self._closed:
                     return
                 window = self._take_window()
-            for part in self._passes(window):
-                gate = self.gate
-                if gate is not None:
-                    while not gate.wait(0.5):
-                        if self._closed:
-                            break
+            for i, part in enumerate(self._passes(window)):
+                if i:
+                    self._wait_gate()
                 self._run_pass(part)
+
+    def _wait_gate(self) -> None:
+        gate = self.gate
+        while gate is not None and not gate.wait(0.5) and not self._closed:
+            gate = self.gate
 
     def _take_window(self) -> list[tuple[Rows, int]]:
         """(request, row) pairs, priority requests first, up to a window of tokens."""
