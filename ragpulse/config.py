@@ -106,20 +106,18 @@ class TierSettings(_Section):
 
 
 AUTO_RATE = "auto"
-CPU_RATE = 0.1
-"""The model tier's rate when ``evaluation.model.rate`` is unset and the models run on the CPU."""
 
 
 class ModelTierSettings(TierSettings):
     """The model tier: local models (embeddings, probes, NLI, classifiers) on a sample."""
 
-    rate: Annotated[float, Field(ge=0, le=1)] | Literal["auto"] | None = Field(  # type: ignore[assignment]
-        None,
+    rate: Annotated[float, Field(ge=0, le=1)] | Literal["auto"] = Field(  # type: ignore[assignment]
+        0.1,
         description="Share of records (by trace id) the tier evaluates, or auto: every record "
         "it can finish within max_delay_s, shedding the rest by a trace-id threshold that "
-        "follows its measured throughput (the threshold is written on each record). Unset: "
-        "auto when the models run on a GPU, 0.1 on the CPU. Per-route rates and priority "
-        "rules (evaluation.sampling) add more.",
+        "follows its measured throughput (the threshold is written on each record). Left "
+        "unset, auto when the models run on a GPU (0.1 on the CPU). Per-route rates and "
+        "priority rules (evaluation.sampling) add more.",
     )
     device: str = Field(
         "auto",
@@ -158,6 +156,11 @@ class ModelTierSettings(TierSettings):
     @property
     def time_budget(self) -> float | None:
         return self.budget
+
+    @property
+    def rate_given(self) -> bool:
+        """Whether the settings name a rate (else a GPU makes it auto)."""
+        return "rate" in self.model_fields_set
 
 
 class JudgeSettings(TierSettings):

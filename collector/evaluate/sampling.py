@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ragpulse import semconv as sc
-from ragpulse.config import AUTO_RATE, CPU_RATE, EvaluationSettings, PriorityRule
+from ragpulse.config import AUTO_RATE, EvaluationSettings, PriorityRule
 from ragpulse.evaluators.base import Tier
 from ragpulse.record import ConversationRecord, EvalResult, RagRecord
 from ragpulse.signals import feedback_score, trace_fraction
@@ -149,8 +149,8 @@ def _fires(rule: PriorityRule, record: RagRecord, results: Sequence[EvalResult])
 
 
 class SamplingPolicy:
-    """Thread-safe; build once from settings. The model tier's rate, when unset, is auto
-    once the tier says its models run on a GPU (:meth:`placed`), else 0.1."""
+    """Thread-safe; build once from settings. The model tier's rate, when the settings do
+    not name one, is auto once the tier says its models run on a GPU (:meth:`placed`)."""
 
     def __init__(
         self,
@@ -159,12 +159,11 @@ class SamplingPolicy:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         settings = settings or EvaluationSettings()
-        model = settings.model.rate
         self.rates: dict[Tier, float | str] = {
-            Tier.MODEL: CPU_RATE if model is None else model,
+            Tier.MODEL: settings.model.rate,
             Tier.JUDGE: settings.judge.rate,
         }
-        self._unset = model is None
+        self._unset = not settings.model.rate_given
         self.routes = settings.sampling.routes
         self.priorities = settings.sampling.priorities
         self._gauge = metrics.sampling_rate if metrics is not None else None

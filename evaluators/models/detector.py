@@ -80,11 +80,11 @@ class DetectorOptions(PluginOptions):
         None, ge=16, description="the model's window in tokens (default: the preset's, or 512)"
     )
     stride: int = Field(32, ge=0, description="tokens shared by consecutive windows")
-    batch_size: int | None = Field(
-        None,
+    batch_size: int = Field(
+        16,
         ge=1,
-        description="texts or pairs per forward pass at most (unset: as many as "
-        "evaluation.model.max_batch_tokens allows)",
+        description="texts or pairs per forward pass at most (on a GPU, when not given: as "
+        "many as evaluation.model.max_batch_tokens allows)",
     )
     threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads")
 
@@ -260,7 +260,7 @@ class DetectorEvaluator(Evaluator):
             second = [item[1] for item in items] if pair else None
             tokens = self.classifier.tokenize(first, second, offsets=token_head)  # type: ignore[arg-type]
             rows = self.classifier.queue.submit(
-                tokens.ids, tokens.types, priority=priority, max_rows=self.options.batch_size
+                tokens.ids, tokens.types, priority=priority, max_rows=self.max_rows
             )
             queued.append((where, rows, tokens))
         return _DetectorScoring(self, records, planned, queued, began)
@@ -268,10 +268,14 @@ class DetectorEvaluator(Evaluator):
     def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         return self.start(records).results()
 
-    def batches(self, items: Sequence[T]) -> list[Sequence[T]]:
-        """``items`` in slices of ``batch_size`` (all at once when it is unset)."""
-        size = self.options.batch_size or max(1, len(items))
-        return [items[start : start + size] for start in range(0, len(items), size)]
+    @property
+    def max_rows(self) -> int | None:
+        """Rows per forward pass at most: ``batch_size``; on a GPU, only when it is given
+        (else the token budget alone bounds a pass)."""
+        given = "batch_size" in self.options.model_fields_set
+        if self.classifier.placement.accelerator and not given:
+            return None
+        return self.options.batch_size
 
     def windows(self, text: str, budget: int, stride: int | None = None) -> list[tuple[int, int]]:
         """Character spans of ``text`` of at most ``budget`` tokens each, overlapping by
