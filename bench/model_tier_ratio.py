@@ -292,6 +292,15 @@ def burst(args: argparse.Namespace, family: Family, model: Path, tmp: Path, size
         serve.stop()
 
 
+def cpus(spec: str) -> set[int]:
+    """The CPUs of a taskset list ("0", "0-3", "0,2")."""
+    out: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        out.update(range(int(low), int(high or low) + 1))
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -300,8 +309,9 @@ def pct(values: list[float], q: float) -> float:
 def serve_vs_bare(args: argparse.Namespace) -> None:
     import torch
 
-    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) - {int(args.core.split(",")[0])}
-                         or {0})  # fmt: skip
+    pinned = cpus(args.core)
+    # The load generator (this process): the other cores, where there are any.
+    os.sched_setaffinity(0, set(range(os.cpu_count() or 1)) - pinned or pinned)
     print(
         f"[4] serve vs bare, one core each (taskset -c {args.core}): {args.traces} traces a "
         f"run, {args.rounds} alternated rounds; torch {torch.__version__}, "
