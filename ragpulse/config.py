@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from ragpulse.errors import ConfigError, deprecated
 from ragpulse.options import PluginOptions
@@ -108,10 +109,25 @@ class TierSettings(_Section):
 AUTO_RATE = "auto"
 
 
+def _share_or_auto(value: Any) -> Any:
+    """A rate: ``auto``, or a share in [0, 1] (one error, not one per kind it could be)."""
+    if value == AUTO_RATE:
+        return value
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise PydanticCustomError(
+            "float_parsing", "Input should be a valid number between 0 and 1, or auto"
+        ) from None
+    if not 0 <= share <= 1:
+        raise PydanticCustomError("rate_range", "Input should be between 0 and 1, or auto")
+    return share
+
+
 class ModelTierSettings(TierSettings):
     """The model tier: local models (embeddings, probes, NLI, classifiers) on a sample."""
 
-    rate: Annotated[float, Field(ge=0, le=1)] | Literal["auto"] = Field(  # type: ignore[assignment]
+    rate: Annotated[float | Literal["auto"], BeforeValidator(_share_or_auto)] = Field(  # type: ignore[assignment]
         0.1,
         description="Share of records (by trace id) the tier evaluates, or auto: every record "
         "it can finish within max_delay_s, shedding the rest by a trace-id threshold that "
