@@ -214,14 +214,14 @@ class TierStage(Generic[J]):
         self._slice = batch_size if cheap_idle is None else min(batch_size, self.SLICE)
         self._placement: Placement | None = None
         self._auto: AutoRate | None = None
+        self._sampler = sampler
         if tier is Tier.MODEL and self._evaluators:
-            from ragpulse.evaluators.models.placement import context_placement
-
-            # A device that is not there is an error now, at start (ConfigError).
-            self._placement = context_placement(self._context)
-            if sampler is not None:
-                sampler.placed(self._placement)
-                self._auto = sampler.auto
+            named = getattr(settings, "device", "auto") not in ("auto", "cpu")
+            if named or sampler is None or sampler.by_rate(tier):
+                # A device that is not there is an error now, at start (ConfigError). A tier
+                # that loads only for a priority rule on the default device looks later:
+                # finding out whether there is a GPU imports torch.
+                self._place()
         self._queues: ForwardQueues | None = None
         self._jobs: deque[_Queued[J]] = deque()
         self._first: deque[_Queued[J]] = deque()  # priority records: taken before the others
@@ -233,6 +233,14 @@ class TierStage(Generic[J]):
         self._closed = False  # stop() was called: no new jobs
         self._abandoned = False  # stop() gave up: the worker hands nothing back
         self._busy_seen = (0.0, 0.0)  # the model queues' busy (wall, CPU) already charged
+
+    def _place(self) -> None:
+        from ragpulse.evaluators.models.placement import context_placement
+
+        self._placement = context_placement(self._context)
+        if self._sampler is not None:
+            self._sampler.placed(self._placement)
+            self._auto = self._sampler.auto
 
     def start(self, load_now: bool) -> None:
         with self._cond:
@@ -331,6 +339,11 @@ class TierStage(Generic[J]):
             self._cond.wait_for(lambda: self._wanted or self._closed)
             if self._closed:
                 return
+        if self.tier is Tier.MODEL and self._placement is None and self._evaluators:
+            try:
+                self._place()
+            except Exception:  # the evaluators' loads say why, each disabled
+                log.exception("model tier: cannot resolve evaluation.model.device")
         evaluators = load_evaluators_safely(self._evaluators, self._context)
         self._after_load(evaluators)
         with self._cond:
