@@ -120,32 +120,23 @@ def build(root: Path) -> dict[str, tuple[str, dict[str, Any]]]:
     return out
 
 
-def counted(evaluator: Evaluator) -> list[int]:
-    """Count the rows the evaluator's classifier runs (pairs or windows)."""
-    classifier = evaluator.classifier  # type: ignore[attr-defined]
-    seen = [0]
-    run = classifier.logits
-
-    def logits(inputs: dict[str, np.ndarray]) -> np.ndarray:
-        seen[0] += len(inputs["input_ids"])
-        return run(inputs)
-
-    classifier.logits = logits
-    return seen
+def rows_run(evaluator: Evaluator) -> int:
+    """Rows (pairs or windows) the evaluator's model has run so far (its queue counts them)."""
+    return int(evaluator.classifier.queue.rows_run)  # type: ignore[attr-defined]
 
 
 def measure(name: str, options: dict[str, Any], n: int) -> tuple[float, float, float, float, float]:
     [evaluator] = load_evaluators_safely([evaluator_class(name)(options)], PluginContext())
     evaluator.evaluate(synthetic_records(1))  # fail here, not per record, if it cannot run
-    seen = counted(evaluator)
     records = synthetic_records(n * 2 + 40)
     evaluator.evaluate(records[-2:])  # warm up
-    seen[0] = 0
+    before = rows_run(evaluator)
     t0 = time.perf_counter()
     for i in range(0, n, 16):
         evaluator.evaluate(records[i : i + 16])
     elapsed = time.perf_counter() - t0
-    pairs_per_s, pairs_per_record = seen[0] / elapsed, seen[0] / n
+    seen = rows_run(evaluator) - before
+    pairs_per_s, pairs_per_record = seen / elapsed, seen / n
     latencies = []
     for record in records[n : n + min(n, 30)]:
         t1 = time.perf_counter()

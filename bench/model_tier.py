@@ -8,11 +8,31 @@
    faithfulness sets, of each context-relevance method on the ARES set, of the
    injection methods on the injection set, beside the cheap tier on the same rows.
 
+4. ``--serve-vs-bare``: detector families in their real shapes (random weights,
+   bench/detector_shapes.py) through ``ragpulse serve`` end to end (OTLP/HTTP in, scores
+   out to a JSONL file, the model tier at rate 1 and budget 1, offered more traces than it
+   takes: all of them posted at once) against bench/detector_bare.py, the same model on
+   the same device over the same inputs in length-sorted passes, alternated ``--rounds``
+   times, both pinned to one core (``taskset -c 0``; the load generator runs on the
+   others). Per side: traces/s (serve: from the first POST to the last score), the ratio, p50/p99 latency (serve: post to score, paced at half its
+   throughput; bare: one trace's rows alone), peak RSS (and device memory and
+   utilisation on a GPU). With ``--burst``, a burst of what the deadline allows (0.6 x
+   the measured throughput x ``max_delay_s``, 10 s) and one of 240 traces into serve
+   with its default deadline and queue: how many were scored, how many skipped and why.
+
+5. ``--precision N``: each model-tier evaluator with real weights here (MiniLM: the
+   embedding metrics and the probes) on N rows spread over each dev set in fp32 and in
+   bf16 (``evaluation.model.dtype``; torch runs bf16 on the CPU): the largest and mean
+   score difference, the share of rows that differ by more than 0.01, and AUROC in each.
+
 Real flan-t5 / DeBERTa reward / injection-classifier weights cannot be
 downloaded here, so those three evaluators are not timed (tests cover their
 code paths with tiny models).
 
     .venv/bin/python bench/model_tier.py [--records 200] [--skip-accuracy]
+    .venv/bin/python bench/model_tier.py --serve-vs-bare [--families cross,classifier]
+        [--traces 60] [--rounds 2] [--burst] [--device auto] [--dtype auto]
+    .venv/bin/python bench/model_tier.py --precision 200
 """
 
 from __future__ import annotations
@@ -190,6 +210,56 @@ def accuracy() -> None:
             print(f"    {file:40} {name:28} n={len(pairs):5d} AUROC {auroc(scores, labels):.3f}")
 
 
+PRECISION_TASKS: list[tuple[str, list[str], Callable[[dict], RagRecord]]] = [
+    ("faithfulness_summedits_dev.jsonl", ["faithfulness/embedding", "faithfulness/probe"],
+     dev_record),
+    ("faithfulness_halueval_dialogue.jsonl", ["faithfulness/embedding", "faithfulness/probe"],
+     dev_record),
+    ("faithfulness_ares_nq.jsonl", ["faithfulness/embedding", "faithfulness/probe"], dev_record),
+    ("context_relevance_ares_nq.jsonl", ["context_relevance/embedding"], dev_record),
+    ("answer_relevance_ares_nq.jsonl", ["answer_relevance/embedding"], dev_record),
+    ("injection_dev.jsonl", ["injection/probe"], injection_record),
+]  # fmt: skip
+
+
+def precision(rows_per_set: int) -> None:
+    """Scores in bf16 against fp32 on the dev sets."""
+    from ragpulse.config import EvaluationSettings, ModelTierSettings, Settings
+    from ragpulse.plugin_context import PluginContext
+
+    def context(dtype: str) -> PluginContext:
+        model = ModelTierSettings(dtype=dtype)  # type: ignore[arg-type]
+        return PluginContext(Settings(evaluation=EvaluationSettings(model=model)))
+
+    print(f"\n[5] bf16 against fp32 on the dev sets ({rows_per_set} rows spread over each)")
+    print(f"    {'set':38} {'evaluator':28} {'max |d|':>8} {'mean |d|':>9} {'> 0.01':>7} "
+          f"{'AUROC fp32':>10} {'bf16':>6}")  # fmt: skip
+    contexts = {dtype: context(dtype) for dtype in ("fp32", "bf16")}
+    for file, names, to_record in PRECISION_TASKS:
+        every = rows(file)
+        data = every[:: max(1, len(every) // rows_per_set)][:rows_per_set]  # both labels
+        records = [to_record(r) for r in data]
+        for name in names:
+            scores = {}
+            for dtype, ctx in contexts.items():
+                [evaluator] = load_evaluators_safely([evaluator_classes()[name]()], ctx)
+                out = []
+                for i in range(0, len(records), 32):
+                    out.extend(evaluator.evaluate(records[i : i + 32]))
+                scores[dtype] = [r.score for r in out]
+            pairs = [(a, b, d["label"]) for a, b, d in zip(scores["fp32"], scores["bf16"], data,
+                     strict=True) if a is not None and b is not None]  # fmt: skip
+            diffs = np.array([abs(a - b) for a, b, _ in pairs])
+            labels = np.array([y for _, _, y in pairs])
+            auc32 = auroc(np.array([a for a, _, _ in pairs]), labels)
+            auc16 = auroc(np.array([b for _, b, _ in pairs]), labels)
+            print(
+                f"    {file:38} {name:28} {diffs.max():8.4f} {diffs.mean():9.4f} "
+                f"{(diffs > 0.01).mean():7.1%} {auc32:10.3f} {auc16:6.3f}",
+                flush=True,
+            )
+
+
 def _pair(metric: str) -> list[str]:
     return [f"{metric}/lexical", f"{metric}/embedding"]
 
@@ -200,9 +270,26 @@ def main() -> None:
     )
     parser.add_argument("--records", type=int, default=200)
     parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--serve-vs-bare", action="store_true", help="section 4 only")
+    parser.add_argument("--families", default="cross,classifier")
+    parser.add_argument("--traces", type=int, default=60, help="section 4: traces per run")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--burst", action="store_true")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--core", default="0", help="taskset CPU list of both sides")
+    parser.add_argument("--precision", type=int, default=0, help="section 5 only: rows a set")
     args = parser.parse_args()
     if not DEV.is_dir():
         raise SystemExit(f"dev data not found at {DEV}; set RAGPULSE_DEV_DATA")
+    if args.serve_vs_bare:
+        from model_tier_ratio import serve_vs_bare
+
+        serve_vs_bare(args)
+        return
+    if args.precision:
+        precision(args.precision)
+        return
     import torch
 
     print(f"ragpulse model-tier benchmark: {os.cpu_count()} CPUs, torch {torch.__version__}, "

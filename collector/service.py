@@ -75,7 +75,7 @@ class Evaluation:
         others to the pipeline's tiers, one sampling policy for both."""
         settings, metrics = context.settings, context.metrics
         exports = Exports(sinks, metrics)
-        sampler = SamplingPolicy(settings.evaluation)
+        sampler = SamplingPolicy(settings.evaluation, metrics)
         conversations = ConversationStage(
             settings.conversations,
             [e for e in evaluators if isinstance(e, ConversationEvaluator)],

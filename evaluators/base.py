@@ -16,7 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 from ragpulse.evaluators.text.analyses import TextAnalyses
 from ragpulse.plugin_context import PluginContext, PluginOptions, unimplemented, validate_options
@@ -53,6 +53,24 @@ ANSWERED = frozenset({"rag", "agent"})
 """The records with an answer: what an answer metric scores (not a retrieval alone)."""
 AGENT_TURNS = frozenset({"agent"})
 """Agent turns only: what the agent signals score."""
+
+
+class Scoring(Protocol):
+    """A batch being scored (:meth:`Evaluator.start`)."""
+
+    def results(self) -> list[EvalResult]:
+        """The i-th record's result at index i; blocks until they are ready, never raises."""
+        ...
+
+
+class Scored:
+    """A batch scored already (what :meth:`Evaluator.start` returns by default)."""
+
+    def __init__(self, results: list[EvalResult]) -> None:
+        self._results = results
+
+    def results(self) -> list[EvalResult]:
+        return self._results
 
 
 class Tier(StrEnum):
@@ -194,6 +212,11 @@ class EvaluatorBase(ABC):
     def not_applicable(self, why: str) -> EvalResult:
         return self.result(None, label="not_applicable", explanation=why)
 
+    def placement(self) -> tuple[str, str] | None:
+        """(device, number format) of the model this evaluator runs, once loaded; None
+        when it runs no model."""
+        return None
+
     def error_result(self, exc: BaseException, duration_ms: float | None = None) -> EvalResult:
         return EvalResult(
             metric=self.metric,
@@ -240,6 +263,14 @@ class Evaluator(EvaluatorBase):
                 # stamping in place spares a pydantic copy per result on the hot path.
                 object.__setattr__(r, "duration_ms", per_record_ms)
         return results
+
+    def start(self, records: Sequence[RagRecord], priority: bool = False) -> Scoring:
+        """Begin scoring a batch; ``results()`` of what it returns gives what
+        :meth:`evaluate` would. Evaluators that wait on a device override it to queue the
+        work and return at once, so that several evaluators' work shares the device (and
+        the caller can prepare the next batch meanwhile); ``priority`` work goes first.
+        The default scores now."""
+        return Scored(self.evaluate(records))
 
     def _evaluate_one_safely(self, record: RagRecord) -> EvalResult:
         start = time.perf_counter()

@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from ragpulse.errors import ConfigError
 from ragpulse.options import PluginOptions
@@ -132,10 +139,54 @@ class TierSettings(_Section):
         return None
 
 
+AUTO_RATE = "auto"
+
+
+def _share_or_auto(value: Any) -> Any:
+    """A rate: ``auto``, or a share in [0, 1] (one error, not one per kind it could be)."""
+    if value == AUTO_RATE:
+        return value
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise PydanticCustomError(
+            "float_parsing", "Input should be a valid number between 0 and 1, or auto"
+        ) from None
+    if not 0 <= share <= 1:
+        raise PydanticCustomError("rate_range", "Input should be between 0 and 1, or auto")
+    return share
+
+
 class ModelTierSettings(TierSettings):
     """The model tier: local models (embeddings, probes, NLI, classifiers) on a sample."""
 
-    rate: Rate = 0.1
+    rate: Annotated[float | Literal["auto"], BeforeValidator(_share_or_auto)] = Field(  # type: ignore[assignment]
+        0.1,
+        description="Share of records (by trace id) the tier evaluates, or auto: every record "
+        "it can finish within max_delay_s, shedding the rest by a trace-id threshold that "
+        "follows its measured throughput (the threshold is written on each record). Left "
+        "unset, auto when the models run on a GPU (0.1 on the CPU). Per-route rates and "
+        "priority rules (evaluation.sampling) add more.",
+    )
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda|cuda:\d+|mps)$",
+        description="Where the models run: auto (the first CUDA device torch sees, else the "
+        "CPU), cpu, cuda, cuda:N or mps. A device torch does not see is an error at start.",
+    )
+    dtype: Literal["auto", "bf16", "fp16", "fp32"] = Field(
+        "auto",
+        description="Number format of the torch models: auto (bf16 on GPUs that have it, "
+        "fp16 on other GPUs and mps, fp32 on the CPU), bf16, fp16 or fp32. onnx models run "
+        "fp32 (int8 with quantize).",
+    )
+    max_batch_tokens: int | None = Field(
+        None,
+        ge=64,
+        description="Padded tokens per forward pass (rows x the longest row): the detectors' "
+        "texts and pairs of many records share passes up to it, grouped by length; a "
+        "detector's batch_size bounds the rows. Unset: 4096 on the CPU, 32768 on a GPU.",
+    )
     batch_size: BatchSize = 16
     max_wait_s: MaxWait = 0.2
     max_queue: MaxQueue = 256
@@ -144,14 +195,21 @@ class ModelTierSettings(TierSettings):
         0.25,
         ge=0,
         le=1,
-        description="Share of wall-clock time the model tier may spend evaluating (seconds of "
-        "batches per second, over a 2 s window); records sampled past it skip the tier "
-        "(counted, reason budget). 0 = the tier never runs and its models never load.",
+        description="Share of time the model tier may spend evaluating (seconds of work per "
+        "second, over a 2 s window: busy time on the CPU, host CPU time of the tier's "
+        "threads on a GPU); a record is refused (counted, reason budget) only when the work "
+        "queued before it could not be done within max_delay_s at that share. 0 = the tier "
+        "never runs and its models never load.",
     )
 
     @property
     def time_budget(self) -> float | None:
         return self.budget
+
+    @property
+    def rate_given(self) -> bool:
+        """Whether the settings name a rate (else a GPU makes it auto)."""
+        return "rate" in self.model_fields_set
 
 
 class JudgeSettings(TierSettings):

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from ragpulse.config import EvaluationSettings
 from ragpulse.errors import ModelUnavailable
-from ragpulse.evaluators.base import AnyEvaluator, Evaluator, EvaluatorBase
+from ragpulse.evaluators.base import AnyEvaluator, Evaluator, EvaluatorBase, Scored, Scoring
 from ragpulse.evaluators.text.analyses import ANALYSES_KEPT
 from ragpulse.plugin_context import PluginContext
 from ragpulse.record import EvalResult, RagRecord
@@ -143,21 +143,77 @@ def evaluate_records(
     ``details.truncated_input``. A batch of more than :data:`PASS_TEXTS` texts is
     evaluated in passes.
     """
-    results: list[list[EvalResult]] = [[] for _ in records]
-    if not records:
+    return start_evaluation(records, evaluators, metrics).results()
+
+
+class Evaluation:
+    """A batch of records handed to every evaluator (:func:`start_evaluation`)."""
+
+    def __init__(
+        self,
+        size: int,
+        started: list[tuple[Evaluator, Sequence[int], Scoring, float]],
+        cuts: list[list[Truncation]],
+        metrics: CollectorMetrics | None,
+    ) -> None:
+        self._size, self._started, self._cuts, self._metrics = size, started, cuts, metrics
+
+    @property
+    def queued(self) -> bool:
+        """Whether some evaluator queued work (``results()`` waits on a device) rather than
+        scoring while it was started."""
+        return any(not isinstance(scoring, Scored) for _, _, scoring, _ in self._started)
+
+    def results(self) -> list[list[EvalResult]]:
+        """results[i] belongs to records[i]; blocks until every evaluator has them."""
+        metrics = self._metrics
+        results: list[list[EvalResult]] = [[] for _ in range(self._size)]
+        for evaluator, positions, scoring, spent in self._started:
+            began = time.perf_counter()
+            scored = scoring.results()
+            if metrics is not None:
+                metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
+                    spent + time.perf_counter() - began
+                )
+            for i, result in zip(positions, scored, strict=True):
+                results[i].append(result)
+                if result.error and metrics is not None:
+                    metrics.evaluator_errors.labels(result.metric, result.method).inc()
+        for i, cuts in enumerate(self._cuts):
+            if cuts:
+                noted = [c.model_dump(exclude_none=True) for c in cuts]
+                results[i] = [
+                    r.model_copy(update={"details": {**r.details, TRUNCATED_INPUT: noted}})
+                    for r in results[i]
+                ]
         return results
+
+
+def start_evaluation(
+    records: Sequence[RagRecord],
+    evaluators: Sequence[AnyEvaluator],
+    metrics: CollectorMetrics | None = None,
+    priority: bool = False,
+) -> Evaluation:
+    """Hand the batch to every evaluator (:meth:`~ragpulse.evaluators.base.Evaluator.start`)
+    and return at once where they queue work on a device (the detectors), so that their
+    work shares forward passes and the caller may prepare the next batch; ``results()``
+    waits. ``priority``: the batch's queued work goes before other batches'."""
+    if not records:
+        return Evaluation(0, [], [], metrics)
     limits = text_limits(evaluators)
     bounded = [bound_record(r, *limits) for r in records]
     evaluated = [r for r, _ in bounded]
-    for start, stop in _passes(evaluated):
-        chunk = evaluated[start:stop]
+    started: list[tuple[Evaluator, Sequence[int], Scoring, float]] = []
+    for begin, stop in _passes(evaluated):
+        chunk = evaluated[begin:stop]
         kinds = {r.kind for r in chunk}
         for evaluator in evaluators:
             if not isinstance(evaluator, Evaluator):
                 continue
             # Each evaluator scores the kinds of record it applies to (an answer metric
             # not a retrieval alone, an agent signal agent turns only): the rest get none.
-            positions: Sequence[int] = range(start, stop)
+            positions: Sequence[int] = range(begin, stop)
             if kinds <= evaluator.applies_to:
                 mine = chunk
             else:
@@ -166,23 +222,9 @@ def evaluate_records(
                 if not mine:
                     continue
             began = time.perf_counter()
-            scored = evaluator.evaluate(mine)
-            if metrics is not None:
-                metrics.evaluator_duration.labels(evaluator.metric, evaluator.method).observe(
-                    time.perf_counter() - began
-                )
-            for i, result in zip(positions, scored, strict=True):
-                results[i].append(result)
-                if result.error and metrics is not None:
-                    metrics.evaluator_errors.labels(result.metric, result.method).inc()
-    for i, (_, cuts) in enumerate(bounded):
-        if cuts:
-            noted = [c.model_dump(exclude_none=True) for c in cuts]
-            results[i] = [
-                r.model_copy(update={"details": {**r.details, TRUNCATED_INPUT: noted}})
-                for r in results[i]
-            ]
-    return results
+            scoring = evaluator.start(mine, priority)
+            started.append((evaluator, positions, scoring, time.perf_counter() - began))
+    return Evaluation(len(records), started, [cuts for _, cuts in bounded], metrics)
 
 
 def load_evaluators_safely(
@@ -216,4 +258,10 @@ def load_evaluators_safely(
                 labels = (evaluator.metric, evaluator.method, evaluator.tier.value)
                 metrics.evaluator_info.labels(*labels, evaluator.direction.value).set(1)
                 metrics.evaluator_loaded(evaluator.metric, evaluator.method)
+        placed = evaluator.placement() if not reason else None
+        if placed is not None:
+            log.info("%s runs its model on %s in %s", evaluator.name, *placed)
+            if not context.offline:
+                metrics = context.metrics
+                metrics.model_placement.labels(evaluator.metric, evaluator.method, *placed).set(1)
     return ready

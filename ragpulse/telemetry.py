@@ -223,9 +223,24 @@ class CollectorMetrics:
             ["metric", "method", "tier", "direction"],
             registry=r,
         )
+        self.model_placement = Gauge(
+            "ragpulse_model_device_info",
+            "1 per loaded model-tier evaluator that runs a model: the device it runs on (cpu, "
+            "cuda:N, mps) and its number format (fp32, bf16, fp16; int8 for quantised onnx).",
+            ["metric", "method", "device", "dtype"],
+            registry=r,
+        )
+        self.sampling_rate = Gauge(
+            "ragpulse_sampling_rate",
+            "The share of records a costly tier samples by rate now (the base rate; under "
+            "evaluation.model.rate auto, the trace-id threshold that follows the tier's "
+            "capacity). Priority rules and route rates add to it.",
+            ["tier"],
+            registry=r,
+        )
         self.sampled = Counter(
             "ragpulse_sampled",
-            "Records each tier was chosen for, by why (all, base_rate, route_rate, "
+            "Records each tier was chosen for, by why (all, base_rate, route_rate, auto_rate, "
             "priority:<rule>), or skipped:<reason> when the tier did not evaluate it.",
             ["tier", "reason"],
             registry=r,

@@ -59,7 +59,7 @@ from ragpulse.collector.assembly.assembler import CompletedTrace
 from ragpulse.collector.assembly.versions import RecordVersions, Version
 from ragpulse.collector.evaluate.exports import Exports
 from ragpulse.collector.evaluate.feedback import feedback_result
-from ragpulse.collector.evaluate.sampling import SamplingPolicy
+from ragpulse.collector.evaluate.sampling import SamplingPolicy, reason_label
 from ragpulse.collector.evaluate.tier_stage import TierStage
 from ragpulse.collector.extract.records import extract_records
 from ragpulse.collector.lifecycle import Deadline, Lifecycle, Part
@@ -296,7 +296,7 @@ class Pipeline:
         self._metrics = metrics
         # What the evaluators load with (settings, shared models and judge clients).
         self.context = context or PluginContext(Settings(evaluation=s), metrics)
-        self._sampler = sampler or SamplingPolicy(s)
+        self._sampler = sampler or SamplingPolicy(s, metrics)
         # Traces to evaluate, late updates to export, None = stop.
         self._queue: queue.Queue[CompletedTrace | _Job | None] = queue.Queue()
         self._abandon = threading.Event()  # stop() gave up waiting for the cheap worker
@@ -344,6 +344,7 @@ class Pipeline:
             context=self.context,
             cheap_idle=self._cheap_idle if tier is Tier.MODEL else None,
             load_now=self._sampler.by_rate(tier),
+            sampler=self._sampler,
         )
 
     @property
@@ -561,7 +562,8 @@ class Pipeline:
         while job.tiers:
             tier = job.tiers.pop(0)
             stage = self._stages.get(tier)
-            skipped = stage.offer(job) if stage is not None else "unavailable"
+            priority = job.sampled.get(tier, "").startswith("priority:")
+            skipped = stage.offer(job, priority) if stage is not None else "unavailable"
             if skipped is None:
                 job.running = tier
                 return
@@ -624,11 +626,10 @@ class Pipeline:
 
     def _count_sampled(self, job: _Job) -> None:
         counters = self._sampled_counters
-        for tier_why in job.sampled.items():
-            if (counter := counters.get(tier_why)) is None:
-                counter = counters[tier_why] = self._metrics.sampled.labels(
-                    tier_why[0].value, tier_why[1]
-                )
+        for tier, why in job.sampled.items():
+            key = (tier, reason_label(why))  # bounded: auto_rate:<threshold> is auto_rate
+            if (counter := counters.get(key)) is None:
+                counter = counters[key] = self._metrics.sampled.labels(tier.value, key[1])
             counter.inc()
 
     def _emit(self, job: _Job, kind: ExportKind, tier: Tier | None = None) -> None:

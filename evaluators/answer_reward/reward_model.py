@@ -51,7 +51,7 @@ class RewardModel(TransformersEvaluator):
                 return_tensors="pt",
             )
             with torch.inference_mode():
-                logits = self._model(**enc).logits.float()
+                logits = self._model(**self.on_device(enc)).logits.float().cpu()
             if logits.shape[-1] == 1:
                 probs, raw = torch.sigmoid(logits[:, 0]), logits[:, 0]
             else:

@@ -15,12 +15,17 @@ those documents), ``best_document``. Label ``relevant`` at ``threshold`` (0.5).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field
 
-from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
+from ragpulse.evaluators.models.detector import (
+    DetectorEvaluator,
+    DetectorOptions,
+    Input,
+    Label,
+    Outputs,
+)
 from ragpulse.record import Document, EvalResult, RagRecord
 
 _RELEVANT = re.compile(r"^(?:relevant|positive|yes|true|label_1|1)$", re.I)
@@ -46,58 +51,53 @@ class CrossEncoderRelevance(DetectorEvaluator):
             self.options.relevant_label, _RELEVANT, "relevant", "relevant_label"
         )
 
-    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        pairs: list[tuple[int, int, str, str]] = []  # record, document, query, window
-        early: dict[int, EvalResult] = {}
-        plans = [r.for_relevance(self.options.top_k) for r in records]
+    def plan(self, record: RagRecord) -> tuple[list[Input], Any] | EvalResult:
+        plan = record.for_relevance(self.options.top_k)
+        if not plan:
+            return self.not_applicable(record.no_relevance_reason())
+        if not record.question.strip():
+            return self.not_applicable("question is empty")
+        if not any(d.content.strip() for _, _, d in plan):
+            return self.not_applicable("no documents with text retrieved")
+        queries = sorted({q for _, q, _ in plan})
+        asked = dict(zip(queries, self.classifier.count(queries), strict=True))
+        longest = max(asked.values())
+        if longest > self.max_tokens // 2:
+            return self.not_applicable(
+                f"question of {longest} tokens: longer than half the model's window "
+                f"({self.max_tokens} tokens), so no document would fit beside it"
+            )
         specials = self.classifier.specials(pair=True)
-        for ri, (record, plan) in enumerate(zip(records, plans, strict=True)):
-            if not plan:
-                early[ri] = self.not_applicable(record.no_relevance_reason())
-                continue
-            if not record.question.strip():
-                early[ri] = self.not_applicable("question is empty")
-                continue
-            if not any(d.content.strip() for _, _, d in plan):
-                early[ri] = self.not_applicable("no documents with text retrieved")
-                continue
-            queries = {q: self.classifier.count([q])[0] for q in {q for _, q, _ in plan}}
-            asked = max(queries.values())
-            if asked > self.max_tokens // 2:
-                early[ri] = self.not_applicable(
-                    f"question of {asked} tokens: longer than half the model's window "
-                    f"({self.max_tokens} tokens), so no document would fit beside it"
-                )
-                continue
-            for di, query, doc in plan:
-                if doc.content.strip():
-                    budget = self.max_tokens - specials - queries[query]
-                    pairs += [(ri, di, query, w) for w in self.split_long(doc.content, budget)]
-        best: dict[tuple[int, int], float] = {}
-        for chunk in self.batches(pairs):
-            enc = self.classifier.encode([q for _, _, q, _ in chunk], [w for _, _, _, w in chunk])
-            probs = self.probability(self.classifier.logits(enc.inputs), self._positive)
-            for (ri, di, _, _), p in zip(chunk, probs.tolist(), strict=True):
-                best[(ri, di)] = max(best.get((ri, di), 0.0), float(p))
-        windows: dict[int, int] = {}
-        for ri, _, _, _ in pairs:
-            windows[ri] = windows.get(ri, 0) + 1
-        return [
-            early[ri] if ri in early else self._result(ri, record, plans[ri], best, windows[ri])
-            for ri, record in enumerate(records)
-        ]
+        inputs: list[Input] = []
+        owners: list[int] = []  # the document of each input
+        for di, query, doc in plan:
+            if doc.content.strip():
+                budget = self.max_tokens - specials - asked[query]
+                for window in self.split_long(doc.content, budget):
+                    inputs.append((query, window))
+                    owners.append(di)
+        return inputs, (plan, owners)
+
+    def finish(self, record: RagRecord, state: Any, outputs: Outputs) -> EvalResult:
+        import numpy as np
+
+        plan, owners = state
+        probs = self.probability(np.stack(outputs.logits), self._positive).tolist()
+        best: dict[int, float] = {}
+        for di, p in zip(owners, probs, strict=True):
+            best[di] = max(best.get(di, 0.0), float(p))
+        return self._result(record, plan, best, len(owners))
 
     def _result(
         self,
-        ri: int,
         record: RagRecord,
         plan: list[tuple[int, str, Document]],
-        best: dict[tuple[int, int], float],
+        best: dict[int, float],
         windows: int,
     ) -> EvalResult:
         indices = [di for di, _, _ in plan]
-        per_doc = [round(best.get((ri, di), 0.0), 6) for di in indices]
-        scored = [best[(ri, di)] for di in indices if (ri, di) in best]
+        per_doc = [round(best.get(di, 0.0), 6) for di in indices]
+        scored = [best[di] for di in indices if di in best]
         top = max(range(len(per_doc)), key=per_doc.__getitem__)
         score = per_doc[top]
         extra: dict[str, Any] = (

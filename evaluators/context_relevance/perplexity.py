@@ -85,6 +85,7 @@ class QuestionLikelihood(TransformersEvaluator):
         enc, owner = self.windows([p[2] for p in pairs])
         labels = tok([pairs[i][3] for i in owner], padding=True, return_tensors="pt").input_ids
         labels[labels == tok.pad_token_id] = -100
+        enc, labels = self.on_device(enc), self.on_device(labels)
         with torch.inference_mode():
             logits = self._model(
                 input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels

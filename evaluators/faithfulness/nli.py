@@ -25,15 +25,20 @@ evidence (:mod:`ragpulse.evaluators.injection_engine.planted`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.injection_engine.planted import evidence_documents
-from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
+from ragpulse.evaluators.models.detector import (
+    DetectorEvaluator,
+    DetectorOptions,
+    Input,
+    Label,
+    Outputs,
+)
 from ragpulse.evaluators.text.analyses import sentences
 from ragpulse.record import EvalResult, RagRecord
 
@@ -88,24 +93,31 @@ class NliFaithfulness(DetectorEvaluator):
             self.options.entailment_label, _SUPPORT, "supported", "entailment_label"
         )
 
-    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        plans = [self._plan(r) for r in records]
-        ready = {ri: plan for ri, plan in enumerate(plans) if not isinstance(plan, EvalResult)}
-        pairs = [
-            (ri, ci, pi)
-            for ri, (claims, premises) in ready.items()
-            for ci in range(len(claims))
-            for pi in range(len(premises))
+    def plan(self, record: RagRecord) -> tuple[list[Input], Any] | EvalResult:
+        planned = self._plan(record)
+        if isinstance(planned, EvalResult):
+            return planned
+        claims, premises = planned
+        prompt = self.classifier.prompt
+        inputs: list[Input] = [
+            # HHEM: one prompt holding both texts; the others: (premise, claim) pairs
+            prompt.format(text1=p.text, text2=c) if prompt is not None else (p.text, c)
+            for c in claims
+            for p in premises
         ]
-        texts = [(ready[ri][1][pi].text, ready[ri][0][ci]) for ri, ci, pi in pairs]
-        best: dict[tuple[int, int], tuple[float, int]] = {}
-        for (ri, ci, pi), p in zip(pairs, self._support(texts), strict=True):
-            if (ri, ci) not in best or p > best[(ri, ci)][0]:
-                best[(ri, ci)] = (p, pi)
-        return [
-            plan if isinstance(plan, EvalResult) else self._result(ri, plan, best)
-            for ri, plan in enumerate(plans)
-        ]
+        return inputs, planned
+
+    def finish(self, record: RagRecord, state: Any, outputs: Outputs) -> EvalResult:
+        import numpy as np
+
+        premises = state[1]
+        support = self.probability(np.stack(outputs.logits), self._positive).tolist()
+        best: dict[int, tuple[float, int]] = {}
+        for k, p in enumerate(support):
+            ci, pi = divmod(k, len(premises))
+            if ci not in best or p > best[ci][0]:
+                best[ci] = (float(p), pi)
+        return self._result(state, best)
 
     def _plan(self, record: RagRecord) -> tuple[list[str], list[_Premise]] | EvalResult:
         if not record.documents:
@@ -140,34 +152,18 @@ class NliFaithfulness(DetectorEvaluator):
             return self.not_applicable("no document text (after removing planted instructions)")
         return claims, premises
 
-    def _support(self, pairs: list[tuple[str, str]]) -> list[float]:
-        """P(supported) of each (premise, claim)."""
-        out: list[float] = []
-        prompt = self.classifier.prompt
-        for chunk in self.batches(pairs):
-            if prompt is not None:  # HHEM: one prompt holding both texts
-                enc = self.classifier.encode([prompt.format(text1=p, text2=c) for p, c in chunk])
-            else:
-                enc = self.classifier.encode([p for p, _ in chunk], [c for _, c in chunk])
-            logits = self.classifier.logits(enc.inputs)
-            out.extend(float(x) for x in self.probability(logits, self._positive))
-        return out
-
     def _result(
-        self,
-        ri: int,
-        plan: tuple[list[str], list[_Premise]],
-        best: dict[tuple[int, int], tuple[float, int]],
+        self, plan: tuple[list[str], list[_Premise]], best: dict[int, tuple[float, int]]
     ) -> EvalResult:
         claims, premises = plan
-        supports = [best[(ri, ci)][0] for ci in range(len(claims))]
+        supports = [best[ci][0] for ci in range(len(claims))]
         score = min(supports) if self.options.aggregate == "min" else sum(supports) / len(supports)
         threshold = self.options.threshold
         weak = [ci for ci in range(len(claims)) if supports[ci] < threshold]
         unsupported = [
             {"sentence": claims[ci][:300], "support": round(supports[ci], 4),
-             "document": premises[best[(ri, ci)][1]].document,
-             "evidence": premises[best[(ri, ci)][1]].text[:300]}
+             "document": premises[best[ci][1]].document,
+             "evidence": premises[best[ci][1]].text[:300]}
             for ci in weak
         ]  # fmt: skip
         label = "faithful" if score >= threshold else "unfaithful"
@@ -176,7 +172,7 @@ class NliFaithfulness(DetectorEvaluator):
             explanation = (
                 f"{len(weak)} of {len(claims)} sentence(s) unsupported; weakest "
                 f"{claims[ci][:80]!r} (support {supports[ci]:.2f}, best evidence in document "
-                f"{premises[best[(ri, ci)][1]].document})"
+                f"{premises[best[ci][1]].document})"
             )
         else:
             explanation = f"all {len(claims)} sentence(s) supported (weakest {min(supports):.2f})"

@@ -62,6 +62,11 @@ class FaithfulnessProbe(ProbeEvaluator):
         self._probe = self.load_weights(WEIGHTS, FEATURE_NAMES, script)
         self._encoder = shared_encoder(MINILM, context=context)
 
+    def placement(self) -> tuple[str, str] | None:
+        if self._encoder is None:
+            return None
+        return self._encoder.placement.device, self._encoder.placement.dtype
+
     def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
         if self._probe is None or self._encoder is None:
             raise RuntimeError("FaithfulnessProbe.load() was not called")

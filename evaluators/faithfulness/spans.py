@@ -31,7 +31,13 @@ from pydantic import Field
 
 from ragpulse.evaluators.base import ANSWERED
 from ragpulse.evaluators.injection_engine.planted import evidence_documents
-from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
+from ragpulse.evaluators.models.detector import (
+    DetectorEvaluator,
+    DetectorOptions,
+    Input,
+    Label,
+    Outputs,
+)
 from ragpulse.record import EvalResult, RagRecord
 
 QA_PROMPT = (
@@ -67,10 +73,7 @@ class SpanFaithfulness(DetectorEvaluator):
             self.options.hallucinated_label, _HALLUCINATED, "hallucinated", "hallucinated_label"
         )
 
-    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        return [self._one(r) for r in records]
-
-    def _one(self, record: RagRecord) -> EvalResult:
+    def plan(self, record: RagRecord) -> tuple[list[Input], Any] | EvalResult:
         answer = record.answer
         if not answer.strip():
             return self.not_applicable("answer is empty")
@@ -86,22 +89,25 @@ class SpanFaithfulness(DetectorEvaluator):
             - sum(self.classifier.count([self._prompt(record.question, ["" for _ in passages])]))
         )
         groups = self._groups(passages, self.room(budget, "the documents beside the prompt"))
-        inputs = [
-            (self._prompt(record.question, group), answer[a:b], a)
-            for a, b in pieces
-            for group in groups
-        ]
+        inputs: list[Input] = []
+        bases: list[int] = []  # where each input's answer piece starts in the answer
+        for a, b in pieces:
+            for group in groups:
+                inputs.append((self._prompt(record.question, group), answer[a:b]))
+                bases.append(a)
+        return inputs, bases
+
+    def finish(self, record: RagRecord, state: Any, outputs: Outputs) -> EvalResult:
+        answer, bases = record.answer, state
         lowest: dict[tuple[int, int], float] = {}  # (start, end) in the answer -> P
-        for chunk in self.batches(inputs):
-            enc = self.classifier.encode([p for p, _, _ in chunk], [t for _, t, _ in chunk])
-            probs = self.probability(self.classifier.logits(enc.inputs), self._positive)
-            for row, (_, _, base) in enumerate(chunk):
-                for j, seq in enumerate(enc.sequence_ids[row]):
-                    start, end = enc.offsets[row][j]
-                    if seq != 1 or end <= start:
-                        continue
-                    key = (base + start, base + end)
-                    lowest[key] = min(lowest.get(key, 1.0), float(probs[row, j]))
+        for row, base in enumerate(bases):
+            probs = self.probability(outputs.logits[row], self._positive)
+            for j, seq in enumerate(outputs.sequence_ids[row]):
+                start, end = outputs.offsets[row][j]
+                if seq != 1 or end <= start:
+                    continue
+                key = (base + start, base + end)
+                lowest[key] = min(lowest.get(key, 1.0), float(probs[j]))
         if not lowest:
             return self.not_applicable("the answer has no tokens the model reads")
         spans = _spans(answer, sorted(lowest.items()), self.options.threshold)
@@ -121,7 +127,7 @@ class SpanFaithfulness(DetectorEvaluator):
             explanation=explanation,
             spans=spans[:50],
             flagged_share=round(share, 4),
-            windows=len(inputs),
+            windows=len(bases),
             threshold=self.options.threshold,
             model=self.model_name,
         )

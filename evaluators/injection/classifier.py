@@ -21,13 +21,19 @@ rule cue). Findings have the shape of ``injection/rules``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field
 
 from ragpulse.evaluators.injection_engine.findings import findings_result, locations
 from ragpulse.evaluators.injection_engine.gate import ALONE_THRESHOLD, gated
-from ragpulse.evaluators.models.detector import DetectorEvaluator, DetectorOptions, Label
+from ragpulse.evaluators.models.detector import (
+    DetectorEvaluator,
+    DetectorOptions,
+    Input,
+    Label,
+    Outputs,
+)
 from ragpulse.record import Direction, EvalResult, RagRecord
 
 _INJECTION_NAME = re.compile(r"inject|jailbreak|malicious|unsafe|attack", re.I)
@@ -61,32 +67,30 @@ class InjectionClassifier(DetectorEvaluator):
             self.options.injection_labels, _INJECTION_NAME, "injection", "injection_labels"
         )
 
-    def score_batch(self, records: Sequence[RagRecord]) -> list[EvalResult]:
-        places = [(ri, where, text) for ri, r in enumerate(records) for where, text in locations(r)]
-        risks = self._risks([text for _, _, text in places])
-        opts = self.options
-        per_record: dict[int, list[tuple[str, float]]] = {}
-        for (ri, where, text), risk in zip(places, risks, strict=True):
-            document = where != "question"
-            kept = gated(
-                risk, text, document=document, threshold=opts.threshold, alone=opts.alone_threshold
-            )
-            per_record.setdefault(ri, []).append((where, kept))
-        return [
-            findings_result(self, per_record.get(i, []), opts.threshold, r, model=opts.model)
-            for i, r in enumerate(records)
-        ]
-
-    def _risks(self, texts: list[str]) -> list[float]:
-        """Each text's riskiest window."""
+    def plan(self, record: RagRecord) -> tuple[list[Input], Any] | EvalResult:
+        places = list(locations(record))
         budget = self.max_tokens - self.classifier.specials(pair=False)
-        windows = [
-            (i, piece) for i, text in enumerate(texts) for piece in self.split_long(text, budget)
-        ]
-        risks = [0.0] * len(texts)
-        for chunk in self.batches(windows):
-            enc = self.classifier.encode([piece for _, piece in chunk])
-            probs = self.probability(self.classifier.logits(enc.inputs), self._positive)
-            for (i, _), p in zip(chunk, probs.tolist(), strict=True):
-                risks[i] = max(risks[i], float(p))
-        return risks
+        inputs: list[Input] = []
+        owners: list[int] = []  # the location of each window
+        for i, (_, text) in enumerate(places):
+            for piece in self.split_long(text, budget):
+                inputs.append(piece)
+                owners.append(i)
+        return inputs, (places, owners)
+
+    def finish(self, record: RagRecord, state: Any, outputs: Outputs) -> EvalResult:
+        places, owners = state
+        risks = [0.0] * len(places)
+        if outputs.logits:
+            import numpy as np
+
+            probs = self.probability(np.stack(outputs.logits), self._positive).tolist()
+            for i, p in zip(owners, probs, strict=True):
+                risks[i] = max(risks[i], float(p))  # a location's riskiest window
+        opts = self.options
+        found = [
+            (where, gated(risk, text, document=where != "question", threshold=opts.threshold,
+                          alone=opts.alone_threshold))
+            for (where, text), risk in zip(places, risks, strict=True)
+        ]  # fmt: skip
+        return findings_result(self, found, opts.threshold, record, model=opts.model)

@@ -69,6 +69,11 @@ class InjectionProbe(ProbeEvaluator):
         self._probe = self.load_weights(WEIGHTS, FEATURE_NAMES, script)
         self._encoder = shared_encoder(self.options.model, context=context)
 
+    def placement(self) -> tuple[str, str] | None:
+        if self._encoder is None:
+            return None
+        return self._encoder.placement.device, self._encoder.placement.dtype
+
     def chunk_risks(self, texts: Sequence[str], documents: Sequence[bool]) -> list[float]:
         """Risk per text (its riskiest piece), embedding all pieces of all texts in one call."""
         from ragpulse.evaluators.models.injection_features import chunk_features, pieces

@@ -13,8 +13,13 @@ Three heads cover the detectors teams use:
 Both backends run the same wrapper module (``logits = f(input_ids, attention_mask
 [, token_type_ids])``): onnxruntime runs it exported once to
 ``$RAGPULSE_CACHE_DIR/onnx`` (optionally int8-quantised), so scores agree within
-float noise. Tokenising holds a lock (a fast tokenizer must not be reconfigured
-from two threads at once); inference does not, so one instance serves every thread.
+float noise. torch runs it on the model tier's device in its number format
+(:mod:`~ragpulse.evaluators.models.placement`); onnxruntime on the CUDA execution
+provider when the device is a CUDA GPU and ``onnxruntime-gpu`` provides it, else on the
+CPU. Callers tokenise (:meth:`Classifier.tokenize`, one fast-tokenizer call per batch,
+holding a lock: a fast tokenizer must not be reconfigured from two threads at once) and
+put the rows on the model's :class:`~ragpulse.evaluators.models.forward_queue.ForwardQueue`,
+whose one thread runs the passes; one instance serves every thread.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ragpulse.errors import ModelUnavailable
+from ragpulse.evaluators.models.forward_queue import ForwardQueue
 from ragpulse.evaluators.models.loading import _quiet_transformers, load_model, resolve
-from ragpulse.evaluators.models.onnx_backend import cache_dir, read_json
+from ragpulse.evaluators.models.onnx_backend import cache_dir, providers, read_json
+from ragpulse.evaluators.models.placement import Placement, out_of_memory
 
 if TYPE_CHECKING:  # numpy is imported where it is used: deciding which
     import numpy as np  # evaluators run must not pay for it
@@ -42,13 +49,15 @@ HHEM_PROMPT = (
 
 
 @dataclass(frozen=True)
-class Encoded:
-    """One tokenised batch: model inputs, and per row its token character offsets and which
-    sequence (0, 1, or None for special tokens) each token belongs to."""
+class Tokens:
+    """A batch tokenised without padding: per row its ids, its token type ids (None when
+    the tokenizer gives none), and, when asked, each token's character offsets and which
+    sequence (0, 1, or None for special tokens) it belongs to."""
 
-    inputs: dict[str, np.ndarray]
-    offsets: list[list[tuple[int, int]]]
-    sequence_ids: list[list[int | None]]
+    ids: list[list[int]]
+    types: list[list[int]] | None
+    offsets: list[list[tuple[int, int]]] | None = None
+    sequence_ids: list[list[int | None]] | None = None
 
 
 class Classifier:
@@ -63,8 +72,11 @@ class Classifier:
         quantize: bool = False,
         threads: int | None = None,
         foundation: str | None = None,
+        placement: Placement | None = None,
+        max_batch_tokens: int | None = None,
     ) -> None:
         _quiet_transformers()
+        placement = placement or Placement()
         self.head = head
         self.backend = backend
         self.prompt: str | None = None
@@ -82,8 +94,26 @@ class Classifier:
         self._lock = threading.Lock()
         self._wrapper = _logits_module(self._model, head).eval()
         self._session: Any = None
+        self.placement = placement
+        """Where it runs: the device and number format (onnx: fp32, or int8 quantised)."""
         if backend == "onnx":
-            self._session = _onnx_session(location, head, self, quantize, threads)
+            self._session, device = _onnx_session(
+                location, head, self, quantize, threads, placement
+            )
+            self.placement = Placement(device, "fp32")
+            self.dtype_name = "int8" if quantize else "fp32"
+        else:
+            self._wrapper = _placed(self._wrapper, placement, location)
+            self.dtype_name = placement.dtype
+        pad = self.tokenizer.pad_token_id
+        self.queue = ForwardQueue(
+            self.logits,
+            pad_id=int(pad if pad is not None else 0),
+            inputs=self._inputs,
+            token_head=head == "token",
+            max_batch_tokens=placement.max_batch_tokens(max_batch_tokens),
+            name=Path(location).name or location,
+        )
 
     # -- tokenising -------------------------------------------------------------------
     def count(self, texts: list[str]) -> list[int]:
@@ -100,36 +130,49 @@ class Classifier:
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Character (start, end) of each token of ``text`` (no special tokens)."""
+        return self.spans_of([text])[0]
+
+    def spans_of(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        """Character (start, end) of each token of each text (no special tokens): one call."""
+        if not texts:
+            return []
         with self._lock:
             enc = self.tokenizer(
-                text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+                texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False
             )
-        return [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+        return [[(int(a), int(b)) for a, b in row] for row in enc["offset_mapping"]]
 
-    def encode(self, first: list[str], second: list[str] | None = None) -> Encoded:
-        """Pad a batch (no truncation: callers window texts to fit first)."""
-        import numpy as np
-
+    def tokenize(
+        self, first: list[str], second: list[str] | None = None, *, offsets: bool = False
+    ) -> Tokens:
+        """Tokenise a batch (texts, or pairs with ``second``) in one call, unpadded, never
+        truncated (callers window texts to fit first)."""
+        if not first:
+            return Tokens([], None, [] if offsets else None, [] if offsets else None)
         with self._lock:
             enc = self.tokenizer(
                 first,
                 second,
-                padding=True,
+                padding=False,
                 truncation=False,
-                return_offsets_mapping=True,
-                return_tensors="np",
+                return_offsets_mapping=offsets,
+                return_token_type_ids="token_type_ids" in self._inputs,
                 verbose=False,
             )
-            sequence_ids = [enc.sequence_ids(i) for i in range(len(first))]
-        offsets = [[(int(a), int(b)) for a, b in row] for row in enc["offset_mapping"]]
-        inputs = {k: np.asarray(enc[k], dtype=np.int64) for k in self._inputs if k in enc}
-        if "token_type_ids" in self._inputs and "token_type_ids" not in inputs:
-            inputs["token_type_ids"] = np.zeros_like(inputs["input_ids"])
-        return Encoded(inputs, offsets, sequence_ids)
+            sequence_ids = [enc.sequence_ids(i) for i in range(len(first))] if offsets else None
+        types = enc.get("token_type_ids") if "token_type_ids" in self._inputs else None
+        spans = (
+            [[(int(a), int(b)) for a, b in row] for row in enc["offset_mapping"]]
+            if offsets
+            else None
+        )
+        return Tokens(list(enc["input_ids"]), types, spans, sequence_ids)
 
     # -- inference --------------------------------------------------------------------
     def logits(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-        """(batch, labels) for sequence and hhem heads, (batch, tokens, labels) for token."""
+        """(batch, labels) for sequence and hhem heads, (batch, tokens, labels) for token.
+
+        Called by the model's queue thread (or directly, one batch at a time)."""
         import numpy as np
 
         if self._session is not None:
@@ -138,10 +181,55 @@ class Classifier:
             return out.astype(np.float32)
         import torch
 
+        device = self.placement.device
         with torch.inference_mode():
-            tensors = [torch.from_numpy(inputs[name]) for name in self._inputs]
-            result: np.ndarray = self._wrapper(*tensors).float().numpy()
+            tensors = [
+                torch.from_numpy(inputs[name]).to(device, non_blocking=True)
+                for name in self._inputs
+            ]
+            result: np.ndarray = self._wrapper(*tensors).float().cpu().numpy()
         return result
+
+    def check_fits(self, length: int) -> None:
+        """On a GPU, run one full pass (``max_batch_tokens`` of ``length``-token rows) so
+        that a model that does not fit fails now, at load, with the fix."""
+        if not self.placement.accelerator:
+            return
+        import numpy as np
+
+        length = max(8, min(length, self.max_positions or length))
+        rows = max(1, self.queue.max_batch_tokens // length)
+        ids = np.full((rows, length), 100, dtype=np.int64)
+        inputs = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                  "token_type_ids": np.zeros_like(ids)}  # fmt: skip
+        try:
+            self.logits(inputs)
+        except Exception as exc:
+            if not out_of_memory(exc):
+                raise
+            raise ModelUnavailable(
+                f"does not fit on {self.placement}: a pass of {rows} x {length} tokens "
+                f"(evaluation.model.max_batch_tokens {self.queue.max_batch_tokens}) ran out "
+                "of device memory; lower max_batch_tokens, choose a smaller model or dtype, "
+                "or set evaluation.model.device to cpu"
+            ) from exc
+
+
+def _placed(wrapper: Any, placement: Placement, location: str) -> Any:
+    """The wrapper moved to the placement's device and number format; ModelUnavailable
+    (with the fix) when the device has no room for it."""
+    if placement.device == "cpu" and placement.dtype == "fp32":
+        return wrapper
+    try:
+        return wrapper.to(device=placement.device, dtype=placement.torch_dtype)
+    except Exception as exc:
+        if not out_of_memory(exc):
+            raise
+        raise ModelUnavailable(
+            f"{location} does not fit on {placement.device} in {placement.dtype}: "
+            f"{type(exc).__name__}: {exc}; free the device, choose a smaller model or "
+            "dtype, or set evaluation.model.device to cpu"
+        ) from exc
 
 
 def _logits_module(model: Any, head: Head) -> Any:
@@ -227,8 +315,15 @@ def _state_dict(root: Path) -> dict[str, Any]:
 
 # -- onnxruntime ------------------------------------------------------------------------
 def _onnx_session(
-    location: str, head: Head, owner: Classifier, quantize: bool, threads: int | None
-) -> Any:
+    location: str,
+    head: Head,
+    owner: Classifier,
+    quantize: bool,
+    threads: int | None,
+    placement: Placement,
+) -> tuple[Any, str]:
+    """(an inference session, the device it runs on): the CUDA execution provider on a
+    CUDA device when onnxruntime has it (``onnxruntime-gpu``), else the CPU's."""
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -239,7 +334,9 @@ def _onnx_session(
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    chosen, device = providers(placement, ort)
+    session = ort.InferenceSession(str(path), options, providers=chosen)
+    return session, device
 
 
 def _exported(root: Path, head: Head, owner: Classifier, quantize: bool) -> Path:
@@ -311,15 +408,25 @@ def load_classifier(
     quantize: bool = False,
     threads: int | None = None,
     foundation: str | None = None,
+    placement: Placement | None = None,
+    max_batch_tokens: int | None = None,
 ) -> Classifier:
-    """Load ``name`` (a local directory or a hub id); ModelUnavailable says the fix."""
+    """Load ``name`` (a local directory or a hub id) onto ``placement`` (the CPU by
+    default); ModelUnavailable says the fix."""
     needs = ("torch", "transformers") + (("onnxruntime",) if backend == "onnx" else ())
     kind = f"{head}-classifier"
 
     def build(location: str) -> Classifier:
         chosen: Head = "hhem" if head == "sequence" and is_hhem(location) else head
         return Classifier(
-            location, chosen, backend, quantize=quantize, threads=threads, foundation=foundation
+            location,
+            chosen,
+            backend,
+            quantize=quantize,
+            threads=threads,
+            foundation=foundation,
+            placement=placement,
+            max_batch_tokens=max_batch_tokens,
         )
 
     return load_model(kind, name, build, needs=needs)

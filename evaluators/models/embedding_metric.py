@@ -50,6 +50,12 @@ class EmbeddingEvaluator(BatchEvaluator):
 
         self._encoder = shared_encoder(self.options.model, self.options.backend, context)
 
+    def placement(self) -> tuple[str, str] | None:
+        if self._encoder is None:
+            return None
+        placement = self._encoder.placement
+        return placement.device, placement.dtype
+
     def _vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         unique = list(dict.fromkeys(t for t in texts if t.strip()))
         return dict(zip(unique, self._encoder.embed(unique), strict=True)) if unique else {}

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragpulse.evaluators.models.loading import MINILM, load_model, sentence_encoder
+from ragpulse.evaluators.models.placement import Placement, context_placement
 from ragpulse.evaluators.text.analyses import sentences
 from ragpulse.plugin_context import PluginContext
 
@@ -24,8 +25,8 @@ BACKENDS = ("torch", "onnx")
 
 
 class _TorchBackend:
-    def __init__(self, model: str) -> None:
-        self._model = sentence_encoder(model)
+    def __init__(self, model: str, placement: Placement | None = None) -> None:
+        self._model = sentence_encoder(model, placement)
         # Room for [CLS] and [SEP].
         self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256) - 2
 
@@ -44,14 +45,20 @@ class _TorchBackend:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def _onnx_backend(model: str) -> Any:
+def _onnx_backend(model: str, placement: Placement | None = None) -> Any:
     from ragpulse.evaluators.models.onnx_backend import OnnxBackend
 
-    return load_model("onnx-encoder", model, OnnxBackend, needs=("onnxruntime", "tokenizers"))
+    return load_model(
+        "onnx-encoder",
+        model,
+        lambda location: OnnxBackend(location, placement),
+        needs=("onnxruntime", "tokenizers"),
+    )
 
 
 class Encoder:
-    """A sentence-transformers model on ``backend`` (torch or onnx). Thread-safe; ``load`` first."""
+    """A sentence-transformers model on ``backend`` (torch or onnx), on ``placement`` (the
+    CPU by default). Thread-safe; ``load`` first."""
 
     def __init__(
         self,
@@ -59,6 +66,7 @@ class Encoder:
         backend: str = "torch",
         batch_size: int = 32,
         cache_size: int = 20_000,
+        placement: Placement | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
@@ -70,14 +78,17 @@ class Encoder:
         self._lock = threading.Lock()
         self._impl: Any = None
         self.max_tokens = 254
+        self.placement = placement or Placement()
 
     def load(self) -> None:
         self._impl = (
-            _onnx_backend(self.model_name)
+            _onnx_backend(self.model_name, self.placement)
             if self.backend == "onnx"
-            else _TorchBackend(self.model_name)
+            else _TorchBackend(self.model_name, self.placement)
         )
         self.max_tokens = self._impl.max_tokens
+        if self.backend == "onnx":
+            self.placement = Placement(self._impl.device, "fp32")
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         return list(self._impl.count(list(texts)))
@@ -133,8 +144,10 @@ class Encoder:
         return np.stack([known[t] for t in texts])
 
 
-def load_encoder(model: str = MINILM, backend: str = "torch") -> Encoder:
-    encoder = Encoder(model, backend)
+def load_encoder(
+    model: str = MINILM, backend: str = "torch", placement: Placement | None = None
+) -> Encoder:
+    encoder = Encoder(model, backend, placement=placement)
     encoder.load()
     return encoder
 
@@ -142,10 +155,14 @@ def load_encoder(model: str = MINILM, backend: str = "torch") -> Encoder:
 def shared_encoder(
     model: str = MINILM, backend: str = "torch", context: PluginContext | None = None
 ) -> Encoder:
-    """The context's one loaded encoder (and embedding cache) per model and backend.
+    """The context's one loaded encoder (and embedding cache) per model and backend, on the
+    model tier's device (``evaluation.model.device``, ``dtype``).
 
-    Without a context (training scripts, one-off tools) a new encoder is loaded.
+    Without a context (training scripts, one-off tools) a new encoder is loaded on the CPU.
     """
     if context is None:
         return load_encoder(model, backend)
-    return context.shared(("encoder", backend, model), lambda: load_encoder(model, backend))
+    placement = context_placement(context)
+    return context.shared(
+        ("encoder", backend, model), lambda: load_encoder(model, backend, placement)
+    )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ragpulse.errors import ModelUnavailable
+from ragpulse.evaluators.models.placement import Placement, out_of_memory
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub is imported
 
@@ -96,33 +97,51 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
-def sentence_encoder(name: str = MINILM) -> Any:
+def placed(model: Any, placement: Placement | None, name: str) -> Any:
+    """``model`` (a torch module) moved to ``placement``; ModelUnavailable (with the fix)
+    when it does not fit there."""
+    if placement is None or (placement.device == "cpu" and placement.dtype == "fp32"):
+        return model
+    try:
+        return model.to(device=placement.device, dtype=placement.torch_dtype)
+    except Exception as exc:
+        if not out_of_memory(exc):
+            raise
+        raise ModelUnavailable(
+            f"{name} does not fit on {placement.device} in {placement.dtype}: "
+            f"{type(exc).__name__}: {exc}; free the device, choose a smaller model or dtype, "
+            "or set evaluation.model.device to cpu"
+        ) from exc
+
+
+def sentence_encoder(name: str = MINILM, placement: Placement | None = None) -> Any:
     def load(location: str) -> Any:
         from sentence_transformers import SentenceTransformer
 
         _quiet_transformers()
-        return SentenceTransformer(location, device="cpu")
+        model = SentenceTransformer(location, device="cpu")
+        return placed(model, placement, name)
 
     return load_model("sentence-encoder", name, load)
 
 
-def seq2seq(name: str) -> tuple[Any, Any]:
+def seq2seq(name: str, placement: Placement | None = None) -> tuple[Any, Any]:
     def load(location: str) -> tuple[Any, Any]:
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         _quiet_transformers()
         model = AutoModelForSeq2SeqLM.from_pretrained(location)
-        return AutoTokenizer.from_pretrained(location), model.eval()
+        return AutoTokenizer.from_pretrained(location), placed(model.eval(), placement, name)
 
     return load_model("seq2seq", name, load)
 
 
-def sequence_classifier(name: str) -> tuple[Any, Any]:
+def sequence_classifier(name: str, placement: Placement | None = None) -> tuple[Any, Any]:
     def load(location: str) -> tuple[Any, Any]:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         _quiet_transformers()
         model = AutoModelForSequenceClassification.from_pretrained(location)
-        return AutoTokenizer.from_pretrained(location), model.eval()
+        return AutoTokenizer.from_pretrained(location), placed(model.eval(), placement, name)
 
     return load_model("sequence-classifier", name, load)

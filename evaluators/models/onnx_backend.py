@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragpulse.errors import ModelUnavailable
+from ragpulse.evaluators.models.placement import Placement
 
 if TYPE_CHECKING:  # numpy is imported where it is used: deciding which
     import numpy as np  # evaluators run must not pay for it
@@ -27,10 +28,29 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ragpulse") / "onnx"
 
 
+def providers(placement: Placement | None, ort: Any) -> tuple[list[Any], str]:
+    """(onnxruntime execution providers, the device they run on) for ``placement``: CUDA's
+    on a CUDA device, which needs ``onnxruntime-gpu`` (ModelUnavailable says so), else the
+    CPU's."""
+    if placement is None or not placement.device.startswith("cuda"):
+        return ["CPUExecutionProvider"], "cpu"
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise ModelUnavailable(
+            f"backend onnx on {placement.device}: this onnxruntime has no CUDA execution "
+            "provider; pip uninstall onnxruntime && pip install onnxruntime-gpu, or use "
+            "backend torch, or set evaluation.model.device to cpu"
+        )
+    index = int(placement.device.partition(":")[2] or 0)
+    cuda = ("CUDAExecutionProvider", {"device_id": index})
+    return [cuda, "CPUExecutionProvider"], placement.device
+
+
 class OnnxBackend:
     """Tokenise with ``tokenizers``, run the exported encoder, pool, normalise."""
 
-    def __init__(self, location: str, threads: int | None = None) -> None:
+    def __init__(
+        self, location: str, placement: Placement | None = None, threads: int | None = None
+    ) -> None:
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -53,7 +73,8 @@ class OnnxBackend:
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        chosen, self.device = providers(placement, ort)
+        self._session = ort.InferenceSession(str(path), options, providers=chosen)
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def count(self, texts: list[str]) -> list[int]:

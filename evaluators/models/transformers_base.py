@@ -16,6 +16,7 @@ from pydantic import Field
 
 from ragpulse.evaluators.base import BatchEvaluator, Tier
 from ragpulse.evaluators.models.loading import missing_extra, seq2seq, sequence_classifier
+from ragpulse.evaluators.models.placement import Placement, context_placement
 from ragpulse.plugin_context import PluginContext, PluginOptions
 
 T = TypeVar("T")
@@ -42,6 +43,7 @@ class TransformersEvaluator(BatchEvaluator):
     options: TransformersOptions
     _tokenizer: Any = None
     _model: Any = None
+    _placement: Placement = Placement()
 
     @classmethod
     def missing(cls) -> str | None:
@@ -51,8 +53,16 @@ class TransformersEvaluator(BatchEvaluator):
         super().load(context)
         name, kind = self.options.model, self.model_kind
         loader = seq2seq if kind == "seq2seq" else sequence_classifier
-        self._tokenizer, self._model = context.shared((kind, name), lambda: loader(name))
+        self._placement = placement = context_placement(context)
+        self._tokenizer, self._model = context.shared((kind, name), lambda: loader(name, placement))
         self.loaded()
+
+    def placement(self) -> tuple[str, str] | None:
+        return self._placement.device, self._placement.dtype
+
+    def on_device(self, tensors: Any) -> Any:
+        """Tokenizer output (or one tensor) moved to the model's device."""
+        return tensors.to(self._placement.device)
 
     def loaded(self) -> None:
         """Check the loaded model (labels, say); raise ModelUnavailable to disable."""
