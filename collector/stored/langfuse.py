@@ -73,21 +73,6 @@ KINDS = {
 """Langfuse observation types -> OpenInference span kinds (SPAN and EVENT have none)."""
 
 
-def credentials(settings: StoredTracesSettings) -> Credentials:
-    public = settings.public_key or os.environ.get(PUBLIC_KEY_ENV)
-    secret = (
-        settings.secret_key.get_secret_value()
-        if settings.secret_key
-        else os.environ.get(SECRET_KEY_ENV)
-    )
-    if not public or not secret:
-        raise ConfigError(
-            "reading from Langfuse needs its keys: stored_traces.public_key and secret_key, "
-            f"or {PUBLIC_KEY_ENV} and {SECRET_KEY_ENV}"
-        )
-    return Credentials(auth=httpx.BasicAuth(public, secret))
-
-
 class LangfuseReader(Reader):
     tool = "langfuse"
 
@@ -156,7 +141,18 @@ class LangfuseSource(StoredTraceSource):
 
     @classmethod
     def credentials(cls, settings: StoredTracesSettings) -> Credentials:
-        return credentials(settings)
+        public = settings.public_key or os.environ.get(PUBLIC_KEY_ENV)
+        secret = (
+            settings.secret_key.get_secret_value()
+            if settings.secret_key
+            else os.environ.get(SECRET_KEY_ENV)
+        )
+        if not public or not secret:
+            raise ConfigError(
+                "reading from Langfuse needs its keys: stored_traces.public_key and secret_key, "
+                f"or {PUBLIC_KEY_ENV} and {SECRET_KEY_ENV}"
+            )
+        return Credentials(auth=httpx.BasicAuth(public, secret))
 
     @classmethod
     def sink_options(cls, url: BackendUrl, settings: Settings) -> dict[str, Any]:

@@ -81,19 +81,6 @@ KINDS = {
 """MLflow span types -> OpenInference span kinds."""
 
 
-def credentials(settings: StoredTracesSettings) -> Credentials:
-    token = settings.api_key.get_secret_value() if settings.api_key else os.environ.get(TOKEN_ENV)
-    if token:
-        return Credentials({"Authorization": f"Bearer {token}"})
-    user = settings.username or os.environ.get(USERNAME_ENV)
-    password = (
-        settings.password.get_secret_value() if settings.password else os.environ.get(PASSWORD_ENV)
-    )
-    if user and password:
-        return Credentials(auth=httpx.BasicAuth(user, password))
-    return Credentials()
-
-
 class MlflowReader(Reader):
     tool = "mlflow"
 
@@ -196,7 +183,16 @@ class MlflowSource(StoredTraceSource):
 
     @classmethod
     def credentials(cls, settings: StoredTracesSettings) -> Credentials:
-        return credentials(settings)
+        api_key = settings.api_key
+        token = api_key.get_secret_value() if api_key else os.environ.get(TOKEN_ENV)
+        if token:
+            return Credentials({"Authorization": f"Bearer {token}"})
+        user = settings.username or os.environ.get(USERNAME_ENV)
+        secret = settings.password
+        password = secret.get_secret_value() if secret else os.environ.get(PASSWORD_ENV)
+        if user and password:
+            return Credentials(auth=httpx.BasicAuth(user, password))
+        return Credentials()
 
     @classmethod
     def check_target(cls, target: str) -> None:
