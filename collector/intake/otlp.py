@@ -289,15 +289,6 @@ def _log_event(pb: logs_pb2.LogRecord, resource: dict[str, AttributeValue]) -> L
     )
 
 
-def decode_body(
-    body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
-) -> tuple[DecodedTraces, str]:
-    """Full HTTP decode: media type, decompression, parse, conversion."""
-    mtype = media_type(content_type)
-    raw = decompress(body, content_encoding, max_bytes)
-    return decode_request(parse_request(raw, mtype)), mtype
-
-
 def encode_response(mtype: str, rejected: int = 0, message: str = "") -> bytes:
     response = trace_service_pb2.ExportTraceServiceResponse()
     if rejected or message:

@@ -239,9 +239,7 @@ class OtlpGrpcReceiver:
                 f"message exceeds limit of {self._max_body} bytes",
             ) from None
         try:
-            reader = otlp.BodyReader(_encoding(message), self._max_body)
-            reader.feed(message)
-            return reader.finish()
+            return otlp.decompress(message, _encoding(message), self._max_body)
         except PayloadTooLarge as exc:
             raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, DROP_TOO_LARGE, str(exc)) from exc
         except UnsupportedMediaType as exc:
