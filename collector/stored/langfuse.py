@@ -50,12 +50,11 @@ from ragpulse.collector.stored.common import (
 from ragpulse.collector.stored.follow import StoredTraceSource
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, ConfigError
+from ragpulse.exporters.langfuse import PUBLIC_KEY_ENV, SECRET_KEY_ENV
 from ragpulse.record import AttributeValue, Span, SpanStatus
 
 log = logging.getLogger(__name__)
 
-PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
-SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
 OBSERVATIONS_PATH = "/api/public/v2/observations"
 FIELDS = "core,basic,io,metadata,model,usage"
 EXPANDED = "attributes,resourceAttributes"

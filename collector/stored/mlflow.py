@@ -49,13 +49,11 @@ from ragpulse.collector.stored.common import (
 from ragpulse.collector.stored.follow import StoredTraceSource
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, ConfigError, DecodeError
+from ragpulse.exporters.mlflow import PASSWORD_ENV, TOKEN_ENV, USERNAME_ENV
 from ragpulse.record import AttributeValue, Span
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "MLFLOW_TRACKING_TOKEN"
-USERNAME_ENV = "MLFLOW_TRACKING_USERNAME"
-PASSWORD_ENV = "MLFLOW_TRACKING_PASSWORD"
 SEARCH_PATH = "/api/3.0/mlflow/traces/search"
 BATCH_GET_PATH = "/api/3.0/mlflow/traces/batchGet"
 EXPERIMENT_PATH = "/api/2.0/mlflow/experiments/get"

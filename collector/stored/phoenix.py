@@ -37,11 +37,10 @@ from ragpulse.collector.stored.common import (
 from ragpulse.collector.stored.follow import StoredTraceSource
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, DecodeError
+from ragpulse.exporters.phoenix import API_KEY_ENV
 from ragpulse.record import Span
 
 log = logging.getLogger(__name__)
-
-API_KEY_ENV = "PHOENIX_API_KEY"
 
 
 class PhoenixReader(Reader):
