@@ -45,7 +45,6 @@ from ragpulse.telemetry import CollectorMetrics
 log = logging.getLogger(__name__)
 
 FULL_WAIT_S = 0.1  # a message the collector has no room for is offered again this often
-_MEDIA = {"otlp_proto": otlp.PROTOBUF, "otlp_json": otlp.JSON}
 
 
 class KafkaMetrics:
@@ -169,7 +168,7 @@ class SpanConsumer(ConsumerThread):
             offsets.finished(message.offset)
             return
         try:
-            request = otlp.parse_request(value, _MEDIA[self._settings.encoding])
+            request = otlp.parse_request(value, otlp.ENCODINGS[self._settings.encoding])
             decoded = otlp.decode_request(request)
         except DecodeError as exc:
             self._kafka_metrics.messages.labels("poison").inc()

@@ -31,6 +31,9 @@ _D = TypeVar("_D")  # what it decodes to
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+ENCODINGS = {"otlp_proto": PROTOBUF, "otlp_json": JSON}
+"""The media type of each ``kafka.encoding`` (the OpenTelemetry Collector's Kafka
+exporter's names)."""
 
 _KINDS = {
     trace_pb2.Span.SPAN_KIND_INTERNAL: "internal",
