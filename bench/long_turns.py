@@ -40,9 +40,9 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from conversations import peak_rss_mib, rss_mib  # bench/conversations.py, beside this one
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ragpulse.collector.intake import otlp
@@ -169,20 +169,6 @@ def ingest(collector: Collector, body: bytes) -> None:
             return
         except CollectorFull:
             time.sleep(0.01)
-
-
-def rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def peak_rss_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def collector(assembly: dict[str, Any], clock: Clock, sink: Sink) -> Collector:

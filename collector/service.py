@@ -129,10 +129,10 @@ class Collector:
             settings.assembly, self.metrics, clock or time.monotonic, held_elsewhere=self.pipeline
         )
         self.feedback = FeedbackJoiner(self.assembler, self.pipeline.late_feedback, self.metrics)
-        self.sources: list[Source] = []
+        self.source: Source | None = None
         if receiver:  # last: it is handed the collector, complete now, as its intake
             context = SourceContext(self, settings, self.metrics, self.conversations)
-            self.sources.append(build_source(context))
+            self.source = build_source(context)
         self._metrics_endpoint = _MetricsEndpoint(
             settings.host, settings.metrics_port, self.metrics
         )
@@ -144,7 +144,7 @@ class Collector:
                 self.conversations,
                 *self.pipeline.parts(),
                 _AssemblyTicker(self.assembler, self.pipeline, self.metrics, settings),
-                *(_SourcePart(source) for source in self.sources),
+                *([_SourcePart(self.source)] if self.source is not None else []),
                 # /metrics last: it answering means the sources listen too (tests and
                 # readiness probes wait on it).
                 *([self._metrics_endpoint] if metrics_server else []),
@@ -274,7 +274,7 @@ class Collector:
         return otlp.grpc_target if otlp is not None else None
 
     def _otlp(self) -> OtlpSource | None:
-        return next((s for s in self.sources if isinstance(s, OtlpSource)), None)
+        return self.source if isinstance(self.source, OtlpSource) else None
 
     @property
     def metrics_url(self) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Generic, cast
 from typing_extensions import TypeVar
 
 from ragpulse.config import Settings
-from ragpulse.plugin_context import PluginContext, PluginOptions, validate_options
+from ragpulse.plugin_context import PluginContext, PluginOptions, unimplemented, validate_options
 from ragpulse.record import ConversationRecord, ExportItem, RagRecord
 
 OptionsT = TypeVar("OptionsT", bound=PluginOptions, default=PluginOptions)
@@ -73,12 +73,7 @@ class Sink(ABC, Generic[OptionsT]):
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             return  # a base for other sinks may leave the contract's methods abstract
-        missing = sorted(
-            attr
-            for attr in dir(cls)
-            if getattr(getattr(cls, attr, None), "__isabstractmethod__", False)
-        )
-        if missing:
+        if missing := unimplemented(cls):
             raise TypeError(
                 f"sink {cls.name!r} ({cls.__qualname__}) must implement {', '.join(missing)}"
             )

@@ -82,11 +82,12 @@ SOURCE_PREFIX = "ragpulse."
 RECORD_METADATA = "ragpulse.record_id"
 """The metadata key of the record an assessment is about (its ``record_id``)."""
 TRACE_LOCKS = 64
+"""Striped locks: one trace's requests go one at a time (a lookup, then its writes)."""
 LOOKUP_TTL_S = 30.0
 """How long what one request found on a trace stands in for a new lookup (the results of a
 record go out one assessment per request, a costly tier's a few seconds later)."""
 LOOKUPS_KEPT = 1024
-"""Striped locks: one trace's requests go one at a time (a lookup, then its writes)."""
+"""Traces whose last lookup is remembered (the least recent forgotten first)."""
 
 
 @dataclass(frozen=True)

@@ -69,11 +69,11 @@ from ragpulse.redaction import Redactor
 from ragpulse.telemetry import LabelLimiter, PairLimiter
 
 _LABEL_CACHE = 10_000
+"""Redacted label values remembered (raw -> redacted); past it each value is redacted anew."""
 OBSERVED_KEPT = 10_000
 """Records whose observed scores are remembered, so that a revision observes none twice."""
 _TURN = "agent_turn"
 """Stands, among a record's observed names, for its agent turn having been counted."""
-"""Redacted label values remembered (raw -> redacted); past it each value is redacted anew."""
 OTHER_TOOL = "other"
 """The ``tool`` label of every tool that ``agents.tools`` does not list."""
 STEP_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128)

@@ -32,10 +32,10 @@ T = TypeVar("T")
 
 
 def unimplemented(cls: type) -> list[str]:
-    """The abstract methods ``cls`` leaves abstract, for a plug-in contract's
-    ``__init_subclass__`` to refuse a plug-in class when it is defined (Python's own check
-    waits for the first instance; ``__abstractmethods__`` is set only after
-    ``__init_subclass__`` has run, so the methods are read here)."""
+    """The abstract methods ``cls`` leaves abstract, for a plug-in contract's (evaluator,
+    sink, source) ``__init_subclass__`` to refuse a plug-in class when it is defined
+    (Python's own check waits for the first instance; ``__abstractmethods__`` is set only
+    after ``__init_subclass__`` has run, so the methods are read here)."""
     declared = {name for base in cls.__mro__ for name in getattr(base, "__abstractmethods__", ())}
     declared |= {name for name, value in vars(cls).items() if _abstract(value)}
     return sorted(name for name in declared if _abstract(getattr(cls, name, None)))

@@ -210,6 +210,9 @@ from, in its order; absent when they came from several spans."""
 RAGPULSE_CONVERSATION_END = "ragpulse.conversation.end"
 """On a turn's span (any span of the record), true: the conversation ends with this turn,
 and its record is made at once instead of after ``conversations.idle_s``."""
+RAGPULSE_CONVERSATION_TURNS_DROPPED = "ragpulse.conversation.turns_dropped"
+"""Conversation record attribute: turns past ``conversations.max_turns``, counted and not
+kept (absent when none was dropped)."""
 RAGPULSE_DOCUMENT_COUNT = "ragpulse.retrieval.document_count"
 """How many documents the retriever returned (also written when content is not
 captured, and counting documents beyond the recorded maximum)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ragpulse.config import ConversationSettings, Settings
 from ragpulse.options import PluginOptions, validate_options
+from ragpulse.plugin_context import unimplemented
 from ragpulse.record import ConversationRecord, EvalResult, LogEvent, RagRecord, Span, TurnSummary
 
 if TYPE_CHECKING:
@@ -209,9 +210,10 @@ class Source(ABC):
     ``OSError`` from it (a port in use) stops the collector's start. ``stop`` stops taking
     new data; ``close`` runs after the collector drained what the source gave it, the place
     for final acknowledgements. None of them raise for transport errors: sources log,
-    count and retry. A subclass with a ``name`` must implement ``start`` and ``stop``
-    (checked when the class is defined); its ``__init__`` passes its options and context
-    to ``Source.__init__``, which keeps them as ``self.options`` and ``self.context``.
+    count and retry. A subclass with a ``name`` must implement ``start``, ``stop`` and any
+    other abstract method of its bases (checked when the class is defined); its
+    ``__init__`` passes its options and context to ``Source.__init__``, which keeps them
+    as ``self.options`` and ``self.context``.
     """
 
     name: ClassVar[str] = "source"
@@ -232,12 +234,9 @@ class Source(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        missing = [
-            m for m in ("start", "stop") if getattr(getattr(cls, m), "__isabstractmethod__", False)
-        ]
-        if "name" in cls.__dict__ and missing:
+        if "name" in cls.__dict__ and (missing := unimplemented(cls)):
             raise TypeError(
-                f"source {cls.name!r} ({cls.__qualname__}) must implement {' and '.join(missing)}"
+                f"source {cls.name!r} ({cls.__qualname__}) must implement {', '.join(missing)}"
             )
 
     @classmethod

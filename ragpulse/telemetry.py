@@ -20,7 +20,6 @@ DROP_UNAUTHORIZED = "unauthorized"
 DROP_INVALID_SPAN = "invalid_span"
 DROP_SPANS_PER_TRACE = "spans_per_trace_limit"
 DROP_LATE_SPAN = "late_span"
-DROP_SINK_ERROR = "sink_error"
 # OTLP log records (GenAI events) joined to their spans; a reason per way one is lost.
 DROP_LOG_WITHOUT_TRACE = "log_without_trace"  # no trace id: nothing to join it to
 DROP_LOG_INVALID = "log_invalid"  # a trace or span id of the wrong length

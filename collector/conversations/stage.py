@@ -599,7 +599,7 @@ class ConversationStage:
                     held.turns[key] = _Turn.of(summary, turn.documents)
                     held.turns[key].on_arrival = turn.on_arrival
             held.revision = record.revision
-            dropped = record.attributes.get("ragpulse.conversation.turns_dropped")
+            dropped = record.attributes.get(sc.RAGPULSE_CONVERSATION_TURNS_DROPPED)
             held.dropped = max(held.dropped, dropped if isinstance(dropped, int) else 0)
             covered = set(held.turns) <= keys
             if covered:  # closed then, as the record says; else it has resumed since
@@ -630,7 +630,7 @@ class ConversationStage:
             closed_by=why,
             start_time_ns=min(t.start_time_ns for t in turns),
             end_time_ns=max(t.end_time_ns for t in turns),
-            attributes={"ragpulse.conversation.turns_dropped": conversation.dropped}
+            attributes={sc.RAGPULSE_CONVERSATION_TURNS_DROPPED: conversation.dropped}
             if conversation.dropped
             else {},
         )

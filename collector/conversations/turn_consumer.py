@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from ragpulse.collector.conversations.turn_messages import (
@@ -49,7 +48,6 @@ from ragpulse.source import ConversationHooks
 
 log = logging.getLogger(__name__)
 
-ERROR_HEADER = "ragpulse.error"
 MARKER_KEY = b"ragpulse.caught_up"
 
 _Key = tuple[str, str]
@@ -116,6 +114,7 @@ class TurnConsumer(ConsumerThread):
 
     name = "kafka_turns"
     _thread_name = "ragpulse-turn-topic"
+    _what = "the conversation topic"
 
     def __init__(
         self,
@@ -128,60 +127,36 @@ class TurnConsumer(ConsumerThread):
     ) -> None:
         topic = settings.turn_topic()
         assert topic, "no conversation topic"
-        super().__init__(settings)
-        self._topic = topic
+        super().__init__(
+            settings, topic, settings.turn_group(),
+            dead_letters=metrics.dead_letters, commits=metrics.commits,
+            consumer_factory=consumer_factory, producer_factory=producer_factory,
+        )  # fmt: skip
         self._stage = stage
         self._metrics = metrics
-        self._consumer_factory = consumer_factory
-        self._producer_factory = producer_factory
         self._wall_clock = wall_clock
         # Partition state: changed by the consumer thread and by the rebalance callbacks
         # (kafka-python's network thread); the stage is changed by the consumer thread only.
         self._lock = threading.Lock()
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._revoked: list[str] = []  # conversations of revoked partitions, to drop
-        self._rewind: dict[TopicPartition, int] = {}  # revoked here: where to read from
-        self._producer: KafkaProducer | None = None
-        self._last_commit = 0.0
 
     # -- the consumer thread ----------------------------------------------------------------
 
-    def _connect(self) -> KafkaConsumer:
-        s = self._settings
-        consumer = self._consumer_factory(**s.consumer_config(s.turn_group()))
-        consumer.subscribe([self._topic], listener=self)
-        return consumer
+    def _round(self, consumer: KafkaConsumer) -> None:
+        self._drop_revoked()
+        self._write_markers()
+        batches = consumer.poll(timeout_ms=200)
+        for tp, messages in batches.items():
+            for message in messages:
+                self._handle_guarded(tp, message)
+        self._drop_revoked()
+        if self._commit_due():
+            self._commit(consumer)
 
-    def _consume(self, consumer: KafkaConsumer) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._drop_revoked()
-                self._write_markers()
-                batches = consumer.poll(timeout_ms=200)
-                for tp, messages in batches.items():
-                    for message in messages:
-                        self._handle_guarded(tp, message)
-                self._drop_revoked()
-                now = time.monotonic()
-                if now - self._last_commit >= self._settings.commit_interval_s:
-                    self._last_commit = now
-                    self._commit(consumer)
-            except KafkaError as exc:
-                log.warning("Kafka error while reading the conversation topic: %r", exc)
-                time.sleep(0.5)
-            except Exception:
-                log.exception("unexpected error in the conversation-topic consumer loop")
-                time.sleep(0.5)
-        self._reading_stopped.set()
-        self._drained.wait(60)
+    def _commit_last(self, consumer: KafkaConsumer) -> None:
         self._drop_revoked()
         self._commit(consumer)
-        try:
-            consumer.close(autocommit=False)
-        except Exception:
-            log.debug("error closing the conversation-topic consumer", exc_info=True)
-        if self._producer is not None:
-            self._producer.close(5)
 
     def _handle_guarded(self, tp: TopicPartition, message: Any) -> None:
         """One message; a failure costs that message only (logged), not the rest of its
@@ -321,14 +296,8 @@ class TurnConsumer(ConsumerThread):
                     if cid in held or cid in partition.replay
                 }
                 commits[tp] = OffsetAndMetadata(partition.position(), "", -1)
-        if not commits:
-            return
-        try:
-            consumer.commit(commits)
-            self._metrics.commits.labels("ok").inc()
-        except Exception as exc:  # tried again at the next interval; nothing is lost
-            self._metrics.commits.labels("failed").inc()
-            log.warning("conversation-topic commit failed: %r", exc)
+        if commits:
+            self._commit_offsets(consumer, commits)
 
     def _drop_revoked(self) -> None:
         with self._lock:
@@ -347,7 +316,7 @@ class TurnConsumer(ConsumerThread):
             self._gauges()
         if self._rewind and self._consumer is not None:
             commits = {tp: OffsetAndMetadata(at, "", -1) for tp, at in self._rewind.items()}
-            self._consumer.commit_async(commits, callback=self._on_async_commit)
+            self._commit_offsets(self._consumer, commits, wait=False)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         with self._lock:
@@ -355,49 +324,14 @@ class TurnConsumer(ConsumerThread):
             for tp in assigned:
                 self._partitions.setdefault(tp, _Partition())
             self._gauges()
-        # A partition revoked and given back in the same rebalance keeps the client's read
-        # position (kafka-python keeps a partition's state across it): read again from the
-        # commit, as a new owner would, since its conversations were dropped.
-        for tp in set(assigned) & set(rewind):
-            if self._consumer is not None:
-                self._consumer.seek(tp, rewind[tp])
+        self._read_again(set(assigned), rewind)  # its conversations were dropped
 
     def _gauges(self) -> None:
         self._metrics.assigned.set(len(self._partitions))
         self._metrics.catching_up.set(sum(not p.live for p in self._partitions.values()))
 
-    def _on_async_commit(self, offsets: Any, response: Any) -> None:
-        failed = isinstance(response, Exception)
-        self._metrics.commits.labels("failed" if failed else "ok").inc()
-
-    # -- producing: markers, dead letters ------------------------------------------------------
-
-    def _producer_now(self) -> KafkaProducer:
-        if self._producer is None:
-            s = self._settings
-            self._producer = self._producer_factory(
-                acks="all", max_block_ms=10_000, max_request_size=s.max_message_bytes,
-                **s.client_config(),
-            )  # fmt: skip
-        return self._producer
-
-    def _dead_letter(self, message: Any, error: str) -> None:
-        topic = self._settings.dead_letter_topic
-        if not topic:
-            self._metrics.dead_letters.labels("skipped").inc()
-            log.warning("skipping poison message %s:%s@%s: %s", message.topic,
-                        message.partition, message.offset, error)  # fmt: skip
-            return
-        headers = [
-            (ERROR_HEADER, error[:1000].encode()),
-            ("ragpulse.source", f"{message.topic}:{message.partition}:{message.offset}".encode()),
-        ]
-        try:
-            self._producer_now().send(
-                topic, value=message.value, key=message.key, headers=headers
-            ).get(timeout=10)
-            self._metrics.dead_letters.labels("dead_lettered").inc()
-        except Exception as exc:  # the partition must go on: count, skip
-            self._metrics.dead_letters.labels("dlq_failed").inc()
-            log.error("could not dead-letter %s:%s@%s: %r", message.topic, message.partition,
-                      message.offset, exc)  # fmt: skip
+    def _producer_config(self) -> dict[str, Any]:
+        """The producer of the markers, which the dead letters share."""
+        s = self._settings
+        return {"acks": "all", "max_block_ms": 10_000, "max_request_size": s.max_message_bytes,
+                **s.client_config()}  # fmt: skip

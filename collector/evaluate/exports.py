@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ragpulse.collector.lifecycle import Deadline
 from ragpulse.exporters.base import Sink
@@ -37,24 +37,22 @@ class Exports:
 
     def export(self, item: ExportItem[RagRecord]) -> None:
         """Hand one record's results to every sink."""
-        with self.lock:
-            for sink in self.sinks:
-                try:
-                    sink.export(item)
-                except Exception:
-                    log.exception("sink %s failed on trace %s", sink.name, item.record.trace_id)
-                    self._metrics.sink_errors.labels(sink.name).inc()
+        self._each(lambda sink: sink.export(item), "trace", item.record.trace_id)
 
     def conversation(self, item: ExportItem[ConversationRecord]) -> None:
         """Hand a closed conversation's record to every sink."""
+        conversation_id = item.record.conversation_id
+        self._each(lambda sink: sink.export_conversation(item), "conversation", conversation_id)
+
+    def _each(self, send: Callable[[Sink], None], what: str, ident: str) -> None:
+        """``send`` to every sink under the lock; one that raises is logged (naming ``what``
+        ``ident``) and counted, and the next still gets it."""
         with self.lock:
             for sink in self.sinks:
                 try:
-                    sink.export_conversation(item)
+                    send(sink)
                 except Exception:
-                    log.exception(
-                        "sink %s failed on conversation %s", sink.name, item.record.conversation_id
-                    )
+                    log.exception("sink %s failed on %s %s", sink.name, what, ident)
                     self._metrics.sink_errors.labels(sink.name).inc()
 
     def force_flush(self, timeout: float) -> bool:

@@ -351,15 +351,6 @@ def _str(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-def last_user_text(messages: Iterable[Message]) -> str:
-    """The text of the last user message that says something (tool results are not it)."""
-    text = ""
-    for message in messages:
-        if message.role == "user" and message.text:
-            text = message.text
-    return text
-
-
 def final_text(messages: Iterable[Message]) -> str:
     """The assistant's text in a model call's output (never a tool-call message)."""
     texts = [m.text for m in messages if m.role == "assistant" and m.text]

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -45,9 +44,7 @@ from ragpulse.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
-ERROR_HEADER = "ragpulse.error"
 FULL_WAIT_S = 0.1  # a message the collector has no room for is offered again this often
-_MEDIA = {"otlp_proto": otlp.PROTOBUF, "otlp_json": otlp.JSON}
 
 
 class KafkaMetrics:
@@ -117,64 +114,45 @@ class SpanConsumer(ConsumerThread):
     ) -> None:
         """``before_commit(timeout_s)``: whether what the finished messages gave on is
         delivered (the conversation topic's turns); False defers the commit."""
-        super().__init__(settings)
+        kafka_metrics = KafkaMetrics(metrics.registry)
+        super().__init__(
+            settings, settings.topic, settings.group,
+            dead_letters=kafka_metrics.dead_letters, commits=kafka_metrics.commits,
+            consumer_factory=consumer_factory, producer_factory=producer_factory,
+        )  # fmt: skip
         self._intake = intake
         self._before_commit = before_commit
         self._metrics = metrics
-        self._kafka_metrics = KafkaMetrics(metrics.registry)
-        self._consumer_factory = consumer_factory
-        self._producer_factory = producer_factory
+        self._kafka_metrics = kafka_metrics
         self._offsets: dict[TopicPartition, PartitionOffsets] = {}
         self._redelivery_marks: dict[TopicPartition, int] = {}  # fetched lazily
-        self._rewind: dict[TopicPartition, int] = {}  # revoked: where to read again from
-        self._producer: KafkaProducer | None = None
         self._paused = False
-        self._last_commit = self._last_lag = 0.0
+        self._last_lag = 0.0
 
     @property
     def assignment(self) -> set[TopicPartition]:
         return set(self._offsets)
 
     # -- consumer thread ---------------------------------------------------------
-    def _connect(self) -> KafkaConsumer:
-        s = self._settings
-        consumer = self._consumer_factory(**s.consumer_config(s.group))
-        consumer.subscribe([s.topic], listener=self)
-        return consumer
+    def _round(self, consumer: KafkaConsumer) -> None:
+        self._backpressure(consumer)
+        batches = consumer.poll(timeout_ms=200)
+        for tp, messages in batches.items():
+            for message in messages:
+                self._handle(consumer, tp, message)
+        if self._commit_due():
+            self._commit(consumer, self._offsets)
+        self._maybe_update_lag(consumer)
 
-    def _consume(self, consumer: KafkaConsumer) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._backpressure(consumer)
-                batches = consumer.poll(timeout_ms=200)
-                for tp, messages in batches.items():
-                    for message in messages:
-                        self._handle(consumer, tp, message)
-                self._maybe_commit(consumer)
-                self._maybe_update_lag(consumer)
-            except KafkaError as exc:
-                # Broker gone or restarting: kafka-python reconnects by itself;
-                # keep polling (with a pause so a dead broker is not hammered).
-                log.warning("Kafka error while consuming: %r", exc)
-                time.sleep(0.5)
-            except Exception:
-                log.exception("unexpected error in the Kafka consumer loop")
-                time.sleep(0.5)
-        # Stop reading; leave open traces to the next reader; once the collector
-        # has exported what completed, close() lets us commit and leave the group.
+    def _leave_partitions(self) -> None:
+        # Open traces go to the next reader.
         mine = set(self._offsets)
         self._kafka_metrics.abandoned.inc(
             self._intake.abandon(lambda acks: any(a.source in mine for a in acks))
         )
-        self._reading_stopped.set()
-        self._drained.wait(60)
+
+    def _commit_last(self, consumer: KafkaConsumer) -> None:
         self._commit(consumer, self._offsets, deliveries_s=10.0)
-        try:
-            consumer.close(autocommit=False)
-        except Exception:
-            log.debug("error closing the consumer", exc_info=True)
-        if self._producer is not None:
-            self._producer.close(5)
 
     def _handle(self, consumer: KafkaConsumer, tp: TopicPartition, message: Any) -> None:
         offsets = self._offsets.get(tp)
@@ -190,7 +168,7 @@ class SpanConsumer(ConsumerThread):
             offsets.finished(message.offset)
             return
         try:
-            request = otlp.parse_request(value, _MEDIA[self._settings.encoding])
+            request = otlp.parse_request(value, otlp.ENCODINGS[self._settings.encoding])
             decoded = otlp.decode_request(request)
         except DecodeError as exc:
             self._kafka_metrics.messages.labels("poison").inc()
@@ -213,29 +191,6 @@ class SpanConsumer(ConsumerThread):
                 if self._stopping.wait(FULL_WAIT_S):
                     return
 
-    def _dead_letter(self, message: Any, error: str) -> None:
-        topic = self._settings.dead_letter_topic
-        if not topic:
-            self._kafka_metrics.dead_letters.labels("skipped").inc()
-            log.warning("skipping poison message %s:%s@%s: %s", message.topic,
-                        message.partition, message.offset, error)  # fmt: skip
-            return
-        headers = [
-            (ERROR_HEADER, error[:1000].encode()),
-            ("ragpulse.source", f"{message.topic}:{message.partition}:{message.offset}".encode()),
-        ]
-        try:
-            if self._producer is None:
-                self._producer = self._producer_factory(**self._settings.client_config())
-            self._producer.send(topic, value=message.value, key=message.key, headers=headers).get(
-                timeout=10
-            )
-            self._kafka_metrics.dead_letters.labels("dead_lettered").inc()
-        except Exception as exc:  # the partition must go on: count, skip
-            self._kafka_metrics.dead_letters.labels("dlq_failed").inc()
-            log.error("could not dead-letter %s:%s@%s: %r", message.topic, message.partition,
-                      message.offset, exc)  # fmt: skip
-
     def _backpressure(self, consumer: KafkaConsumer) -> None:
         """Pause fetching while the bounded stages are nearly full; resume at half."""
         pressure = self._intake.pressure()
@@ -247,12 +202,6 @@ class SpanConsumer(ConsumerThread):
             consumer.resume(*consumer.paused())
             self._paused = False
             self._kafka_metrics.paused.set(0)
-
-    def _maybe_commit(self, consumer: KafkaConsumer) -> None:
-        now = time.monotonic()
-        if now - self._last_commit >= self._settings.commit_interval_s:
-            self._last_commit = now
-            self._commit(consumer, self._offsets)
 
     def _commit(
         self,
@@ -278,22 +227,7 @@ class SpanConsumer(ConsumerThread):
         ):
             self._kafka_metrics.commits.labels("deferred").inc()
             return
-        try:
-            if wait:
-                consumer.commit(commits)
-            else:
-                consumer.commit_async(commits, callback=self._on_async_commit)
-                return
-            self._kafka_metrics.commits.labels("ok").inc()
-        except Exception as exc:  # retried at the next interval; nothing is lost
-            self._kafka_metrics.commits.labels("failed").inc()
-            log.warning("offset commit failed: %r", exc)
-
-    def _on_async_commit(self, offsets: Any, response: Any) -> None:
-        failed = isinstance(response, Exception)
-        self._kafka_metrics.commits.labels("failed" if failed else "ok").inc()
-        if failed:
-            log.warning("offset commit failed: %r", response)
+        self._commit_offsets(consumer, commits, wait=wait)
 
     def _maybe_update_lag(self, consumer: KafkaConsumer) -> None:
         now = time.monotonic()
@@ -342,13 +276,8 @@ class SpanConsumer(ConsumerThread):
         self._kafka_metrics.rebalances.labels("assigned").inc(len(assigned))
         for tp in assigned:
             self._offsets.setdefault(tp, PartitionOffsets())
-        # A partition revoked and given back in the same rebalance keeps the client's read
-        # position (kafka-python keeps a partition's state across it), but its open traces
-        # were abandoned: read again from the commit, as a new owner would.
         rewind, self._rewind = self._rewind, {}
-        for tp in assigned & rewind.keys():
-            if self._consumer is not None:
-                self._consumer.seek(tp, rewind[tp])
+        self._read_again(assigned, rewind)  # its open traces were abandoned
         if self._paused and self._consumer is not None:
             self._consumer.pause(*assigned)  # stay paused for newly assigned partitions
         self._kafka_metrics.assigned.set(len(self._offsets))

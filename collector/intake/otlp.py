@@ -31,6 +31,9 @@ _D = TypeVar("_D")  # what it decodes to
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+ENCODINGS = {"otlp_proto": PROTOBUF, "otlp_json": JSON}
+"""The media type of each ``kafka.encoding`` (the OpenTelemetry Collector's Kafka
+exporter's names)."""
 
 _KINDS = {
     trace_pb2.Span.SPAN_KIND_INTERNAL: "internal",
@@ -287,15 +290,6 @@ def _log_event(pb: logs_pb2.LogRecord, resource: dict[str, AttributeValue]) -> L
         ),
         resource=resource,
     )
-
-
-def decode_body(
-    body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
-) -> tuple[DecodedTraces, str]:
-    """Full HTTP decode: media type, decompression, parse, conversion."""
-    mtype = media_type(content_type)
-    raw = decompress(body, content_encoding, max_bytes)
-    return decode_request(parse_request(raw, mtype)), mtype
 
 
 def encode_response(mtype: str, rejected: int = 0, message: str = "") -> bytes:

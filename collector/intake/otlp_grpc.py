@@ -26,7 +26,6 @@ Two choices make the counting exact:
 from __future__ import annotations
 
 import errno
-import hmac
 import logging
 import socket
 from collections.abc import Callable, Iterator
@@ -41,7 +40,12 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from ragpulse.collector.intake import otlp
-from ragpulse.collector.intake.otlp_http import accept_logs, accept_traces
+from ragpulse.collector.intake.otlp_http import (
+    accept_logs,
+    accept_traces,
+    bearer_matches,
+    refusal,
+)
 from ragpulse.errors import CollectorFull, DecodeError, PayloadTooLarge, UnsupportedMediaType
 from ragpulse.source import Intake
 from ragpulse.telemetry import (
@@ -65,7 +69,6 @@ TRACES_METHOD = _method(trace_service_pb2, "TraceService")
 LOGS_METHOD = _method(logs_service_pb2, "LogsService")
 GRPC_LIMIT_FACTOR = 2
 """grpc's own message limit, in multiples of ``max_body_bytes`` (see the module doc)."""
-_MAX_MESSAGE = 512
 
 
 class _Refused(Exception):
@@ -182,7 +185,7 @@ class OtlpGrpcReceiver:
         self, requests: Iterator[bytes], context: Any, handle: Callable[[bytes], bytes]
     ) -> bytes:
         try:
-            if self._token is not None and not self._authorized(context):
+            if self._token is not None and not self._authorized(context, self._token):
                 raise _Refused(
                     grpc.StatusCode.UNAUTHENTICATED,
                     DROP_UNAUTHORIZED,
@@ -206,13 +209,7 @@ class OtlpGrpcReceiver:
                     grpc.StatusCode.INVALID_ARGUMENT, DROP_MALFORMED, f"undecodable: {exc}"
                 ) from exc
         except _Refused as refused:
-            if refused.reason is not None:
-                self._metrics.dropped.labels(refused.reason).inc()
-                self._metrics.requests.labels(refused.reason).inc()
-            message = str(refused)
-            if len(message) > _MAX_MESSAGE:
-                message = message[: _MAX_MESSAGE - 3] + "..."
-            context.abort(refused.code, message)
+            context.abort(refused.code, refusal(self._metrics, refused.reason, str(refused)))
             raise  # abort raises; this line only tells type checkers so
 
     def _retry_later(self, context: Any, full: CollectorFull) -> _Refused:
@@ -242,9 +239,7 @@ class OtlpGrpcReceiver:
                 f"message exceeds limit of {self._max_body} bytes",
             ) from None
         try:
-            reader = otlp.BodyReader(_encoding(message), self._max_body)
-            reader.feed(message)
-            return reader.finish()
+            return otlp.decompress(message, _encoding(message), self._max_body)
         except PayloadTooLarge as exc:
             raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, DROP_TOO_LARGE, str(exc)) from exc
         except UnsupportedMediaType as exc:
@@ -252,12 +247,9 @@ class OtlpGrpcReceiver:
         except DecodeError as exc:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, DROP_MALFORMED, str(exc)) from exc
 
-    def _authorized(self, context: Any) -> bool:
+    def _authorized(self, context: Any, token: str) -> bool:
         values = [v for k, v in context.invocation_metadata() if k == "authorization"]
-        scheme, _, token = str(values[0] if values else "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode(), (self._token or "").encode()
-        )
+        return bearer_matches(str(values[0] if values else ""), token)
 
 
 def _retry_metadata(seconds: int, message: str) -> list[tuple[str, bytes]]:

@@ -108,10 +108,32 @@ def accept_logs(
     return rejected, "; ".join(messages)
 
 
+MAX_MESSAGE = 512
+"""Status messages are cut here: decoder messages can quote the offending value."""
+
+
+def refusal(metrics: CollectorMetrics, reason: str | None, message: str) -> str:
+    """Count a request refused for ``reason`` (dropped and answered so; None: counted
+    already, as a retry asked for is); the message to answer with, cut to
+    :data:`MAX_MESSAGE`. Shared by the HTTP and gRPC receivers."""
+    if reason is not None:
+        metrics.dropped.labels(reason).inc()
+        metrics.requests.labels(reason).inc()
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
+    return message
+
+
+def bearer_matches(authorization: str, token: str) -> bool:
+    """Whether an ``Authorization`` value (HTTP header, gRPC metadata) is ``Bearer <token>``."""
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
+
+
 # gRPC status codes used in google.rpc.Status bodies.
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _RESOURCE_EXHAUSTED, _UNAVAILABLE = 3, 16, 8, 14
-_MAX_MESSAGE = 512
-"""Status messages are cut here: decoder messages can quote the offending value."""
 
 
 class OtlpHttpReceiver:
@@ -203,7 +225,8 @@ class OtlpHttpReceiver:
         except UnsupportedMediaType as exc:
             # Answer in protobuf: the client's encoding is unknown.
             return self._refuse(415, otlp.PROTOBUF, DROP_UNSUPPORTED, str(exc))
-        if self._token is not None and not self._authorized(request):
+        authorization = request.headers.get("Authorization", "")
+        if self._token is not None and not bearer_matches(authorization, self._token):
             return self._refuse(401, mtype, DROP_UNAUTHORIZED, "missing or invalid bearer token")
         if self._intake.overloaded:
             self._metrics.intake_refused.labels("backlog").inc()
@@ -273,17 +296,8 @@ class OtlpHttpReceiver:
             reader.feed(chunk)
         return reader.finish()
 
-    def _authorized(self, request: web.Request) -> bool:
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode(), (self._token or "").encode()
-        )
-
     def _refuse(self, status: int, mtype: str, reason: str, message: str) -> web.Response:
-        self._metrics.dropped.labels(reason).inc()
-        self._metrics.requests.labels(reason).inc()
-        if len(message) > _MAX_MESSAGE:
-            message = message[: _MAX_MESSAGE - 3] + "..."
+        message = refusal(self._metrics, reason, message)
         log.debug("refused OTLP request (%s): %s", status, message)
         return self._error(status, mtype, message)
 

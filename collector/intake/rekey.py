@@ -28,13 +28,11 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from prometheus_client import CollectorRegistry, Counter
 
 from ragpulse.collector.intake import otlp
+from ragpulse.collector.kafka_group import ERROR_HEADER
 from ragpulse.config import KafkaSettings
 from ragpulse.errors import DecodeError
 
 log = logging.getLogger(__name__)
-
-ERROR_HEADER = "ragpulse.error"
-_MEDIA = {"otlp_proto": otlp.PROTOBUF, "otlp_json": otlp.JSON}
 
 
 def split_by_trace(
@@ -141,7 +139,7 @@ class Rekeyer:
         try:
             if len(value) > self._settings.max_message_bytes:
                 raise DecodeError(f"message of {len(value)} bytes exceeds the limit")
-            request = otlp.parse_request(value, _MEDIA[self._settings.encoding])
+            request = otlp.parse_request(value, otlp.ENCODINGS[self._settings.encoding])
         except DecodeError as exc:
             self.messages.labels("poison").inc()
             return self._dead_letter(message, str(exc), producer)

@@ -50,12 +50,11 @@ from ragpulse.collector.stored.common import (
 from ragpulse.collector.stored.follow import StoredTraceSource
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, ConfigError
+from ragpulse.exporters.langfuse import PUBLIC_KEY_ENV, SECRET_KEY_ENV
 from ragpulse.record import AttributeValue, Span, SpanStatus
 
 log = logging.getLogger(__name__)
 
-PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
-SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
 OBSERVATIONS_PATH = "/api/public/v2/observations"
 FIELDS = "core,basic,io,metadata,model,usage"
 EXPANDED = "attributes,resourceAttributes"
@@ -71,21 +70,6 @@ KINDS = {
     "EVALUATOR": "EVALUATOR",
 }
 """Langfuse observation types -> OpenInference span kinds (SPAN and EVENT have none)."""
-
-
-def credentials(settings: StoredTracesSettings) -> Credentials:
-    public = settings.public_key or os.environ.get(PUBLIC_KEY_ENV)
-    secret = (
-        settings.secret_key.get_secret_value()
-        if settings.secret_key
-        else os.environ.get(SECRET_KEY_ENV)
-    )
-    if not public or not secret:
-        raise ConfigError(
-            "reading from Langfuse needs its keys: stored_traces.public_key and secret_key, "
-            f"or {PUBLIC_KEY_ENV} and {SECRET_KEY_ENV}"
-        )
-    return Credentials(auth=httpx.BasicAuth(public, secret))
 
 
 class LangfuseReader(Reader):
@@ -156,7 +140,18 @@ class LangfuseSource(StoredTraceSource):
 
     @classmethod
     def credentials(cls, settings: StoredTracesSettings) -> Credentials:
-        return credentials(settings)
+        public = settings.public_key or os.environ.get(PUBLIC_KEY_ENV)
+        secret = (
+            settings.secret_key.get_secret_value()
+            if settings.secret_key
+            else os.environ.get(SECRET_KEY_ENV)
+        )
+        if not public or not secret:
+            raise ConfigError(
+                "reading from Langfuse needs its keys: stored_traces.public_key and secret_key, "
+                f"or {PUBLIC_KEY_ENV} and {SECRET_KEY_ENV}"
+            )
+        return Credentials(auth=httpx.BasicAuth(public, secret))
 
     @classmethod
     def sink_options(cls, url: BackendUrl, settings: Settings) -> dict[str, Any]:

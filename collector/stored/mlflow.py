@@ -49,13 +49,11 @@ from ragpulse.collector.stored.common import (
 from ragpulse.collector.stored.follow import StoredTraceSource
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, ConfigError, DecodeError
+from ragpulse.exporters.mlflow import PASSWORD_ENV, TOKEN_ENV, USERNAME_ENV
 from ragpulse.record import AttributeValue, Span
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "MLFLOW_TRACKING_TOKEN"
-USERNAME_ENV = "MLFLOW_TRACKING_USERNAME"
-PASSWORD_ENV = "MLFLOW_TRACKING_PASSWORD"
 SEARCH_PATH = "/api/3.0/mlflow/traces/search"
 BATCH_GET_PATH = "/api/3.0/mlflow/traces/batchGet"
 EXPERIMENT_PATH = "/api/2.0/mlflow/experiments/get"
@@ -79,19 +77,6 @@ KINDS = {
     "EVALUATOR": "EVALUATOR",
 }
 """MLflow span types -> OpenInference span kinds."""
-
-
-def credentials(settings: StoredTracesSettings) -> Credentials:
-    token = settings.api_key.get_secret_value() if settings.api_key else os.environ.get(TOKEN_ENV)
-    if token:
-        return Credentials({"Authorization": f"Bearer {token}"})
-    user = settings.username or os.environ.get(USERNAME_ENV)
-    password = (
-        settings.password.get_secret_value() if settings.password else os.environ.get(PASSWORD_ENV)
-    )
-    if user and password:
-        return Credentials(auth=httpx.BasicAuth(user, password))
-    return Credentials()
 
 
 class MlflowReader(Reader):
@@ -196,7 +181,16 @@ class MlflowSource(StoredTraceSource):
 
     @classmethod
     def credentials(cls, settings: StoredTracesSettings) -> Credentials:
-        return credentials(settings)
+        api_key = settings.api_key
+        token = api_key.get_secret_value() if api_key else os.environ.get(TOKEN_ENV)
+        if token:
+            return Credentials({"Authorization": f"Bearer {token}"})
+        user = settings.username or os.environ.get(USERNAME_ENV)
+        secret = settings.password
+        password = secret.get_secret_value() if secret else os.environ.get(PASSWORD_ENV)
+        if user and password:
+            return Credentials(auth=httpx.BasicAuth(user, password))
+        return Credentials()
 
     @classmethod
     def check_target(cls, target: str) -> None:

@@ -37,16 +37,10 @@ from ragpulse.collector.stored.common import (
 from ragpulse.collector.stored.follow import StoredTraceSource
 from ragpulse.config import Settings, StoredTracesSettings
 from ragpulse.errors import BackendError, DecodeError
+from ragpulse.exporters.phoenix import API_KEY_ENV
 from ragpulse.record import Span
 
 log = logging.getLogger(__name__)
-
-API_KEY_ENV = "PHOENIX_API_KEY"
-
-
-def credentials(settings: StoredTracesSettings) -> Credentials:
-    key = settings.api_key.get_secret_value() if settings.api_key else os.environ.get(API_KEY_ENV)
-    return Credentials({"Authorization": f"Bearer {key}"} if key else {})
 
 
 class PhoenixReader(Reader):
@@ -136,7 +130,9 @@ class PhoenixSource(StoredTraceSource):
 
     @classmethod
     def credentials(cls, settings: StoredTracesSettings) -> Credentials:
-        return credentials(settings)
+        api_key = settings.api_key
+        key = api_key.get_secret_value() if api_key else os.environ.get(API_KEY_ENV)
+        return Credentials({"Authorization": f"Bearer {key}"} if key else {})
 
     @classmethod
     def sink_options(cls, url: BackendUrl, settings: Settings) -> dict[str, Any]:

@@ -40,11 +40,6 @@ from ragpulse.offline.json_rows import Layout
 from ragpulse.offline.replay import ReplayRow
 from ragpulse.offline.score import ParsedLine
 
-REGRESSION_TO_THE_MEAN = (
-    "its recorded scores are low by selection, so they rise on a second look even through "
-    "an unchanged pipeline (regression to the mean)"
-)
-
 
 @dataclass
 class _Progress:

@@ -146,7 +146,7 @@ def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def started_lines(collector: Collector) -> list[str]:
     """What a started collector logs: every address it listens on (each receiver, the
     metrics endpoint) or the topic it consumes, then its evaluators and sinks."""
-    lines = [line for source in collector.sources for line in source.describe()]
+    lines = collector.source.describe() if collector.source is not None else []
     if collector.metrics_url is not None:
         lines.append(f"Prometheus metrics on {collector.metrics_url}")
     lines.append("evaluators: " + ", ".join(e.name for e in collector.pipeline.evaluators))

@@ -193,10 +193,6 @@ class Interrupted(BaseException):
     def name(self) -> str:
         return signal.Signals(self.signum).name
 
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
 
 class SignalStop:
     """Turns SIGINT and SIGTERM into :class:`Interrupted`, at once, except inside

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Self
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from ragpulse.record import Span
+from ragpulse.record import RagRecord, Span
 from support.kafka_env import free_port, wait_until
 
 
@@ -52,6 +52,31 @@ def make_span(
         resource={"service.name": service},
         **kw,
     )
+
+
+class Clock:
+    """A clock the test moves by setting ``now``, given where the code takes ``clock=``:
+    what depends on time is decided by it, never by sleeping."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Routed:
+    """Where a conversation stage routes turns held elsewhere (a ``TurnRoute``, the Kafka
+    turn writer's place): the turn records, kept."""
+
+    def __init__(self) -> None:
+        self.turns: list[RagRecord] = []
+
+    def turn(self, record: RagRecord, results: object, replaces: object = None) -> None:
+        self.turns.append(record)
+
+    def conversation(self, record: object, results: object) -> None:
+        pass
 
 
 @dataclass

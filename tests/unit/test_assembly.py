@@ -7,21 +7,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from support.helpers import make_span, new_span_id, new_trace_id
+from support.helpers import Clock, make_span, new_span_id, new_trace_id
 
 from ragpulse.collector.assembly.assembler import Assembler
 from ragpulse.config import AssemblySettings
 from ragpulse.errors import CollectorFull
 from ragpulse.source import Ack
 from ragpulse.telemetry import CollectorMetrics
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Backlog:

@@ -8,7 +8,7 @@ The clock is injected: closing on idle is decided by it, never by sleeping."""
 from __future__ import annotations
 
 import pytest
-from support.helpers import new_span_id, new_trace_id
+from support.helpers import Clock, new_span_id, new_trace_id
 
 from ragpulse.collector.conversations.stage import ConversationStage, summarize
 from ragpulse.collector.conversations.turn_consumer import _Replayed
@@ -27,16 +27,8 @@ FAITHFUL = EvalResult(metric="faithfulness", method="lexical", score=0.9)
 JUDGED = EvalResult(metric="faithfulness", method="judge", score=1.0)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def stage(**settings: float) -> tuple[ConversationStage, Clock, list[ConversationRecord]]:
-    clock, exported = Clock(), []
+    clock, exported = Clock(1_000.0), []
     found = ConversationStage(
         ConversationSettings(**settings), [], lambda item: exported.append(item.record), clock=clock
     )
@@ -162,24 +154,12 @@ def test_the_conversation_topic_and_group_follow_the_span_group() -> None:
 def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own() -> None:
     """With the Kafka turn topic, turns reach the stage from the topic: an export does not
     add them, and a stop leaves what is open for the next owner (nothing closed half-way)."""
-    from support.helpers import make_span
+    from support.helpers import Routed, make_span
 
     from ragpulse.collector.assembly.assembler import CompletedTrace
     from ragpulse.collector.service import Evaluation
     from ragpulse.exporters.memory import InMemorySink
     from ragpulse.plugin_context import PluginContext
-
-    class Topic:
-        """Where the turns go instead (the Kafka turn writer's place)."""
-
-        def __init__(self) -> None:
-            self.turns: list[RagRecord] = []
-
-        def turn(self, record: RagRecord, results: object, replaces: object = None) -> None:
-            self.turns.append(record)
-
-        def conversation(self, record: ConversationRecord, results: object) -> None:
-            pass
 
     def chat_turn(question: str) -> CompletedTrace:
         t = new_trace_id()
@@ -189,7 +169,7 @@ def test_a_pipeline_whose_conversations_are_held_elsewhere_keeps_none_of_its_own
 
     for local in (True, False):
         sink = InMemorySink()
-        evaluation, topic = Evaluation.build([], [sink], PluginContext()), Topic()
+        evaluation, topic = Evaluation.build([], [sink], PluginContext()), Routed()
         if not local:
             evaluation.conversations.hold_elsewhere(topic)
         pipeline = evaluation.pipeline

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from support.helpers import make_span, new_span_id, new_trace_id
+from support.helpers import Clock, Routed, make_span, new_span_id, new_trace_id
 
 from ragpulse.collector.conversations.stage import END_MARKER, ConversationStage
 from ragpulse.collector.extract.records import extract_records
@@ -19,20 +19,12 @@ from ragpulse.record import ConversationRecord, Document, EvalResult, RagRecord
 from ragpulse.telemetry import CollectorMetrics
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def stage(
     **settings: Any,
 ) -> tuple[
     ConversationStage, Clock, list[tuple[ConversationRecord, list[EvalResult]]], CollectorMetrics
 ]:
-    clock, exported, metrics = Clock(), [], CollectorMetrics()
+    clock, exported, metrics = Clock(1_000.0), [], CollectorMetrics()
     evaluators = [ConversationGroundedness(), UserFrustration()]
     found = ConversationStage(
         ConversationSettings(**settings),
@@ -98,19 +90,6 @@ def test_two_turns_prepared_in_one_batch_are_joined_and_numbered_in_order() -> N
     conversations.turn_exported(third, [FAITHFUL], first=True)
     assert routed.turns == [third]
     assert conversations.prepare(turn("c1", "And the museum?")).turn == 3
-
-
-class Routed:
-    """Where turns go when their conversations are held elsewhere (a TurnRoute)."""
-
-    def __init__(self) -> None:
-        self.turns: list[RagRecord] = []
-
-    def turn(self, record: RagRecord, results: object, replaces: object = None) -> None:
-        self.turns.append(record)
-
-    def conversation(self, record: object, results: object) -> None:
-        pass
 
 
 # --- turns that arrive out of order ------------------------------------------------------

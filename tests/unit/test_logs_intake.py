@@ -17,7 +17,7 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from support.helpers import free_port, make_span, new_span_id, new_trace_id
+from support.helpers import Clock, free_port, make_span, new_span_id, new_trace_id
 
 from ragpulse.collector.assembly.assembler import Assembler
 from ragpulse.collector.intake import otlp
@@ -37,14 +37,6 @@ def log_event(trace_id: str, span_id: str | None, name: str = "gen_ai.user.messa
         span_id=span_id,
         event=SpanEvent(name=name, time_ns=5, body={"content": "hi"}, source="log"),
     )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_assembler_joins_logs_to_their_span_and_counts_the_rest(

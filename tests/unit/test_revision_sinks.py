@@ -24,6 +24,7 @@ from support.helpers import new_span_id, new_trace_id
 from support.langfuse_double import LangfuseDouble
 
 from ragpulse.config import Settings
+from ragpulse.exporters.base import Sink
 from ragpulse.exporters.jsonl import JsonlSink
 from ragpulse.exporters.langfuse import LangfuseSink
 from ragpulse.exporters.memory import InMemorySink
@@ -82,6 +83,18 @@ def exported() -> tuple[ExportItem[RagRecord], ExportItem[RagRecord]]:
         previous_results=first.results,
     )
     return first, revision
+
+
+def deliver_first_then_revision(sink: Sink[Any]) -> ExportItem[RagRecord]:
+    """The first build exported and delivered by ``sink`` (started here), then its revision,
+    then the sink shut down; the first build's item."""
+    sink.start()
+    first, revision = exported()
+    sink.export(first)
+    assert sink.force_flush(5)
+    sink.export(revision)
+    sink.shutdown()
+    return first
 
 
 def test_a_revision_takes_the_place_of_its_record_in_memory_and_jsonl() -> None:
@@ -158,12 +171,7 @@ def test_phoenix_deletes_the_earlier_annotation_of_a_result_that_moved_then_file
     store = PhoenixStore()
     options = PhoenixSink.Options(endpoint="http://phoenix", max_wait_s=0, verify_sample=0)
     sink = PhoenixSink(options, transport=httpx.MockTransport(store))
-    sink.start()
-    first, revision = exported()
-    sink.export(first)
-    assert sink.force_flush(5)
-    sink.export(revision)
-    sink.shutdown()
+    deliver_first_then_revision(sink)
     by_name = {name: span for name, span, _ in store.spans}
     assert by_name == {"faithfulness": LAST_CHAT, "agent_steps": ROOT}
     assert len(store.spans) == 2  # one annotation per metric and method of the record
@@ -203,12 +211,7 @@ def test_mlflow_overrides_the_earlier_assessment_of_a_result_that_moved() -> Non
     store = MlflowStore()
     options = MlflowSink.Options(tracking_uri="http://mlflow", max_wait_s=0)
     sink = MlflowSink(options, transport=httpx.MockTransport(store))
-    sink.start()
-    first, revision = exported()
-    sink.export(first)
-    assert sink.force_flush(5)
-    sink.export(revision)
-    sink.shutdown()
+    first = deliver_first_then_revision(sink)
     valid = [a for a in store.assessments if a["valid"]]
     assert {a["assessment_name"]: a["span_id"] for a in valid} == {
         "faithfulness": LAST_CHAT,
@@ -261,12 +264,7 @@ def test_langfuse_scores_are_keyed_by_the_record_so_a_revision_updates_them(
     )  # fmt: skip
     sink = LangfuseSink.from_settings(settings, PluginContext(settings))
     assert isinstance(sink, LangfuseSink)
-    sink.start()
-    first, revision = exported()
-    sink.export(first)
-    assert sink.force_flush(5)
-    sink.export(revision)
-    sink.shutdown()
+    deliver_first_then_revision(sink)
     assert langfuse.invalid == []
     stored: dict[str, dict[str, Any]] = {}
     for score in langfuse.scores:  # Langfuse upserts by id: the last one stands

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from support.helpers import make_span, new_span_id, new_trace_id
+from support.helpers import Clock, make_span, new_span_id, new_trace_id
 from support.kafka_env import wait_until
 
 from ragpulse.collector.assembly.assembler import Assembler
@@ -32,14 +32,6 @@ from ragpulse.telemetry import CollectorMetrics
 
 ANSWER = "The ferry leaves the north quay at 8 am on weekdays."
 RESULT = [{"id": "kb-1", "content": "The ferry leaves the north quay at 8 am on weekdays."}]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _messages(role: str, *parts: dict[str, Any]) -> str:

@@ -358,7 +358,7 @@ def follow_settings(double: LangfuseDouble, state: Path) -> Settings:
 def follower(settings: Settings) -> tuple[Collector, InMemorySink, StoredTraceSource]:
     memory = InMemorySink()
     collector = Collector(settings, extra_sinks=[memory], metrics_server=False)
-    [source] = collector.sources
+    source = collector.source
     assert isinstance(source, StoredTraceSource)
     return collector.start(), memory, source
 
@@ -599,7 +599,7 @@ def test_a_poll_that_fails_half_way_still_hands_over_what_it_read(
     )
     memory = InMemorySink()
     collector = Collector(settings, extra_sinks=[memory], metrics_server=False)
-    [source] = collector.sources
+    source = collector.source
     assert isinstance(source, StoredTraceSource)
     source.reader = FailsOnce(source.reader.client)
     collector.start()
