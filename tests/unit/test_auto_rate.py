@@ -4,7 +4,7 @@ admission, which takes a burst the records' deadline allows."""
 
 from __future__ import annotations
 
-from support.helpers import make_span, new_trace_id
+from support.helpers import Clock, make_span, new_trace_id
 
 from ragpulse.collector.assembly.assembler import CompletedTrace
 from ragpulse.collector.evaluate.exports import Exports
@@ -23,14 +23,6 @@ IDS = [f"{i:032x}" for i in range(0, 20_000, 7)]
 SAMPLED = "ragpulse.sampled.model"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def auto_policy(clock: Clock, metrics: CollectorMetrics | None = None) -> SamplingPolicy:
     settings = EvaluationSettings(model=ModelTierSettings(rate="auto"))
     return SamplingPolicy(settings, metrics, clock=clock)
@@ -41,7 +33,7 @@ def decide(policy: SamplingPolicy, ids: list[str]) -> list[str | None]:
 
 
 def test_auto_sheds_by_a_threshold_that_follows_capacity() -> None:
-    clock, metrics = Clock(), CollectorMetrics()
+    clock, metrics = Clock(100.0), CollectorMetrics()
     policy = auto_policy(clock, metrics)
     assert policy.auto is not None
     assert set(decide(policy, IDS[:100])) == {"auto_rate:1.0000"}  # nothing measured yet
@@ -65,7 +57,7 @@ def test_auto_sheds_by_a_threshold_that_follows_capacity() -> None:
 
 
 def test_a_replay_decides_at_the_threshold_written_on_the_record() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     live = auto_policy(clock)
     assert live.auto is not None
     live.auto.capacity(5.0)
@@ -77,7 +69,7 @@ def test_a_replay_decides_at_the_threshold_written_on_the_record() -> None:
     assert threshold < 0.2
     # Replayed elsewhere: another collector, with nothing measured (threshold 1), reading
     # the records with what the first wrote on them.
-    replay = auto_policy(Clock())
+    replay = auto_policy(Clock(100.0))
     for t, why in first.items():
         recorded = {SAMPLED: why or f"auto_rate:{threshold:.4f}"}
         again = replay.reason(RagRecord(trace_id=t, attributes=recorded), Tier.MODEL)
@@ -85,7 +77,7 @@ def test_a_replay_decides_at_the_threshold_written_on_the_record() -> None:
 
 
 def test_priority_rules_still_force_under_auto() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     policy = auto_policy(clock)
     assert policy.auto is not None
     policy.auto.capacity(0.001)
@@ -129,7 +121,7 @@ def test_records_carry_their_threshold_and_count_as_auto_rate() -> None:
 
 
 def test_a_burst_the_deadline_allows_is_admitted() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     budget = Budget(0.25, clock, max_delay_s=10.0)
     assert budget.admits(1_000)  # nothing timed yet: the queue and deadlines bound it
     budget.spent(0.1, 1)  # a record costs 0.1 s; 0.4 s of the 0.5 s bucket is left
