@@ -185,7 +185,7 @@ def _split(trace: tuple[bytes, str, list[str], str]) -> tuple[bytes, bytes]:
 def _serve_kafka(bootstrap: str, results: Path, judge: JudgeServer) -> subprocess.Popen[bytes]:
     env = {
         **ENV,
-        "RAGPULSE_ASSEMBLY__TIMEOUT_S": "600",  # the split traces stay open until their root
+        "RAGPULSE_ASSEMBLY__IDLE_S": "600",  # the split traces stay open until their root
         "RAGPULSE_KAFKA__SESSION_TIMEOUT_MS": str(FAST_GROUP_CONFIG["session_timeout_ms"]),
         "RAGPULSE_KAFKA__HEARTBEAT_INTERVAL_MS": str(FAST_GROUP_CONFIG["heartbeat_interval_ms"]),
         "RAGPULSE_KAFKA__COMMIT_INTERVAL_S": "0.2",
