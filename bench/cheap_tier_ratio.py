@@ -96,8 +96,11 @@ def _kv(key: str, value: str | float) -> common_pb2.KeyValue:
     return common_pb2.KeyValue(key=key, value=any_value)
 
 
-def build_bodies(traces: list[tuple[str, str, list[str]]], per_request: int) -> list[bytes]:
-    """OTLP/HTTP protobuf bodies of ``per_request`` traces: CHAIN, RETRIEVER, LLM spans."""
+def bodies_with_ids(
+    traces: list[tuple[str, str, list[str]]], per_request: int
+) -> list[tuple[bytes, list[str]]]:
+    """OTLP/HTTP protobuf bodies of ``per_request`` traces (CHAIN, RETRIEVER, LLM spans),
+    each with the trace ids (hex) it carries."""
     bodies = []
     now = time.time_ns()
     for at in range(0, len(traces), per_request):
@@ -105,8 +108,10 @@ def build_bodies(traces: list[tuple[str, str, list[str]]], per_request: int) -> 
         rs = request.resource_spans.add()
         rs.resource.attributes.append(_kv("service.name", "bench"))
         scope = rs.scope_spans.add()
+        ids = []
         for question, answer, documents in traces[at : at + per_request]:
             trace_id, root = secrets.token_bytes(16), secrets.token_bytes(8)
+            ids.append(trace_id.hex())
             retriever = [("openinference.span.kind", "RETRIEVER"), ("input.value", question)]
             for j, doc in enumerate(documents):
                 prefix = f"retrieval.documents.{j}.document"
@@ -128,8 +133,13 @@ def build_bodies(traces: list[tuple[str, str, list[str]]], per_request: int) -> 
                 span.trace_id, span.span_id, span.parent_span_id = trace_id, span_id, parent
                 span.name, span.start_time_unix_nano, span.end_time_unix_nano = name, now, now + 1
                 span.attributes.extend(_kv(k, v) for k, v in attributes)
-        bodies.append(request.SerializeToString())
+        bodies.append((request.SerializeToString(), ids))
     return bodies
+
+
+def build_bodies(traces: list[tuple[str, str, list[str]]], per_request: int) -> list[bytes]:
+    """OTLP/HTTP protobuf bodies of ``per_request`` traces: CHAIN, RETRIEVER, LLM spans."""
+    return [body for body, _ in bodies_with_ids(traces, per_request)]
 
 
 # --- one serve run ------------------------------------------------------------------

@@ -24,9 +24,8 @@ from typing import Any
 
 import yaml
 from cheap_tier import cpu_seconds, free_port, peak_rss_mib, scrape_all
-from cheap_tier_ratio import _kv
+from cheap_tier_ratio import bodies_with_ids
 from detector_shapes import FAMILIES, Family, Trace, trace_set
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_BODY = 10  # traces per OTLP/HTTP body
@@ -35,35 +34,7 @@ PER_BODY = 10  # traces per OTLP/HTTP body
 def bodies_of(traces: list[Trace], per_body: int) -> list[tuple[bytes, list[str]]]:
     """OTLP/HTTP protobuf bodies (CHAIN, RETRIEVER with the documents, LLM), with the trace
     ids (hex) each carries."""
-    out = []
-    now = time.time_ns()
-    for at in range(0, len(traces), per_body):
-        request = trace_service_pb2.ExportTraceServiceRequest()
-        rs = request.resource_spans.add()
-        rs.resource.attributes.append(_kv("service.name", "bench"))
-        scope = rs.scope_spans.add()
-        ids = []
-        for trace in traces[at : at + per_body]:
-            trace_id, root = secrets.token_bytes(16), secrets.token_bytes(8)
-            ids.append(trace_id.hex())
-            retriever = [("openinference.span.kind", "RETRIEVER"), ("input.value", trace.question)]
-            for j, doc in enumerate(trace.documents):
-                prefix = f"retrieval.documents.{j}.document"
-                retriever += [(f"{prefix}.id", f"doc-{j}"), (f"{prefix}.content", doc)]
-            spans = [
-                (root, b"", "pipeline", [("openinference.span.kind", "CHAIN"),
-                 ("input.value", trace.question), ("output.value", trace.answer)]),
-                (secrets.token_bytes(8), root, "retrieve", retriever),
-                (secrets.token_bytes(8), root, "generate", [("openinference.span.kind", "LLM"),
-                 ("output.value", trace.answer)]),
-            ]  # fmt: skip
-            for span_id, parent, name, attributes in spans:
-                span = scope.spans.add()
-                span.trace_id, span.span_id, span.parent_span_id = trace_id, span_id, parent
-                span.name, span.start_time_unix_nano, span.end_time_unix_nano = name, now, now + 1
-                span.attributes.extend(_kv(k, v) for k, v in attributes)
-        out.append((request.SerializeToString(), ids))
-    return out
+    return bodies_with_ids([(t.question, t.answer, list(t.documents)) for t in traces], per_body)
 
 
 class Results:
