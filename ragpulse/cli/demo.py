@@ -268,6 +268,7 @@ def _run(
     from ragpulse.cli.demo_view import signal_guide, story
     from ragpulse.evaluation import load_evaluators_safely
     from ragpulse.evaluators.base import Tier
+    from ragpulse.redaction import Redactor
 
     pipeline = collector.pipeline
     evaluators = pipeline.evaluators
@@ -311,7 +312,7 @@ def _run(
         live.update(_table(sink, evaluators, traffic, status, screen))
     out = Console()
     out.print()
-    for line in story(sink):
+    for line in story(sink, Redactor.from_settings(collector.settings, "logs")):
         out.print(line)
     import urllib.request  # here: only the demo fetches anything
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ragpulse.evaluators.base import AnyEvaluator
     from ragpulse.exporters.memory import InMemorySink
     from ragpulse.record import EvalResult, RagRecord
+    from ragpulse.redaction import Redactor
 
 SCREEN_LINES = 40
 """The most lines the "what these scores can see" table may take (a screen)."""
@@ -96,9 +97,12 @@ def _is_hijack(results: Sequence[EvalResult]) -> bool:
     return any(r.name == "injection_followed/agent" and r.label == "hijacked" for r in results)
 
 
-def story(sink: InMemorySink) -> list[Text]:
+def story(sink: InMemorySink, redactor: Redactor) -> list[Text]:
     """What became of the demo's agent turn, its first conversation and the hijack, each
-    with the results that tell it."""
+    with the results that tell it, redacted as the terminal's path (``logs``) asks: the
+    hijack's destination reads as the sinks show it."""
+    from ragpulse.exporters.support.results import redact_results
+
     lines: list[Text] = []
     items = sink.items
 
@@ -130,7 +134,8 @@ def story(sink: InMemorySink) -> list[Text]:
         )
     hijack = next((i for i in items if _is_hijack(i.results)), None)
     if hijack is not None:
-        [followed] = [r for r in hijack.results if r.name == "injection_followed/agent"]
+        shown = redact_results(hijack.record, hijack.results, redactor)
+        [followed] = [r for r in shown if r.name == "injection_followed/agent"]
         injection = _scored(hijack.results, "injection/rules")
         lines.append(
             Text.assemble(

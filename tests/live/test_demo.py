@@ -63,7 +63,7 @@ def test_the_demo_shows_an_agent_turn_a_conversation_and_a_hijack(narrow: list[s
     hijack = said[said.index("hijack 'Ticket T-1042") :]
     assert "injection/rules 0.98 (injection)" in hijack
     assert "injection_followed/agent hijacked: tool call send_email carries email " \
-        "'backup@nimbus-sync.example' from a passage that reads as an instruction of tool " \
+        "'[EMAIL]@nimbus-sync.example' from a passage that reads as an instruction of tool " \
         "read_ticket #1" \
         in hijack  # fmt: skip
     table = rows(narrow)
