@@ -464,6 +464,65 @@ def health_row(d: dash.Dashboard) -> None:
     )
 
 
+def model_tier_row(d: dash.Dashboard) -> None:
+    """Where the model tier runs, the rate it samples at (under ``rate: auto`` it follows
+    the tier's capacity) and what it sheds; and the agent turns that outlast assembly's
+    bounds, kept as partial records and revised when their late spans come."""
+    d.with_row(dash.Row("Model tier and slow turns"))
+    d.with_panel(
+        table.Panel()
+        .title("Model-tier devices")
+        .datasource(DS)
+        .span(8)
+        .height(8)
+        .with_target(
+            query("max by (metric, method, device, dtype) (ragpulse_model_device_info)")
+            .instant()
+            .format(PromQueryFormat.TABLE)
+        )
+    )
+    d.with_panel(
+        series_panel("Model-tier rate and pending records", "short", 8)
+        .with_target(
+            query('min(ragpulse_sampling_rate{tier="model"})', "rate now (lowest replica)", "A")
+        )
+        .with_target(query('sum(ragpulse_tier_pending{tier="model"})', "pending records", "B"))
+    )
+    d.with_panel(
+        series_panel("Model-tier skips /s by reason", "reqps", 8).with_target(
+            query(
+                f'sum by (reason) (rate(ragpulse_tier_skipped_total{{tier="model"}}[{RATE}]))',
+                "{{reason}}",
+            )
+        )
+    )
+    d.with_panel(
+        series_panel("Partial and revised records /s", "reqps")
+        .with_target(
+            query(
+                f"sum by (reason) (rate(ragpulse_partial_records_total[{RATE}]))",
+                "partial ({{reason}})",
+                "A",
+            )
+        )
+        .with_target(
+            query(
+                f"sum by (outcome) (rate(ragpulse_record_revisions_total[{RATE}]))",
+                "revision ({{outcome}})",
+                "B",
+            )
+        )
+        .with_target(
+            query(f"sum(rate(ragpulse_traces_reopened_total[{RATE}]))", "traces reopened", "C")
+        )
+    )
+    d.with_panel(
+        series_panel("Closed traces kept for late spans", "bytes").with_target(
+            query("sum(ragpulse_closed_traces_kept_bytes)", "OTLP bytes kept")
+        )
+    )
+
+
 def variables(d: dash.Dashboard) -> None:
     d.with_variable(dash.DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
     for name, source in [
@@ -504,6 +563,7 @@ def build() -> dict[str, Any]:
     conversations_row(d)
     worst_routes_row(d)
     judge_row(d)
+    model_tier_row(d)
     health_row(d)
     encoded: dict[str, Any] = json.loads(JSONEncoder().encode(d.build()))
     return encoded

@@ -37,7 +37,8 @@ def test_dashboard_covers_the_overview() -> None:
     titles = " | ".join(p["title"] for p in board["panels"]).lower()
     topics = ["spans received", "judge-tier share", "faithfulness", "context relevance",
               "injection hits", "lowest 1h mean", "judge tokens", "kafka consumer lag",
-              "conversations closed", "share of conversations frustrated"]  # fmt: skip
+              "conversations closed", "share of conversations frustrated",
+              "model-tier devices", "partial and revised records"]  # fmt: skip
     for topic in topics:
         assert topic in titles, topic
     exemplar_targets = [
