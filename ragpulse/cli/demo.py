@@ -62,6 +62,9 @@ NAMED_SERIES = (
 def _free_or_zero(port: int) -> int:
     """The requested port when it is free, else 0 (let the OS pick)."""
     with socket.socket() as s:
+        # As the servers bind (aiohttp and prometheus_client reuse the address): the last
+        # demo's connections in TIME_WAIT do not make the port taken, a listener does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
