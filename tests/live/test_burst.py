@@ -134,6 +134,20 @@ def _peak_rss_mib(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
+DOCUMENT = "Plan costs 6 dollars a month. " + "Billing is monthly and can be paused. " * 160
+"""~6 KB a trace: one SDK export (512 spans) holds more than ``SDK_BOUNDS``' held bytes."""
+
+SDK_BOUNDS = {
+    **SMALL_BOUNDS,
+    "RAGPULSE_ASSEMBLY__MAX_HELD_BYTES": str(1024 * 1024),
+    "RAGPULSE_ASSEMBLY__GRACE_S": "10",
+}
+"""Bounds the SDK's exports meet whatever the machine's pace: the first export is taken
+whole and holds more than ``max_held_bytes`` (its traces stay open for ``grace_s``), so
+the next one, sent as soon as the first is answered, is refused (the held traces are
+closed for evaluation, which frees the room for the retry)."""
+
+
 def _sdk_traces(exporter: SpanExporter, n: int, service: str) -> None:
     """``n`` RAG traces through the SDK's batch processor and ``exporter`` (which retries
     503 / UNAVAILABLE by itself), then flushed."""
@@ -148,7 +162,7 @@ def _sdk_traces(exporter: SpanExporter, n: int, service: str) -> None:
             with tracer.start_as_current_span("retrieve") as retrieve:
                 retrieve.set_attributes({
                     "openinference.span.kind": "RETRIEVER", "input.value": question,
-                    "retrieval.documents.0.document.content": "Plan costs 6 dollars a month.",
+                    "retrieval.documents.0.document.content": DOCUMENT,
                 })  # fmt: skip
             with tracer.start_as_current_span("generate") as generate:
                 generate.set_attributes({"openinference.span.kind": "LLM",
@@ -160,9 +174,8 @@ def _sdk_traces(exporter: SpanExporter, n: int, service: str) -> None:
 @pytest.mark.parametrize("transport", ["http", "grpc"])
 def test_sdk_exporters_retry_the_refusals_and_every_trace_is_scored(transport: str) -> None:
     http_port, grpc_port = free_port(), free_port()
-    env = {**SMALL_BOUNDS, "RAGPULSE_ASSEMBLY__MAX_OPEN_TRACES": "100"}
     proc, url = start_serve(
-        "--otlp-http-port", str(http_port), "--otlp-grpc-port", str(grpc_port), env=env
+        "--otlp-http-port", str(http_port), "--otlp-grpc-port", str(grpc_port), env=SDK_BOUNDS
     )
     try:
         exporter: SpanExporter = (
@@ -173,8 +186,9 @@ def test_sdk_exporters_retry_the_refusals_and_every_trace_is_scored(transport: s
         _sdk_traces(exporter, 600, f"sdk-{transport}")
         wait_until(lambda: scored(url) == 600, 120, "every trace scored")
         overloaded = metric(url, "ragpulse_receiver_requests_total", outcome="overloaded")
+        held = metric(url, "ragpulse_intake_refused_total", bound="held_bytes")
         dropped = metric(url, "ragpulse_dropped_total")
     finally:
         stop_process(proc)
-    assert overloaded > 0  # the SDK met refusals and retried them
+    assert overloaded > 0 and held > 0  # the SDK met refusals and retried them
     assert dropped == 0
