@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ragpulse.errors import ModelUnavailable
 from ragpulse.evaluators.models.forward_queue import ForwardQueue
-from ragpulse.evaluators.models.loading import _quiet_transformers, load_model, resolve
+from ragpulse.evaluators.models.loading import _quiet_transformers, load_model, placed, resolve
 from ragpulse.evaluators.models.onnx_backend import cache_dir, providers, read_json
 from ragpulse.evaluators.models.placement import Placement, out_of_memory
 
@@ -103,7 +103,7 @@ class Classifier:
             self.placement = Placement(device, "fp32")
             self.dtype_name = "int8" if quantize else "fp32"
         else:
-            self._wrapper = _placed(self._wrapper, placement, location)
+            self._wrapper = placed(self._wrapper, placement, location)
             self.dtype_name = placement.dtype
         pad = self.tokenizer.pad_token_id
         self.queue = ForwardQueue(
@@ -213,23 +213,6 @@ class Classifier:
                 "of device memory; lower max_batch_tokens, choose a smaller model or dtype, "
                 "or set evaluation.model.device to cpu"
             ) from exc
-
-
-def _placed(wrapper: Any, placement: Placement, location: str) -> Any:
-    """The wrapper moved to the placement's device and number format; ModelUnavailable
-    (with the fix) when the device has no room for it."""
-    if placement.device == "cpu" and placement.dtype == "fp32":
-        return wrapper
-    try:
-        return wrapper.to(device=placement.device, dtype=placement.torch_dtype)
-    except Exception as exc:
-        if not out_of_memory(exc):
-            raise
-        raise ModelUnavailable(
-            f"{location} does not fit on {placement.device} in {placement.dtype}: "
-            f"{type(exc).__name__}: {exc}; free the device, choose a smaller model or "
-            "dtype, or set evaluation.model.device to cpu"
-        ) from exc
 
 
 def _logits_module(model: Any, head: Head) -> Any:
