@@ -160,6 +160,22 @@ def build_requests(records: list[RagRecord], traces: int, per_request: int) -> l
     return bodies
 
 
+def post_until_taken(conn: http.client.HTTPConnection, body: bytes) -> list[tuple[float, float]]:
+    """POST an OTLP/HTTP body until it is taken: a 503 (refused for now) is retried after
+    50 ms, as an OTLP exporter would. Each attempt's (start, end) ``perf_counter`` times,
+    the taken one last."""
+    attempts: list[tuple[float, float]] = []
+    while True:
+        start = time.perf_counter()
+        conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+        response = conn.getresponse()
+        response.read()
+        attempts.append((start, time.perf_counter()))
+        if response.status != 503:
+            return attempts
+        time.sleep(0.05)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -279,17 +295,8 @@ def run_config(
         def send(chunk: list[bytes]) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", otlp_port, timeout=60)
             for body in chunk:
-                while True:
-                    t0 = time.perf_counter()
-                    conn.request(
-                        "POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"}
-                    )
-                    resp = conn.getresponse()
-                    resp.read()
-                    post_ms.append((time.perf_counter() - t0) * 1000)
-                    if resp.status != 503:
-                        break
-                    time.sleep(0.05)  # backpressure: retry like an OTLP exporter would
+                attempts = post_until_taken(conn, body)
+                post_ms.extend((end - start) * 1000 for start, end in attempts)
             conn.close()
 
         cpu0 = cpu_seconds(proc.pid)

@@ -50,7 +50,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cheap_tier import cpu_seconds, free_port, peak_rss_mib, scrape_all
+from cheap_tier import cpu_seconds, free_port, peak_rss_mib, post_until_taken, scrape_all
 from eval_speed import run as run_process
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
@@ -194,14 +194,7 @@ def serve_once(
         def send(chunk: list[bytes]) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", otlp_port, timeout=60)
             for body in chunk:
-                while True:
-                    conn.request("POST", "/v1/traces", body,
-                                 {"Content-Type": "application/x-protobuf"})  # fmt: skip
-                    response = conn.getresponse()
-                    response.read()
-                    if response.status != 503:
-                        break
-                    time.sleep(0.05)  # refused for now: retry, as an OTLP exporter does
+                post_until_taken(conn, body)
             conn.close()
 
         start, cpu = time.perf_counter(), cpu_seconds(proc.pid)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cheap_tier import cpu_seconds, free_port, peak_rss_mib, scrape_all
+from cheap_tier import cpu_seconds, free_port, peak_rss_mib, post_until_taken, scrape_all
 from cheap_tier_ratio import bodies_with_ids
 from detector_shapes import FAMILIES, Family, Trace, trace_set
 
@@ -140,16 +140,8 @@ class Serve:
         def send(chunk: list[tuple[bytes, list[str]]]) -> None:
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
             for body, ids in chunk:
-                while True:
-                    at = time.perf_counter()
-                    conn.request("POST", "/v1/traces", body,
-                                 {"Content-Type": "application/x-protobuf"})  # fmt: skip
-                    response = conn.getresponse()
-                    response.read()
-                    if response.status != 503:
-                        break
-                    time.sleep(0.05)
-                sent.update(dict.fromkeys(ids, at))
+                taken_at, _ = post_until_taken(conn, body)[-1]
+                sent.update(dict.fromkeys(ids, taken_at))
             conn.close()
 
         with ThreadPoolExecutor(clients) as pool:
