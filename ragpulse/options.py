@@ -5,10 +5,12 @@ from __future__ import annotations
 import difflib
 import json
 import types
-from collections.abc import Mapping
-from typing import Any, TypeVar, Union, get_args, get_origin
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
 
 from ragpulse.errors import OptionsError
 
@@ -144,3 +146,60 @@ def _description(model: type[BaseModel], path: tuple[str, ...]) -> str:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# -- how an option reads (``ragpulse metrics NAME`` and the settings reference) ---------
+
+_PLAIN_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+
+
+def type_name(
+    annotation: Any, *, literal: Callable[[Any], str] = json.dumps, bar: str = " | "
+) -> str:
+    """An option's type as a settings file writes it (``list of string | null``): each
+    ``Literal`` value shown by ``literal``, alternatives joined by ``bar`` (Markdown
+    tables escape it)."""
+
+    def name(a: Any) -> str:
+        return type_name(a, literal=literal, bar=bar)
+
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return bar.join(literal(a) for a in args)
+    if origin in (Union, types.UnionType):
+        shown = [name(a) for a in args if a is not type(None)]
+        return bar.join(shown) + (f"{bar}null" if type(None) in args else "")
+    if origin in (list, tuple, set, frozenset):
+        return f"list of {name(args[0])}" if args else "list"
+    if origin is dict:
+        return f"mapping of {name(args[1])}" if len(args) == 2 else "mapping"
+    if annotation is Any:
+        return "any"
+    if isinstance(annotation, type):
+        if issubclass(annotation, SecretStr):
+            return "secret string"
+        if issubclass(annotation, BaseModel):
+            return annotation.__name__
+        if issubclass(annotation, Path):
+            return "path"
+        return _PLAIN_TYPES.get(annotation.__name__, annotation.__name__)
+    return str(annotation).replace("typing.", "")
+
+
+def bounds(info: FieldInfo) -> str:
+    """A field's ge/gt/le/lt as a short note (`` (>= 0, <= 1)``), or nothing."""
+    shown = []
+    for meta in info.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            bound = getattr(meta, attr, None)
+            if bound is not None:
+                shown.append(f"{sign} {bound}")
+    return f" ({', '.join(shown)})" if shown else ""
+
+
+def default_of(info: FieldInfo) -> Any:
+    """A field's default (its factory's value), or ``PydanticUndefined`` when it is
+    required."""
+    if info.default_factory is not None:
+        return info.default_factory()  # type: ignore[call-arg]
+    return info.default

@@ -24,20 +24,19 @@ import enum
 import importlib
 import inspect
 import re
-import types
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 import mkdocs_gen_files
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ragpulse import plugin_index, plugins, public_api
 from ragpulse.cli import build_parser
 from ragpulse.config import Settings
+from ragpulse.options import bounds, default_of, type_name
 from ragpulse.plugin_context import PluginContext
 from ragpulse.settings_env import env_name, submodel
 from ragpulse.source import Source
@@ -70,40 +69,15 @@ def first_paragraph(doc: str | None) -> str:
     return prose(doc).split("\n\n")[0].replace("\n", " ")
 
 
-def type_name(annotation: Any) -> str:
-    """A field's type as a reader writes it in YAML terms."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Literal:
-        return " \\| ".join(f"`{a}`" for a in args)
-    if origin in (Union, types.UnionType):
-        shown = [type_name(a) for a in args if a is not type(None)]
-        return " \\| ".join(shown) + (" \\| null" if type(None) in args else "")
-    if origin in (list, tuple, set, frozenset):
-        return f"list of {type_name(args[0])}" if args else "list"
-    if origin is dict:
-        return f"mapping of {type_name(args[1])}" if len(args) == 2 else "mapping"
-    if annotation is Any:
-        return "any"
-    if isinstance(annotation, type):
-        if issubclass(annotation, SecretStr):
-            return "secret string"
-        if issubclass(annotation, BaseModel):
-            return annotation.__name__
-        if issubclass(annotation, Path):
-            return "path"
-        return {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(
-            annotation.__name__, annotation.__name__
-        )
-    return str(annotation).replace("typing.", "")
+def markdown_type(annotation: Any) -> str:
+    """A field's type in a Markdown table (its literals in backquotes, ``|`` escaped)."""
+    return type_name(annotation, literal=lambda a: f"`{a}`", bar=" \\| ")
 
 
-def default_of(info: FieldInfo) -> str:
-    if info.default_factory is not None:
-        value: Any = info.default_factory()  # type: ignore[call-arg]
-    elif info.default is PydanticUndefined:
+def default_text(info: FieldInfo) -> str:
+    value = default_of(info)
+    if value is PydanticUndefined:
         return "required"
-    else:
-        value = info.default
     if value is None:
         return "-"
     if isinstance(value, BaseModel):
@@ -119,17 +93,6 @@ def default_of(info: FieldInfo) -> str:
     if value == "" or value == [] or value == {}:
         return f"`{value!r}`" if value == "" else f"`{value}`"
     return f"`{value}`"
-
-
-def constraints(info: FieldInfo) -> str:
-    """ge/gt/le/lt and patterns as a short note."""
-    shown = []
-    for meta in info.metadata:
-        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
-            bound = getattr(meta, attr, None)
-            if bound is not None:
-                shown.append(f"{sign} {bound}")
-    return f" ({', '.join(shown)})" if shown else ""
 
 
 # -- settings ---------------------------------------------------------------------------
@@ -160,8 +123,8 @@ def settings_table(model: type[BaseModel], prefix: str, env: bool) -> list[str]:
     for name, info in model.model_fields.items():
         if submodel(info.annotation) is not None:
             continue  # its own section below
-        kind = registered(info) or type_name(info.annotation) + constraints(info)
-        cells = [f"`{name}`", f"{kind}; default {default_of(info)}"]
+        kind = registered(info) or markdown_type(info.annotation) + bounds(info)
+        cells = [f"`{name}`", f"{kind}; default {default_text(info)}"]
         if env:
             cells.append(f"`{env_name(prefix + name)}`")
         cells.append(cell(prose(info.description)))
@@ -281,9 +244,9 @@ def cli_page() -> str:
 def options_rows(options: type[BaseModel]) -> list[str]:
     rows = ["| option | type and default | description |", "|---|---|---|"]
     for name, info in options.model_fields.items():
-        kind = type_name(info.annotation) + constraints(info)
+        kind = markdown_type(info.annotation) + bounds(info)
         rows.append(
-            f"| `{name}` | {kind}; default {default_of(info)} | {cell(prose(info.description))} |"
+            f"| `{name}` | {kind}; default {default_text(info)} | {cell(prose(info.description))} |"
         )
     return rows
 

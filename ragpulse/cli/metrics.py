@@ -12,10 +12,8 @@ import argparse
 import inspect
 import json
 import re
-import types
 from enum import Enum
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -26,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ragpulse.cli.common import console
+from ragpulse.options import bounds, default_of, type_name
 
 if TYPE_CHECKING:
     from ragpulse.config import EvaluationSettings
@@ -140,7 +139,7 @@ def describe(cls: type[AnyEvaluator], settings: EvaluationSettings) -> Group:
         for option, info in fields.items():
             options.add_row(
                 option,
-                _type(info.annotation) + _bounds(info),
+                type_name(info.annotation) + bounds(info),
                 _default_value(info),
                 escape(_prose(info.description)),
             )
@@ -189,47 +188,10 @@ def _joined(paragraph: str) -> str:
     return "\n".join(" ".join(item) for item in items)
 
 
-def _type(annotation: Any) -> str:
-    """An option's type as a settings file writes it."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Literal:
-        return " | ".join(json.dumps(a) for a in args)
-    if origin in (Union, types.UnionType):
-        shown = [_type(a) for a in args if a is not type(None)]
-        return " | ".join(shown) + (" | null" if type(None) in args else "")
-    if origin in (list, tuple, set, frozenset):
-        return f"list of {_type(args[0])}" if args else "list"
-    if origin is dict:
-        return f"mapping of {_type(args[1])}" if len(args) == 2 else "mapping"
-    if annotation is Any:
-        return "any"
-    if isinstance(annotation, type):
-        if issubclass(annotation, BaseModel):
-            return annotation.__name__
-        if issubclass(annotation, Path):
-            return "path"
-        names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
-        return names.get(annotation.__name__, annotation.__name__)
-    return str(annotation).replace("typing.", "")
-
-
-def _bounds(info: FieldInfo) -> str:
-    shown = []
-    for meta in info.metadata:
-        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
-            bound = getattr(meta, attr, None)
-            if bound is not None:
-                shown.append(f"{sign} {bound}")
-    return f" ({', '.join(shown)})" if shown else ""
-
-
 def _default_value(info: FieldInfo) -> str:
-    if info.default_factory is not None:
-        value: Any = info.default_factory()  # type: ignore[call-arg]
-    elif info.default is PydanticUndefined:
+    value = default_of(info)
+    if value is PydanticUndefined:
         return "required"
-    else:
-        value = info.default
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     if isinstance(value, Enum):
