@@ -198,11 +198,7 @@ class SamplingPolicy:
                 if auto is not None:
                     auto.offered(forced=True)
                 return f"priority:{rule.when}"
-        route_rates = self.routes.get(record.route or "", {})
-        rate: float | str | None = route_rates.get("model" if tier is Tier.MODEL else "judge")
-        reason = ROUTE_RATE
-        if rate is None:
-            rate, reason = self.rates.get(tier, 0.0), BASE_RATE
+        rate, reason = self._rate(record.route, tier)
         if rate == AUTO_RATE and auto is not None:
             threshold = recorded_threshold(record, tier)
             if threshold is None:  # a live record: today's threshold (a replay keeps its own)
@@ -211,10 +207,7 @@ class SamplingPolicy:
             if trace_fraction(record.trace_id, tier.value) < threshold:
                 return f"{AUTO}:{threshold:.4f}"
             return None
-        assert isinstance(rate, float)
-        if rate >= 1.0 or trace_fraction(record.trace_id, tier.value) < rate:
-            return reason
-        return None
+        return _drawn(record.trace_id, tier, rate, reason)
 
     def conversation_reason(
         self, conversation: ConversationRecord, tier: Tier, results: Sequence[EvalResult] = ()
@@ -242,20 +235,21 @@ class SamplingPolicy:
                 for t in conversation.turns
             ):
                 return f"priority:{rule.when}"
-        route_rates = self.routes.get(conversation.route or "", {})
-        rate: float | str | None = route_rates.get("model" if tier is Tier.MODEL else "judge")
-        reason = ROUTE_RATE
-        if rate is None:
-            rate, reason = self.rates.get(tier, 0.0), BASE_RATE
+        rate, reason = self._rate(conversation.route, tier)
         if rate == AUTO_RATE:
             threshold = self.auto.threshold if self.auto is not None else 1.0
             if trace_fraction(conversation.conversation_id, tier.value) < threshold:
                 return f"{AUTO}:{threshold:.4f}"
             return None
-        assert isinstance(rate, float)
-        if rate >= 1.0 or trace_fraction(conversation.conversation_id, tier.value) < rate:
-            return reason
-        return None
+        return _drawn(conversation.conversation_id, tier, rate, reason)
+
+    def _rate(self, route: str | None, tier: Tier) -> tuple[float | str, str]:
+        """The tier's rate for ``route`` (the route's own, else the base rate) and the
+        reason a record drawn at it gives."""
+        rate = self.routes.get(route or "", {}).get("model" if tier is Tier.MODEL else "judge")
+        if rate is None:
+            return self.rates.get(tier, 0.0), BASE_RATE
+        return rate, ROUTE_RATE
 
     def wants(self, record: RagRecord, tier: Tier, results: Sequence[EvalResult] = ()) -> bool:
         return self.reason(record, tier, results) is not None
@@ -277,3 +271,11 @@ class SamplingPolicy:
         if tier == Tier.CHEAP or self.by_rate(tier):
             return True
         return any(tier.value in rule.tiers for rule in self.priorities)
+
+
+def _drawn(key: str, tier: Tier, rate: float | str, reason: str) -> str | None:
+    """``reason`` when ``key`` is drawn at a fixed ``rate`` (every key at 1 and above)."""
+    assert isinstance(rate, float)  # auto is decided before a fixed rate is drawn
+    if rate >= 1.0 or trace_fraction(key, tier.value) < rate:
+        return reason
+    return None
